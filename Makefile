@@ -1,0 +1,55 @@
+# torch-rbln: `make demo` and `make test` set everything up on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+WHEELS ?= /opt/wheels
+# Build tree reused between runs (incremental rebuilds); holds the ctest suites.
+BUILD := build/cp311-cp311-linux_x86_64
+PIP_FLAGS := --find-links $(WHEELS) --disable-pip-version-check -q
+export TORCH_DEVICE_BACKEND_AUTOLOAD ?= 1
+
+.PHONY: all deps install demo test test-cpp test-py codegen codegen-check bench clean
+
+all: install
+
+# System packages (GoogleTest, CMake, a C++ compiler), then the project venv.
+$(VENV)/.deps: requirements-dev.txt
+	@if ! [ -f /usr/include/gtest/gtest.h ] || ! command -v cmake >/dev/null || ! command -v g++ >/dev/null; then \
+	  echo "installing system packages: libgtest-dev cmake g++"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libgtest-dev cmake g++ >/dev/null; \
+	fi
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install $(PIP_FLAGS) -r requirements-dev.txt
+	touch $@
+
+deps: $(VENV)/.deps
+
+# Builds the C++ library, the Python module and the GoogleTest suites, and
+# installs the package into the venv (no build isolation: torch comes from the venv).
+install: deps
+	$(PIP) install $(PIP_FLAGS) --no-build-isolation --no-deps \
+	  --config-settings=cmake.define.RBLN_BUILD_TESTS=ON .
+
+codegen: deps
+	$(PY) -m codegen
+
+codegen-check: deps
+	$(PY) -m codegen --check
+
+demo: install
+	$(PY) examples/demo.py
+
+test-cpp: install
+	cd $(BUILD) && ctest --output-on-failure
+
+test-py: install
+	$(PY) -m pytest -q
+
+test: test-cpp test-py
+
+bench: install
+	$(PY) benchmarks/run.py
+
+clean:
+	rm -rf build

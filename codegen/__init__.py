@@ -1,0 +1,1 @@
+"""torch-rbln's code generator: ops.yaml + templates/ -> generated/ and docs."""

@@ -1,0 +1,128 @@
+"""Renders the registry into generated/ and docs/supported_ops.md."""
+from __future__ import annotations
+
+import os
+import tempfile
+
+import jinja2
+
+from .registry import DTYPE_GROUPS, DTYPES, FAMILIES, KERNEL_HEADERS, ROOT, Entry, Variant, _declared_names, is_operand
+
+ELEMENTWISE_SHARDS = 4  # generated elementwise files, compiled in parallel
+
+
+def _qualified_kernel(name: str, root: str) -> str:
+    kernels_h, ops_h = KERNEL_HEADERS
+    if name in _declared_names(root, [kernels_h], r"\b(\w+)\s*\("):
+        return "rbln::kernels::" + name
+    return "rbln::" + name
+
+
+def _fallback_call(v: Variant, fn: str) -> str:
+    op = "at::_ops::" + v.func.func.name.unambiguous_name()
+    return f"at::native::call_fallback_fn_symint<&rbln::{fn}, {op}>::call({', '.join(v.arg_names)})"
+
+
+def _elementwise_body(e: Entry, v: Variant) -> list[str]:
+    args = v.func.func.arguments
+    operands = [a for a in args.flat_non_out if is_operand(a)][: FAMILIES[e.family]]
+    params = [a.name for a in args.flat_non_out if a not in operands]
+    lines, refs = [], []
+    for a in operands:
+        if str(a.type) == "Scalar":
+            lines.append(f"const auto {a.name}_t = at::native::wrapped_scalar_tensor({a.name});")
+            refs.append(f"{a.name}_t")
+        else:
+            refs.append(a.name)
+    tensor = next(a.name for a in operands if str(a.type) != "Scalar")
+    lines.append(f"const c10::OptionalDeviceGuard guard(at::device_of({tensor}));")
+    if v.kind == "functional":
+        lines.append("at::Tensor result;")
+    else:
+        target = args.out[0].name if v.kind == "out" else args.self_arg.argument.name
+        lines.append(f"at::Tensor result = {target};")
+    lines.append(f"auto iter = rbln::kernels::{e.family}_iter(result, {', '.join(refs)});")
+    lines.append("switch (iter.common_dtype()) {")
+    n = len(operands) + 1
+    for d in e.dtypes:
+        enum, cpp = DTYPES[d]
+        functor = f"rbln::functors::{e.functor}<{cpp}>({', '.join(params)})"
+        lines.append(f"  case at::ScalarType::{enum}: rbln::kernels::launch_elementwise<{cpp}, {n}>(iter, \"aten::{v.name}\", {functor}); break;")
+    lines.append(f"  default: return {_fallback_call(v, 'fallback_dtype')};")
+    lines.append("}")
+    lines.append(f"RBLN_COUNT_DEVICE_OP(\"aten::{v.name}\");")
+    lines.append("return iter.output();" if v.kind == "functional" else f"return {refs[0] if v.kind == 'inplace' else args.out[0].name};")
+    return lines
+
+
+def _kernel_body(e: Entry, v: Variant, root: str) -> list[str]:
+    lines = []
+    tensors = [a for a in v.func.func.arguments.flat_all if str(a.type) == "Tensor"]
+    if tensors:
+        lines.append(f"const c10::OptionalDeviceGuard guard(at::device_of({tensors[0].name}));")
+    if e.dtypes != ["any"] and tensors:
+        cases = " ".join(f"case at::ScalarType::{DTYPES[d][0]}:" for d in e.dtypes)
+        lines += [f"switch ({tensors[0].name}.scalar_type()) {{", f"  {cases} break;",
+                  f"  default: return {_fallback_call(v, 'fallback_dtype')};", "}"]
+    lines.append(f"RBLN_COUNT_DEVICE_OP(\"aten::{v.name}\");")
+    lines.append(f"return {_qualified_kernel(e.kernel, root)}({', '.join(v.arg_names)});")
+    return lines
+
+
+def _body(e: Entry, v: Variant, root: str) -> list[str]:
+    if e.strategy == "fallback":
+        return [f"return {_fallback_call(v, 'fallback_listed')};"]
+    if e.family:
+        return _elementwise_body(e, v)
+    return _kernel_body(e, v, root)
+
+
+def _base(overload: str) -> str:
+    return overload.split(".")[0].rstrip("_")
+
+
+def render(entries: list[Entry], root: str = ROOT) -> dict[str, str]:
+    """Returns {relative path: contents} for every generated file."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(root, "templates")),
+                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
+                             undefined=jinja2.StrictUndefined)
+    registered = [e for e in entries if e.strategy in ("kernel", "fallback")]
+    shards = {"generated/RegisterRBLN.cpp": [e for e in registered if not e.family]}
+    family = [e for e in registered if e.family]
+    for i in range(ELEMENTWISE_SHARDS):
+        shards[f"generated/RegisterRBLN_elementwise_{i}.cpp"] = family[i::ELEMENTWISE_SHARDS]
+    out = {}
+    template = env.get_template("RegisterRBLN.cpp.j2")
+    for path, group in shards.items():
+        wrappers = [(v, _body(e, v, root)) for e in group for v in e.variants]
+        headers = sorted({v.func.root_name for e in group for v in e.variants})
+        out[path] = template.render(wrappers=wrappers, headers=headers, elementwise=any(e.family for e in group))
+    groups = {tuple(v): k for k, v in DTYPE_GROUPS.items()}
+    out["docs/supported_ops.md"] = env.get_template("supported_ops.md.j2").render(
+        entries=sorted(entries, key=lambda e: e.func), dtypes=lambda e: groups.get(tuple(e.dtypes), ", ".join(e.dtypes)),
+        counts={s: sum(e.strategy == s for e in entries) for s in ("kernel", "composite", "fallback")})
+    tested = [e for e in entries if e.strategy in ("kernel", "composite") and e.opinfo and e.dtypes != ["any"]]
+    # An OpInfo may reach any overload of its op (add(x, 2) is add.Tensor too).
+    related: dict[str, set[str]] = {}
+    for e in registered:
+        for o in e.overloads:
+            related.setdefault(_base(o), set()).add(o)
+    cases = [(e, sorted(related.get(_base(e.func), set(e.overloads)))) for e in tested]
+    out["generated/test_ops_generated.py"] = env.get_template("test_ops_generated.py.j2").render(cases=cases)
+    return out
+
+
+def write(files: dict[str, str], root: str) -> list[str]:
+    """Writes atomically, only files whose content changed; returns those."""
+    changed = []
+    for rel, text in files.items():
+        path = os.path.join(root, rel)
+        if os.path.exists(path) and open(path).read() == text:
+            continue
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".gen-")
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+        changed.append(rel)
+    return changed

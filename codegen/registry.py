@@ -1,0 +1,252 @@
+"""Reads and validates ops.yaml against PyTorch's own native_functions.yaml.
+
+Every problem is reported as `ops.yaml:LINE: what is wrong`; nothing is
+generated unless the whole file is valid.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+import torchgen
+import yaml
+from torchgen import local
+from torchgen.api.types import DispatcherSignature
+from torchgen.gen import parse_native_yaml
+from torchgen.model import BaseTy, BaseType, DispatchKey, NativeFunction, OptionalType, SchemaKind
+from torchgen.native_function_generation import pre_group_native_functions
+
+# dtype name in ops.yaml -> (c10::ScalarType enumerator, C++ type)
+DTYPES = {
+    "float32": ("Float", "float"),
+    "float16": ("Half", "at::Half"),
+    "bfloat16": ("BFloat16", "at::BFloat16"),
+    "float64": ("Double", "double"),
+    "int8": ("Char", "int8_t"),
+    "uint8": ("Byte", "uint8_t"),
+    "int16": ("Short", "int16_t"),
+    "int32": ("Int", "int32_t"),
+    "int64": ("Long", "int64_t"),
+    "bool": ("Bool", "bool"),
+}
+DTYPE_GROUPS = {
+    "floating": ["float32", "float16", "bfloat16", "float64"],
+    "integral": ["int32", "int64"],
+    "all": ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"],
+}
+DTYPE_GROUPS["numeric"] = DTYPE_GROUPS["floating"] + DTYPE_GROUPS["integral"]
+
+# Elementwise families: name -> number of operands. Each has a C++ iterator
+# builder rbln::kernels::<family>_iter(out, operands...) in kernels/Elementwise.h.
+FAMILIES = {
+    "unary": 1,
+    "unary_float": 1,
+    "logical": 1,
+    "binary": 2,
+    "binary_float": 2,
+    "compare": 2,
+}
+STRATEGIES = ("kernel", "composite", "fallback", "compile")
+KEYS = {"func", "strategy", "kernel", "functor", "dtypes", "notes", "opinfo"}
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KERNEL_HEADERS = ("kernels/Kernels.h", "runtime/RBLNOps.h")
+FUNCTOR_HEADER = "kernels/Functors.h"
+
+
+class OpsYamlError(Exception):
+    pass
+
+
+@dataclass
+class Variant:
+    """One registered overload of an entry."""
+
+    name: str  # e.g. "add.out"
+    kind: str  # functional | inplace | out
+    func: NativeFunction
+    cpp_name: str
+    decl: str
+    arg_names: list[str]
+
+
+@dataclass
+class Entry:
+    func: str
+    line: int
+    strategy: str
+    kernel: str | None
+    functor: str | None
+    dtypes: list[str]
+    notes: str
+    opinfo: list[str]
+    variants: list[Variant] = field(default_factory=list)
+
+    @property
+    def family(self) -> str | None:
+        return self.kernel if self.kernel in FAMILIES else None
+
+    @property
+    def overloads(self) -> list[str]:
+        return [v.name for v in self.variants]
+
+
+class _LineLoader(yaml.SafeLoader):
+    def construct_mapping(self, node, deep=False):
+        mapping = super().construct_mapping(node, deep=deep)
+        mapping["__line__"] = node.start_mark.line + 1
+        return mapping
+
+
+def _native_functions():
+    d = os.path.join(os.path.dirname(torchgen.__file__), "packaged", "ATen", "native")
+    parsed = parse_native_yaml(os.path.join(d, "native_functions.yaml"), os.path.join(d, "tags.yaml"))
+    by_name = {str(f.func.name): f for f in parsed.native_functions}
+    groups = pre_group_native_functions(parsed.native_functions)
+    group_of = {}
+    for variants in groups.values():
+        for f in variants.values():
+            group_of[str(f.func.name)] = variants
+    composite = set()
+    for key in (DispatchKey.CompositeImplicitAutograd, DispatchKey.CompositeExplicitAutograd,
+                DispatchKey.CompositeExplicitAutogradNonFunctional):
+        composite |= {str(n) for n in parsed.backend_indices[key].index}
+    return by_name, group_of, composite
+
+
+def _declared_names(root: str, paths, pattern: str) -> set[str]:
+    names = set()
+    for rel in paths:
+        path = os.path.join(root, rel)
+        if os.path.exists(path):
+            names |= set(re.findall(pattern, open(path).read()))
+    return names
+
+
+def _variant(f: NativeFunction) -> Variant:
+    # The C++ types must be exactly the dispatcher's, as torchgen chooses them per op.
+    with local.parametrize(use_const_ref_for_mutable_tensors=f.use_const_ref_for_mutable_tensors,
+                           use_ilistref_for_tensor_lists=f.part_of_structured_group):
+        sig = DispatcherSignature.from_schema(f.func)
+        cpp_name = "wrapper_" + f.func.name.unambiguous_name()
+        return Variant(str(f.func.name), f.func.kind().name, f, cpp_name, sig.decl(name=cpp_name),
+                       [a.name for a in sig.arguments()])
+
+
+def is_operand(arg) -> bool:
+    t = arg.type
+    return isinstance(t, BaseType) and t.name in (BaseTy.Tensor, BaseTy.Scalar)
+
+
+def load(path: str, root: str = ROOT) -> list[Entry]:
+    name = os.path.basename(path)
+    try:
+        raw = yaml.load(open(path).read(), Loader=_LineLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = mark.line + 1 if mark else 0
+        raise OpsYamlError(f"{name}:{line}: YAML syntax error: {getattr(e, 'problem', e)}")
+    if not isinstance(raw, list):
+        raise OpsYamlError(f"{name}:1: expected a list of op entries")
+
+    by_name, group_of, composite = _native_functions()
+    kernels = _declared_names(root, KERNEL_HEADERS, r"\b(\w+)\s*\(")
+    functors = _declared_names(root, [FUNCTOR_HEADER], r"(?:struct\s+|RBLN_[A-Z]+\()(\w+)")
+    errors: list[str] = []
+    entries: list[Entry] = []
+    seen: dict[str, int] = {}
+
+    with local.parametrize(use_const_ref_for_mutable_tensors=False, use_ilistref_for_tensor_lists=False):
+        for item in raw:
+            if not isinstance(item, dict):
+                errors.append(f"{name}:?: each entry must be a mapping with a 'func' key, got {item!r}")
+                continue
+            line = item.pop("__line__")
+
+            def err(msg: str) -> None:
+                errors.append(f"{name}:{line}: {msg}")
+
+            unknown = set(item) - KEYS
+            if unknown:
+                err(f"unknown key(s) {sorted(unknown)}; allowed: {sorted(KEYS)}")
+            func = item.get("func")
+            if not isinstance(func, str):
+                err("missing 'func' (an ATen overload name such as 'add.Tensor')")
+                continue
+            f = by_name.get(func)
+            if f is None:
+                base = func.split(".")[0]
+                known = sorted(n for n in by_name if n.split(".")[0] == base)
+                hint = f"; overloads of '{base}': {', '.join(known)}" if known else ""
+                err(f"unknown op or overload '{func}' (not in native_functions.yaml){hint}")
+                continue
+            strategy = item.get("strategy", "kernel")
+            if strategy not in STRATEGIES:
+                err(f"unknown strategy '{strategy}' for {func}; one of {', '.join(STRATEGIES)}")
+                continue
+            if strategy == "compile":
+                err(f"strategy 'compile' for {func} is reserved for the torch.compile lowering, not implemented yet")
+                continue
+            kernel, functor = item.get("kernel"), item.get("functor")
+            if strategy == "kernel":
+                if not kernel:
+                    err(f"{func}: strategy 'kernel' needs a 'kernel' (a family: {', '.join(FAMILIES)}; or a function in {' or '.join(KERNEL_HEADERS)})")
+                    continue
+                if kernel in FAMILIES:
+                    if not functor:
+                        err(f"{func}: kernel family '{kernel}' needs a 'functor'")
+                        continue
+                    if functor not in functors:
+                        err(f"{func}: unknown functor '{functor}' (not a struct in {FUNCTOR_HEADER})")
+                        continue
+                elif kernel not in kernels:
+                    err(f"{func}: unknown kernel '{kernel}' (not a family and not declared in {' or '.join(KERNEL_HEADERS)})")
+                    continue
+            elif kernel or functor:
+                err(f"{func}: 'kernel'/'functor' only apply to strategy 'kernel'")
+                continue
+            if strategy == "composite" and func not in composite:
+                err(f"{func} has no composite implementation upstream; use strategy 'kernel' or 'fallback'")
+                continue
+
+            dtypes_raw = item.get("dtypes", "all")
+            dtypes: list[str] = []
+            for d in dtypes_raw if isinstance(dtypes_raw, list) else [dtypes_raw]:
+                if d == "any":  # no dtype check: memory and copy ops take every dtype
+                    dtypes.append(d)
+                elif d in DTYPE_GROUPS:
+                    dtypes += DTYPE_GROUPS[d]
+                elif d in DTYPES:
+                    dtypes.append(d)
+                else:
+                    err(f"{func}: unknown dtype '{d}'; known: {', '.join(list(DTYPES) + list(DTYPE_GROUPS) + ['any'])}")
+            dtypes = list(dict.fromkeys(dtypes))
+
+            if kernel in FAMILIES:
+                group = group_of[func]
+                variants = [group[k] for k in (SchemaKind.functional, SchemaKind.inplace, SchemaKind.out) if k in group]
+                operands = [a for a in f.func.arguments.flat_non_out if is_operand(a)]
+                if len(operands) < FAMILIES[kernel]:
+                    err(f"{func}: family '{kernel}' takes {FAMILIES[kernel]} Tensor/Scalar operands, the schema has {len(operands)}")
+                    continue
+            else:
+                variants = [f]
+            entry = Entry(func, line, strategy, kernel, functor, dtypes, str(item.get("notes", "")).strip(),
+                          _opinfo_names(item, func), [_variant(v) for v in variants])
+            dup = [o for o in entry.overloads if o in seen]
+            if dup:
+                err(f"duplicate entry: {', '.join(dup)} already registered by the entry at line {seen[dup[0]]}")
+                continue
+            for o in entry.overloads:
+                seen[o] = line
+            entries.append(entry)
+    if errors:
+        raise OpsYamlError("\n".join(errors))
+    return entries
+
+
+def _opinfo_names(item: dict, func: str) -> list[str]:
+    if "opinfo" not in item:
+        return [func.split(".")[0].rstrip("_").lstrip("_")]
+    value = item["opinfo"]
+    return [] if value is None else ([value] if isinstance(value, str) else list(value))

@@ -1,0 +1,184 @@
+// The elementwise kernel family. A TensorIterator (built on the host, as CPU
+// does, for broadcasting, type promotion, out= and in-place checks) is frozen
+// into a small descriptor, and the loop runs later on the device stream.
+// Inputs whose dtype differs from the compute dtype are converted while
+// loaded; the common case of matching dtypes takes a typed, vectorizable loop.
+#pragma once
+
+#include <ATen/OpMathType.h>
+#include <ATen/Parallel.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/ops/empty.h>
+#include <c10/core/DynamicCast.h>
+#include <c10/util/SmallVector.h>
+
+#include <array>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+#include "kernels/Common.h"
+
+namespace rbln::kernels {
+
+template <size_t N>  // N operands, the output first
+struct ElementwiseDesc {
+  int64_t numel = 0;
+  c10::SmallVector<int64_t, 6> shape;
+  std::array<c10::SmallVector<int64_t, 6>, N> strides;  // in bytes
+  std::array<char*, N> data{};
+  std::array<at::ScalarType, N> dtypes{};
+  std::array<bool, N> is_host_scalar{};
+  std::array<std::array<char, 16>, N> host_scalar{};  // CPU 0-dim inputs, by value
+
+  char* ptr(size_t i) const {
+    return is_host_scalar[i] ? const_cast<char*>(host_scalar[i].data()) : data[i];
+  }
+};
+
+template <size_t N>
+ElementwiseDesc<N> describe(const at::TensorIteratorBase& iter) {
+  TORCH_INTERNAL_ASSERT(static_cast<size_t>(iter.ntensors()) == N, "expected ", N, " operands");
+  ElementwiseDesc<N> d;
+  d.numel = iter.numel();
+  d.shape.assign(iter.shape().begin(), iter.shape().end());
+  for (size_t i = 0; i < N; ++i) {
+    auto s = iter.strides(i);
+    d.strides[i].assign(s.begin(), s.end());
+    d.dtypes[i] = iter.dtype(i);
+    const auto& t = iter.tensor_base(i);
+    if (i >= static_cast<size_t>(iter.noutputs()) && t.is_cpu()) {
+      // A CPU scalar operand (e.g. `x + 1`): copy its value now, it may be
+      // freed before the kernel runs.
+      d.is_host_scalar[i] = true;
+      std::memcpy(d.host_scalar[i].data(), t.const_data_ptr(), t.element_size());
+      for (auto& st : d.strides[i]) st = 0;
+    } else {
+      d.data[i] = static_cast<char*>(iter.data_ptr(i));
+    }
+  }
+  return d;
+}
+
+namespace detail {
+
+template <class C, class T>
+C load(const char* p) {
+  return static_cast<C>(*reinterpret_cast<const T*>(p));
+}
+
+// Runs f over [begin, end) of the flattened iteration space.
+template <size_t N, class Inner>
+void for_range(const ElementwiseDesc<N>& d, int64_t begin, int64_t end, const Inner& inner) {
+  const int64_t ndim = d.shape.size();
+  c10::SmallVector<int64_t, 6> index(std::max<int64_t>(ndim, 1), 0);
+  int64_t rem = begin;
+  for (int64_t dim = 0; dim < ndim; ++dim) {
+    index[dim] = rem % d.shape[dim];
+    rem /= d.shape[dim];
+  }
+  std::array<char*, N> base;
+  std::array<int64_t, N> inner_stride;
+  for (size_t i = 0; i < N; ++i) inner_stride[i] = ndim ? d.strides[i][0] : 0;
+  int64_t pos = begin;
+  while (pos < end) {
+    for (size_t i = 0; i < N; ++i) {
+      base[i] = d.ptr(i);
+      for (int64_t dim = 0; dim < ndim; ++dim) base[i] += index[dim] * d.strides[i][dim];
+    }
+    int64_t count = std::min(end - pos, ndim ? d.shape[0] - index[0] : int64_t(1));
+    inner(base, inner_stride, count);
+    pos += count;
+    if (ndim == 0) break;
+    index[0] = 0;
+    for (int64_t dim = 1; dim < ndim; ++dim) {
+      if (++index[dim] < d.shape[dim]) break;
+      index[dim] = 0;
+    }
+  }
+}
+
+}  // namespace detail
+
+// Applies f elementwise. T is the compute dtype's C++ type; f receives
+// opmath values (float for half/bfloat16) and returns opmath or bool.
+template <class T, size_t N, class F, size_t... I>
+void run_elementwise(const ElementwiseDesc<N>& d, const F& f, std::index_sequence<I...>) {
+  using C = at::opmath_type<T>;
+  using R = std::invoke_result_t<F, decltype((void)I, C())...>;
+  using Out = std::conditional_t<std::is_same_v<R, C>, T, R>;
+  bool typed = d.dtypes[0] == c10::CppTypeToScalarType<Out>::value;
+  for (size_t i = 1; i < N; ++i) typed = typed && d.dtypes[i] == c10::CppTypeToScalarType<T>::value;
+
+  auto inner = [&](const std::array<char*, N>& p, const std::array<int64_t, N>& s, int64_t n) {
+    if (typed) {
+      bool contiguous = s[0] == sizeof(Out);
+      for (size_t i = 1; i < N; ++i) contiguous = contiguous && s[i] == sizeof(T);
+      if (contiguous) {
+        auto* out = reinterpret_cast<Out*>(p[0]);
+        for (int64_t k = 0; k < n; ++k) {
+          out[k] = static_cast<Out>(f(static_cast<C>(reinterpret_cast<const T*>(p[I + 1])[k])...));
+        }
+        return;
+      }
+      for (int64_t k = 0; k < n; ++k) {
+        *reinterpret_cast<Out*>(p[0] + k * s[0]) =
+            static_cast<Out>(f(detail::load<C, T>(p[I + 1] + k * s[I + 1])...));
+      }
+      return;
+    }
+    for (int64_t k = 0; k < n; ++k) {
+      c10::cast_and_store<R>(d.dtypes[0], p[0] + k * s[0],
+                             f(c10::fetch_and_cast<C>(d.dtypes[I + 1], p[I + 1] + k * s[I + 1])...));
+    }
+  };
+  if (d.numel < kGrainSize) {
+    detail::for_range(d, 0, d.numel, inner);
+  } else {
+    at::parallel_for(0, d.numel, kGrainSize, [&](int64_t b, int64_t e) { detail::for_range(d, b, e, inner); });
+  }
+}
+
+// Queues f over the iterator on the current stream of the output's device.
+template <class T, size_t N, class F>
+void launch_elementwise(const at::TensorIteratorBase& iter, const char* name, F f) {
+  if (iter.numel() == 0) return;
+  auto device = iter.device(0).index();
+  auto d = describe<N>(iter);
+  // Host scalars take the compute dtype first, as CPU's type promotion does
+  // (a Python float added to a half tensor is rounded to half).
+  for (size_t i = 1; i < N; ++i) {
+    if (!d.is_host_scalar[i]) continue;
+    T value = c10::fetch_and_cast<T>(d.dtypes[i], d.host_scalar[i].data());
+    std::memcpy(d.host_scalar[i].data(), &value, sizeof(T));
+    d.dtypes[i] = c10::CppTypeToScalarType<T>::value;
+  }
+  launch(device, name, [d = std::move(d), f]() {
+    run_elementwise<T>(d, f, std::make_index_sequence<N - 1>());
+  });
+}
+
+// Iterator builders, one per family named in ops.yaml. They build exactly the
+// iterators CPU builds, so shapes, promotion and errors match CPU.
+inline at::TensorIterator unary_iter(at::Tensor& out, const at::Tensor& a) {
+  return at::TensorIterator::unary_op(out, a);
+}
+inline at::TensorIterator unary_float_iter(at::Tensor& out, const at::Tensor& a) {
+  return at::TensorIterator::unary_float_op(out, a);
+}
+inline at::TensorIterator binary_iter(at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
+  return at::TensorIterator::binary_op(out, a, b);
+}
+inline at::TensorIterator binary_float_iter(at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
+  return at::TensorIterator::binary_float_op(out, a, b);
+}
+inline at::TensorIterator compare_iter(at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
+  return at::TensorIterator::comparison_op(out, a, b);
+}
+// Bool result from any input dtype (logical_not).
+inline at::TensorIterator logical_iter(at::Tensor& out, const at::Tensor& a) {
+  if (!out.defined()) out = at::empty({0}, a.options().dtype(at::kBool));
+  return at::TensorIteratorConfig().check_all_same_dtype(false).add_output(out).add_const_input(a).build();
+}
+
+}  // namespace rbln::kernels

@@ -1,0 +1,177 @@
+// Fills and selections: fill_, zero_, masked_fill_, where, arange.
+#include <ATen/AccumulateType.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/native/TypeProperties.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/maximum.h>
+#include <ATen/ops/minimum.h>
+
+#include <cmath>
+
+#include "kernels/Common.h"
+#include "kernels/Elementwise.h"
+#include "kernels/Functors.h"
+#include "kernels/Kernels.h"
+
+namespace rbln::kernels {
+namespace {
+
+template <class C>
+struct select_value {  // masked_fill: mask ? value : x
+  C value;
+  C operator()(C x, C mask) const { return mask ? value : x; }
+};
+
+template <class C>
+struct select {  // where: cond ? a : b
+  C operator()(C cond, C a, C b) const { return cond ? a : b; }
+};
+
+at::Scalar scalar_of(const at::Tensor& value, const char* op) {
+  TORCH_CHECK(value.dim() == 0, op, " only supports a 0-dimensional value tensor, but got tensor with ",
+              value.dim(), " dimension(s).");
+  return value.item();
+}
+
+}  // namespace
+
+at::Tensor& fill_Scalar(at::Tensor& self, const at::Scalar& value) {
+  auto iter = at::TensorIteratorConfig()
+                  .set_check_mem_overlap(false)
+                  .check_all_same_dtype(false)
+                  .add_output(self)
+                  .resize_outputs(false)
+                  .build();
+  RBLN_DISPATCH_ALL(self.scalar_type(), "fill_", [&] {
+    launch_elementwise<scalar_t, 1>(iter, "aten::fill_", functors::fill<scalar_t>(value));
+  });
+  return self;
+}
+
+at::Tensor& fill_Tensor(at::Tensor& self, const at::Tensor& value) {
+  return fill_Scalar(self, scalar_of(value, "fill_"));
+}
+
+at::Tensor& zero_(at::Tensor& self) { return fill_Scalar(self, 0); }
+
+at::Tensor& masked_fill_Scalar(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_fill_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  check_same_device({&self, &mask});
+  auto iter = at::TensorIteratorConfig()
+                  .set_check_mem_overlap(false)
+                  .check_all_same_dtype(false)
+                  .resize_outputs(false)
+                  .add_output(self)
+                  .add_const_input(self)
+                  .add_const_input(mask)
+                  .build();
+  RBLN_DISPATCH_ALL(self.scalar_type(), "masked_fill_", [&] {
+    using C = at::opmath_type<scalar_t>;
+    launch_elementwise<scalar_t, 3>(iter, "aten::masked_fill_", select_value<C>{value.to<C>()});
+  });
+  return self;
+}
+
+at::Tensor& masked_fill_Tensor(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
+  return masked_fill_Scalar(self, mask, scalar_of(value, "masked_fill_"));
+}
+
+at::Tensor& where_self_out(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other,
+                           at::Tensor& out) {
+  auto dtype = at::native::result_type(self, other);
+  auto device = condition.device().type() == kRBLN ? condition.device()
+                : self.device().type() == kRBLN  ? self.device()
+                                                 : other.device();
+  // 0-dim CPU operands (Python scalars) move to the device, as on CUDA.
+  auto prepare = [&](const at::Tensor& t, at::ScalarType type) {
+    auto moved = (t.dim() == 0 && t.is_cpu()) ? t.to(device) : t;
+    return moved.scalar_type() == type ? moved : moved.to(type);
+  };
+  TORCH_CHECK(condition.scalar_type() == at::kBool || condition.scalar_type() == at::kByte,
+              "where expected condition to be a boolean tensor, but got a tensor with dtype ",
+              condition.scalar_type());
+  auto cond = prepare(condition, at::kBool);
+  auto a = prepare(self, dtype);
+  auto b = prepare(other, dtype);
+  check_same_device({&cond, &a, &b});
+  auto iter = at::TensorIteratorConfig()
+                  .check_all_same_dtype(false)
+                  .add_output(out)
+                  .add_const_input(cond)
+                  .add_const_input(a)
+                  .add_const_input(b)
+                  .build();
+  RBLN_DISPATCH_ALL(dtype, "where", [&] {
+    launch_elementwise<scalar_t, 4>(iter, "aten::where.self", select<at::opmath_type<scalar_t>>());
+  });
+  return out;
+}
+
+at::Tensor where_self(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other) {
+  auto device = self.device().type() == kRBLN ? self.device() : condition.device();
+  auto out = at::empty({0}, self.options().dtype(at::native::result_type(self, other)).device(device));
+  return where_self_out(condition, self, other, out);
+}
+
+at::Tensor& arange_start_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step,
+                             at::Tensor& out) {
+  RBLN_DISPATCH_ALL(out.scalar_type(), "arange", [&] {
+    // CPU's arithmetic exactly: accumulate type values, its size formula per dtype.
+    using acc_t = at::acc_type<scalar_t, false>;
+    auto xstart = start.to<acc_t>(), xend = end.to<acc_t>(), xstep = step.to<acc_t>();
+    TORCH_CHECK(xstep > 0 || xstep < 0, "step must be nonzero");
+    TORCH_CHECK(std::isfinite(static_cast<double>(xstart)) && std::isfinite(static_cast<double>(xend)),
+                "unsupported range: ", xstart, " -> ", xend);
+    TORCH_CHECK((xstep > 0 && xend >= xstart) || (xstep < 0 && xend <= xstart),
+                "upper bound and larger bound inconsistent with step sign");
+    double size_d;
+    if constexpr (std::is_same_v<scalar_t, int64_t>) {
+      int64_t sgn = (xstep > 0) - (xstep < 0);
+      size_d = std::ceil((xend - xstart + xstep - sgn) / xstep);
+    } else {
+      size_d = std::ceil(static_cast<double>(end.to<double>() - start.to<double>()) / step.to<double>());
+    }
+    TORCH_CHECK(size_d >= 0 && size_d <= static_cast<double>(std::numeric_limits<int64_t>::max()),
+                "invalid size, possible overflow?");
+    auto size = static_cast<int64_t>(size_d);
+    if (out.numel() != size) out.resize_({size});
+    write_contiguous(out, [&](const at::Tensor& target) {
+      auto* data = target.data_ptr<scalar_t>();
+      launch_on(target, "aten::arange.start_out", [=] {
+        at::parallel_for(0, size, kGrainSize, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) data[i] = static_cast<scalar_t>(xstart + static_cast<acc_t>(i) * xstep);
+        });
+      });
+    });
+  });
+  return out;
+}
+
+at::Tensor& clamp_Tensor_out(const at::Tensor& self, const std::optional<at::Tensor>& min,
+                             const std::optional<at::Tensor>& max, at::Tensor& out) {
+  TORCH_CHECK(min || max, "torch.clamp: At least one of 'min' or 'max' must not be None");
+  // clamp(x, lo, hi) = minimum(maximum(x, lo), hi): both propagate NaN, as CPU's clamp does.
+  at::Tensor result = self;
+  if (min) result = at::maximum(result, *min);
+  if (max) result = at::minimum(result, *max);
+  if (!out.is_same(self)) prepare_out(out, result.sizes(), result.scalar_type(), self, "clamp");
+  device_copy(out, result);
+  return out;
+}
+
+at::Tensor clamp_Tensor(const at::Tensor& self, const std::optional<at::Tensor>& min,
+                        const std::optional<at::Tensor>& max) {
+  auto out = at::empty({0}, self.options());
+  TORCH_CHECK(min || max, "torch.clamp: At least one of 'min' or 'max' must not be None");
+  at::Tensor result = self;
+  if (min) result = at::maximum(result, *min);
+  if (max) result = at::minimum(result, *max);
+  return result.is_same(self) ? result.clone() : result;
+}
+
+at::Tensor& clamp__Tensor(at::Tensor& self, const std::optional<at::Tensor>& min, const std::optional<at::Tensor>& max) {
+  return clamp_Tensor_out(self, min, max, self);
+}
+
+}  // namespace rbln::kernels

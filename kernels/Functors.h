@@ -1,0 +1,267 @@
+// Elementwise math, one small functor per op. T is the dtype's C++ type and C
+// its compute ("opmath") type: float for float16/bfloat16, T otherwise.
+// Constructors take the op's non-operand arguments, in schema order, as
+// ops.yaml passes them.
+#pragma once
+
+#include <ATen/OpMathType.h>
+#include <ATen/core/Scalar.h>
+#include <c10/util/Exception.h>
+#include <c10/util/string_view.h>
+
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+#include <type_traits>
+
+namespace rbln::functors {
+
+template <class C>
+constexpr bool is_float = std::is_floating_point_v<C>;
+
+template <class C>
+bool is_nan(C x) {
+  if constexpr (is_float<C>) return std::isnan(x); else return false;
+}
+
+#define RBLN_UNARY(name, expr)              \
+  template <class T>                        \
+  struct name {                             \
+    using C = at::opmath_type<T>;           \
+    C operator()(C x) const { return expr; } \
+  };
+
+RBLN_UNARY(abs, x < C(0) ? C(-x) : x)
+RBLN_UNARY(neg, C(-x))
+RBLN_UNARY(ceil, C(std::ceil(x)))
+RBLN_UNARY(floor, C(std::floor(x)))
+RBLN_UNARY(round, C(std::nearbyint(x)))
+RBLN_UNARY(trunc, C(std::trunc(x)))
+RBLN_UNARY(log, C(std::log(x)))
+RBLN_UNARY(log2, C(std::log2(x)))
+RBLN_UNARY(log1p, C(std::log1p(x)))
+RBLN_UNARY(exp, C(std::exp(x)))
+RBLN_UNARY(exp2, C(std::exp2(x)))
+RBLN_UNARY(expm1, C(std::expm1(x)))
+RBLN_UNARY(sqrt, C(std::sqrt(x)))
+RBLN_UNARY(rsqrt, C(C(1) / std::sqrt(x)))
+RBLN_UNARY(reciprocal, C(C(1) / x))
+RBLN_UNARY(sin, C(std::sin(x)))
+RBLN_UNARY(cos, C(std::cos(x)))
+RBLN_UNARY(tan, C(std::tan(x)))
+RBLN_UNARY(tanh, C(std::tanh(x)))
+RBLN_UNARY(atan, C(std::atan(x)))
+RBLN_UNARY(erf, C(std::erf(x)))
+RBLN_UNARY(sigmoid, C(C(1) / (C(1) + std::exp(-x))))
+RBLN_UNARY(silu, C(x / (C(1) + std::exp(-x))))
+RBLN_UNARY(relu, x > C(0) ? x : (is_nan(x) ? x : C(0)))
+RBLN_UNARY(sign, C((C(0) < x) - (x < C(0))))
+RBLN_UNARY(square, C(x * x))
+#undef RBLN_UNARY
+
+template <class T>
+struct logical_not {
+  using C = at::opmath_type<T>;
+  bool operator()(C x) const { return !static_cast<bool>(x); }
+};
+
+template <class T>
+struct gelu {
+  using C = at::opmath_type<T>;
+  bool tanh_approx;
+  explicit gelu(c10::string_view approximate) : tanh_approx(approximate == "tanh") {
+    TORCH_CHECK(approximate == "none" || approximate == "tanh", "approximate argument must be either none or tanh.");
+  }
+  C operator()(C x) const {
+    if (tanh_approx) {
+      const C k = C(0.7978845608028654);  // sqrt(2 / pi)
+      return C(0.5) * x * (C(1) + std::tanh(k * (x + C(0.044715) * x * x * x)));
+    }
+    return x * C(0.5) * (C(1) + std::erf(x * C(0.7071067811865476)));
+  }
+};
+
+template <class T>
+struct clamp {
+  using C = at::opmath_type<T>;
+  std::optional<C> lo, hi;
+  clamp(const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max) {
+    TORCH_CHECK(min || max, "torch.clamp: At least one of 'min' or 'max' must not be None");
+    if (min) lo = min->to<C>();
+    if (max) hi = max->to<C>();
+  }
+  C operator()(C x) const {
+    if (is_nan(x)) return x;
+    if (lo && !(x >= *lo)) x = *lo;
+    if (hi && !(x <= *hi)) x = *hi;
+    return x;
+  }
+};
+
+template <class T>
+struct fill {
+  using C = at::opmath_type<T>;
+  C value;
+  explicit fill(const at::Scalar& v) : value(v.to<C>()) {}
+  C operator()() const { return value; }
+};
+
+// ---- binary ----------------------------------------------------------------
+template <class T>
+struct add {
+  using C = at::opmath_type<T>;
+  C alpha;
+  explicit add(const at::Scalar& a) : alpha(a.to<C>()) {}
+  C operator()(C a, C b) const { return a + alpha * b; }
+};
+
+template <class T>
+struct sub {
+  using C = at::opmath_type<T>;
+  C alpha;
+  explicit sub(const at::Scalar& a) : alpha(a.to<C>()) {}
+  C operator()(C a, C b) const { return a - alpha * b; }
+};
+
+template <class T>
+struct mul {
+  using C = at::opmath_type<T>;
+  C operator()(C a, C b) const {
+    if constexpr (std::is_same_v<C, bool>) return a && b; else return a * b;
+  }
+};
+
+template <class C>
+C floor_divide(C a, C b) {
+  if constexpr (is_float<C>) {
+    if (b == C(0)) return a / b;
+    C mod = std::fmod(a, b);
+    C div = (a - mod) / b;
+    if (mod != C(0) && (b < C(0)) != (mod < C(0))) div -= C(1);
+    C floordiv = std::floor(div);
+    if (div - floordiv > C(0.5)) floordiv += C(1);
+    return div != C(0) ? floordiv : std::copysign(C(0), a / b);
+  } else {
+    if (b == C(0)) throw std::runtime_error("ZeroDivisionError");
+    C q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+    return q;
+  }
+}
+
+template <class T>
+struct div {
+  using C = at::opmath_type<T>;
+  enum Mode { kTrue, kTrunc, kFloor } mode = kTrue;
+  div() = default;
+  explicit div(std::optional<c10::string_view> rounding) {
+    if (!rounding) return;
+    TORCH_CHECK(*rounding == "trunc" || *rounding == "floor",
+                "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", *rounding, "'");
+    mode = *rounding == "trunc" ? kTrunc : kFloor;
+  }
+  C operator()(C a, C b) const {
+    if (mode == kFloor) return floor_divide(a, b);
+    if constexpr (!is_float<C>) {
+      if (b == C(0)) throw std::runtime_error("ZeroDivisionError");
+      return a / b;  // integer division truncates
+    } else {
+      return mode == kTrunc ? std::trunc(C(T(a / b))) : a / b;  // CPU rounds the quotient to T first
+    }
+  }
+};
+
+template <class T>
+struct remainder {
+  using C = at::opmath_type<T>;
+  C operator()(C a, C b) const {
+    if constexpr (is_float<C>) {
+      C mod = std::fmod(a, b);
+      if (mod != C(0) && (b < C(0)) != (mod < C(0))) mod += b;
+      return mod;
+    } else {
+      if (b == C(0)) throw std::runtime_error("ZeroDivisionError");
+      C mod = a % b;
+      if (mod != 0 && (b < 0) != (mod < 0)) mod += b;
+      return mod;
+    }
+  }
+};
+
+template <class T>
+struct pow {
+  using C = at::opmath_type<T>;
+  C operator()(C base, C exp) const {
+    if constexpr (is_float<C>) {
+      return std::pow(base, exp);
+    } else {
+      if (exp < 0) {
+        if (base == 1) return 1;
+        if (base == -1) return (exp % 2 == 0) ? 1 : -1;
+        return 0;
+      }
+      C result = 1;
+      while (exp) {
+        if (exp & 1) result *= base;
+        exp >>= 1;
+        base *= base;
+      }
+      return result;
+    }
+  }
+};
+
+template <class T>
+struct maximum {
+  using C = at::opmath_type<T>;
+  C operator()(C a, C b) const { return is_nan(a) ? a : (is_nan(b) ? b : (a > b ? a : b)); }
+};
+
+template <class T>
+struct minimum {
+  using C = at::opmath_type<T>;
+  C operator()(C a, C b) const { return is_nan(a) ? a : (is_nan(b) ? b : (a < b ? a : b)); }
+};
+
+// ---- comparisons and logic: bool results ------------------------------------
+#define RBLN_COMPARE(name, expr)                    \
+  template <class T>                                \
+  struct name {                                     \
+    using C = at::opmath_type<T>;                   \
+    bool operator()(C a, C b) const { return expr; } \
+  };
+RBLN_COMPARE(eq, a == b)
+RBLN_COMPARE(ne, a != b)
+RBLN_COMPARE(gt, a > b)
+RBLN_COMPARE(ge, a >= b)
+RBLN_COMPARE(lt, a < b)
+RBLN_COMPARE(le, a <= b)
+RBLN_COMPARE(logical_and, static_cast<bool>(a) && static_cast<bool>(b))
+RBLN_COMPARE(logical_or, static_cast<bool>(a) || static_cast<bool>(b))
+RBLN_COMPARE(logical_xor, static_cast<bool>(a) != static_cast<bool>(b))
+#undef RBLN_COMPARE
+
+// Bitwise ops keep the operand dtype (bool or integer).
+template <class T>
+struct bitwise_and {
+  using C = at::opmath_type<T>;
+  C operator()(C a, C b) const { if constexpr (std::is_same_v<C, bool>) return a && b; else return a & b; }
+};
+template <class T>
+struct bitwise_or {
+  using C = at::opmath_type<T>;
+  C operator()(C a, C b) const { if constexpr (std::is_same_v<C, bool>) return a || b; else return a | b; }
+};
+template <class T>
+struct bitwise_xor {
+  using C = at::opmath_type<T>;
+  C operator()(C a, C b) const { if constexpr (std::is_same_v<C, bool>) return a != b; else return a ^ b; }
+};
+template <class T>
+struct bitwise_not {
+  using C = at::opmath_type<T>;
+  C operator()(C a) const { if constexpr (std::is_same_v<C, bool>) return !a; else return ~a; }
+};
+
+}  // namespace rbln::functors

@@ -1,0 +1,264 @@
+// Indexing and data movement: index_select, index_copy, cat, repeat_interleave.
+// Index values live in device memory, so they are checked inside the kernel;
+// a bad index surfaces at the next synchronizing call, as on CUDA.
+#include <ATen/ExpandUtils.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/native/TypeProperties.h>
+#include <ATen/ops/empty.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/Common.h"
+#include "kernels/Kernels.h"
+
+namespace rbln::kernels {
+namespace {
+
+int64_t prod(at::IntArrayRef sizes, int64_t begin, int64_t end) {
+  int64_t p = 1;
+  for (int64_t i = begin; i < end; ++i) p *= sizes[i];
+  return p;
+}
+
+// Reads index i of a contiguous int32/int64 index on the device.
+inline int64_t index_at(const void* data, bool is_long, int64_t i) {
+  return is_long ? static_cast<const int64_t*>(data)[i] : static_cast<const int32_t*>(data)[i];
+}
+
+void check_index(const at::Tensor& index, const char* op) {
+  TORCH_CHECK(index.dim() <= 1, op, "(): Index is supposed to be a vector");
+  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, op,
+              "(): Expected dtype int32/int64 for index");
+}
+
+}  // namespace
+
+at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
+  check_index(index, "index_select");
+  check_same_device({&self, &index, &out});
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  auto sizes = self.sizes().vec();
+  int64_t n = index.numel();
+  int64_t dim_size = self.dim() == 0 ? 1 : self.size(dim);
+  if (self.dim() > 0) sizes[dim] = n;
+  else TORCH_CHECK(n == 1, "index_select(): Index to scalar can have only 1 value, got ", n, " value(s)");
+  prepare_out(out, sizes, self.scalar_type(), self, "index_select");
+  if (out.numel() == 0) return out;
+  auto src = contiguous(self);
+  auto idx = contiguous(index);
+  int64_t outer = self.dim() == 0 ? 1 : prod(self.sizes(), 0, dim);
+  int64_t inner = (self.dim() == 0 ? 1 : prod(self.sizes(), dim + 1, self.dim())) * self.element_size();
+  write_contiguous(out, [&](const at::Tensor& target) {
+    auto* dst = static_cast<char*>(target.data_ptr());
+    const auto* s = static_cast<const char*>(src.const_data_ptr());
+    const void* ip = idx.const_data_ptr();
+    bool is_long = idx.scalar_type() == at::kLong;
+    launch_on(target, "aten::index_select", [=] {
+      for (int64_t i = 0; i < n; ++i) {
+        auto k = index_at(ip, is_long, i);
+        if (k < 0 || k >= dim_size) throw std::out_of_range("index out of range in self");
+      }
+      at::parallel_for(0, outer * n, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(inner, 1)),
+                       [&](int64_t b, int64_t e) {
+                         for (int64_t r = b; r < e; ++r) {
+                           int64_t o = r / n, i = r % n;
+                           auto k = index_at(ip, is_long, i);
+                           std::memcpy(dst + r * inner, s + (o * dim_size + k) * inner, inner);
+                         }
+                       });
+    });
+  });
+  return out;
+}
+
+at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  auto out = at::empty({0}, self.options());
+  return index_select_out(self, dim, index, out);
+}
+
+at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                           at::Tensor& out) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  TORCH_CHECK(index.dim() < 2, "index_copy_(): Index should have dimension 1 or 0 (got ", index.dim(), ")");
+  TORCH_CHECK(index.scalar_type() == at::kLong, "index_copy_(): Expected a long tensor for index, but got ",
+              index.scalar_type());
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(),
+              "index_copy_(): self and source expected to have the same dtype, but got (self) ", self.scalar_type(),
+              " and (source) ", source.scalar_type());
+  int64_t n = index.numel();
+  int64_t src_dim_size = source.dim() == 0 ? 1 : source.size(dim);
+  TORCH_CHECK(n == src_dim_size, "index_copy_(): Number of indices (", n, ") should be equal to source.size(dim) (",
+              src_dim_size, ")");
+  check_same_device({&self, &index, &source, &out});
+  if (!out.is_same(self)) {
+    prepare_out(out, self.sizes(), self.scalar_type(), self, "index_copy");
+    device_copy(out, self);
+  }
+  if (n == 0 || out.numel() == 0) return out;
+  auto src = contiguous(source);
+  auto idx = contiguous(index);
+  int64_t dim_size = self.dim() == 0 ? 1 : self.size(dim);
+  int64_t outer = self.dim() == 0 ? 1 : prod(self.sizes(), 0, dim);
+  int64_t inner = (self.dim() == 0 ? 1 : prod(self.sizes(), dim + 1, self.dim())) * self.element_size();
+  write_contiguous(out, [&](const at::Tensor& target) {
+    if (!target.is_same(out)) device_copy(target, out);
+    auto* dst = static_cast<char*>(target.data_ptr());
+    const auto* s = static_cast<const char*>(src.const_data_ptr());
+    const auto* ip = idx.const_data_ptr<int64_t>();
+    launch_on(target, "aten::index_copy", [=] {
+      for (int64_t i = 0; i < n; ++i) {
+        if (ip[i] < 0 || ip[i] >= dim_size) {
+          throw std::out_of_range("index_copy_(): index " + std::to_string(ip[i]) + " is out of bounds for dimension " +
+                                  std::to_string(dim) + " with size " + std::to_string(dim_size));
+        }
+      }
+      for (int64_t o = 0; o < outer; ++o) {
+        for (int64_t i = 0; i < n; ++i) std::memcpy(dst + (o * dim_size + ip[i]) * inner, s + (o * n + i) * inner, inner);
+      }
+    });
+  });
+  return out;
+}
+
+at::Tensor index_copy(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source) {
+  auto out = at::empty({0}, self.options());
+  return index_copy_out(self, dim, index, source, out);
+}
+
+at::Tensor& index_copy_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source) {
+  return index_copy_out(self, dim, index, source, self);
+}
+
+at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
+  auto inputs = tensors.materialize();
+  TORCH_CHECK(!inputs.empty(), "torch.cat(): expected a non-empty list of Tensors");
+  // 1-d empty tensors are skipped, as on CPU (legacy behaviour).
+  auto skip = [](const at::Tensor& t) { return t.dim() == 1 && t.numel() == 0; };
+  const at::Tensor* ref = nullptr;
+  for (const at::Tensor& t : inputs) {
+    if (!skip(t)) {
+      ref = &t;
+      break;
+    }
+  }
+  auto dtype = at::native::result_type(tensors);
+  if (!ref) {
+    prepare_out(out, {0}, dtype, inputs[0].get(), "cat");
+    return out;
+  }
+  TORCH_CHECK(ref->dim() > 0, "zero-dimensional tensor (at position 0) cannot be concatenated");
+  dim = at::maybe_wrap_dim(dim, ref->dim());
+  auto sizes = ref->sizes().vec();
+  sizes[dim] = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor& t = inputs[i];
+    if (skip(t)) continue;
+    check_same_device({ref, &t});
+    TORCH_CHECK(t.dim() == ref->dim(), "Tensors must have same number of dimensions: got ", ref->dim(), " and ",
+                t.dim());
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      TORCH_CHECK(d == dim || t.size(d) == ref->size(d), "Sizes of tensors must match except in dimension ", dim,
+                  ". Expected size ", ref->size(d), " but got size ", t.size(d), " for tensor number ", i,
+                  " in the list.");
+    }
+    sizes[dim] += t.size(dim);
+  }
+  prepare_out(out, sizes, dtype, *ref, "cat");
+  int64_t offset = 0;
+  for (const at::Tensor& t : inputs) {
+    if (skip(t)) continue;
+    device_copy(out.narrow(dim, offset, t.size(dim)), t);
+    offset += t.size(dim);
+  }
+  return out;
+}
+
+at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
+  auto inputs = tensors.materialize();
+  TORCH_CHECK(!inputs.empty(), "torch.cat(): expected a non-empty list of Tensors");
+  auto out = at::empty({0}, inputs[0].get().options().dtype(at::native::result_type(tensors)));
+  return cat_out(tensors, dim, out);
+}
+
+at::Tensor& embedding_renorm_(at::Tensor& self, const at::Tensor& indices, double max_norm, double norm_type) {
+  TORCH_CHECK(self.dim() == 2, "embedding_renorm_(): expected self to be 2-D, got ", self.dim(), "-D");
+  TORCH_CHECK(indices.scalar_type() == at::kLong || indices.scalar_type() == at::kInt,
+              "embedding_renorm_(): Expected dtype int32/int64 for indices");
+  check_same_device({&self, &indices});
+  auto idx = contiguous(indices.to(at::kLong));
+  int64_t n = idx.numel(), rows = self.size(0), dim = self.size(1);
+  write_contiguous(self, [&](const at::Tensor& target) {
+    if (!target.is_same(self)) device_copy(target, self);
+    RBLN_DISPATCH_FLOATING(self.scalar_type(), "embedding_renorm_", [&] {
+      auto* w = target.data_ptr<scalar_t>();
+      const auto* ip = idx.const_data_ptr<int64_t>();
+      launch_on(target, "aten::embedding_renorm_", [=] {
+        std::vector<int64_t> unique(ip, ip + n);
+        std::sort(unique.begin(), unique.end());
+        unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
+        for (auto r : unique) {
+          if (r < 0 || r >= rows) throw std::out_of_range("embedding_renorm_(): index out of range in self");
+          scalar_t* row = w + r * dim;
+          double norm = 0;
+          for (int64_t j = 0; j < dim; ++j) {
+            double v = std::abs(static_cast<double>(row[j]));
+            norm += norm_type == 1 ? v : (norm_type == 2 ? v * v : std::pow(v, norm_type));
+          }
+          norm = norm_type == 1 ? norm : (norm_type == 2 ? std::sqrt(norm) : std::pow(norm, 1.0 / norm_type));
+          if (norm > max_norm) {
+            double scale = max_norm / (norm + 1e-7);
+            for (int64_t j = 0; j < dim; ++j) row[j] = static_cast<scalar_t>(static_cast<double>(row[j]) * scale);
+          }
+        }
+      });
+    });
+  });
+  return self;
+}
+
+at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
+  check_same_device({&self, &mask});
+  auto shape = at::infer_size(self.sizes(), mask.sizes());
+  // The output size depends on the mask: read it back (CUDA syncs here too),
+  // then gather the selected elements on the device.
+  auto host_mask = mask.expand(shape).to(at::kCPU).contiguous();
+  const bool* m = host_mask.const_data_ptr<bool>();
+  std::vector<int64_t> picked;
+  for (int64_t i = 0; i < host_mask.numel(); ++i) {
+    if (m[i]) picked.push_back(i);
+  }
+  auto index = at::empty({static_cast<int64_t>(picked.size())}, host_mask.options().dtype(at::kLong));
+  std::copy(picked.begin(), picked.end(), index.data_ptr<int64_t>());
+  return kernels::index_select(contiguous(self.expand(shape)).reshape({-1}), 0, index.to(self.device()));
+}
+
+at::Tensor repeat_interleave_Tensor(const at::Tensor& repeats, std::optional<c10::SymInt> output_size) {
+  TORCH_CHECK(repeats.dim() == 1, "repeat_interleave only accept 1D vector as repeat");
+  TORCH_CHECK(repeats.scalar_type() == at::kLong || repeats.scalar_type() == at::kInt,
+              "repeats has to be Long or Int tensor");
+  // The output size depends on the values: read them back (CUDA syncs here too).
+  auto host = repeats.to(at::kCPU, at::kLong).contiguous();
+  const auto* r = host.const_data_ptr<int64_t>();
+  int64_t total = 0;
+  for (int64_t i = 0; i < host.numel(); ++i) {
+    TORCH_CHECK(r[i] >= 0, "repeats can not be negative");
+    total += r[i];
+  }
+  if (output_size) {
+    TORCH_CHECK(output_size->expect_int() == total, "allocated size does not match required size");
+  }
+  auto indices = at::empty({total}, host.options());
+  auto* out = indices.data_ptr<int64_t>();
+  for (int64_t i = 0, k = 0; i < host.numel(); ++i) {
+    for (int64_t j = 0; j < r[i]; ++j) out[k++] = i;
+  }
+  return indices.to(repeats.device(), repeats.scalar_type());
+}
+
+}  // namespace rbln::kernels

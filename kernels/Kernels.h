@@ -1,0 +1,99 @@
+// Hand-written device kernels that are not plain elementwise functors. Each
+// signature is the op's dispatcher signature; ops.yaml names them in `kernel:`.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/IListRef.h>
+#include <c10/core/Scalar.h>
+
+#include <optional>
+#include <tuple>
+
+namespace rbln::kernels {
+
+// dst <- src on one device: dtype conversion, broadcasting, any strides.
+void device_copy(const at::Tensor& dst, const at::Tensor& src);
+// The tensor itself when it is contiguous, else a contiguous device copy.
+at::Tensor contiguous(const at::Tensor& t);
+
+// fills and selection
+at::Tensor& fill_Scalar(at::Tensor& self, const at::Scalar& value);
+at::Tensor& fill_Tensor(at::Tensor& self, const at::Tensor& value);
+at::Tensor& zero_(at::Tensor& self);
+at::Tensor& masked_fill_Scalar(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value);
+at::Tensor& masked_fill_Tensor(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value);
+at::Tensor where_self(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other);
+at::Tensor& where_self_out(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other, at::Tensor& out);
+at::Tensor& arange_start_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out);
+
+// indexing and data movement
+at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index);
+at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out);
+at::Tensor index_copy(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source);
+at::Tensor& index_copy_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source);
+at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                           at::Tensor& out);
+at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim);
+at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out);
+at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask);
+at::Tensor repeat_interleave_Tensor(const at::Tensor& repeats, std::optional<c10::SymInt> output_size);
+
+// reductions
+at::Tensor sum_dim_IntList(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                           std::optional<at::ScalarType> dtype);
+at::Tensor& sum_IntList_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                            std::optional<at::ScalarType> dtype, at::Tensor& out);
+at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                    std::optional<at::ScalarType> dtype);
+at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                     std::optional<at::ScalarType> dtype, at::Tensor& out);
+at::Tensor amax(const at::Tensor& self, at::IntArrayRef dim, bool keepdim);
+at::Tensor& amax_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out);
+at::Tensor amin(const at::Tensor& self, at::IntArrayRef dim, bool keepdim);
+at::Tensor& amin_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out);
+at::Tensor max(const at::Tensor& self);
+at::Tensor min(const at::Tensor& self);
+std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor& self, int64_t dim, bool keepdim);
+std::tuple<at::Tensor&, at::Tensor&> max_dim_max(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& max,
+                                                 at::Tensor& max_values);
+std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor& self, int64_t dim, bool keepdim);
+std::tuple<at::Tensor&, at::Tensor&> min_dim_min(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& min,
+                                                 at::Tensor& min_indices);
+at::Tensor argmax(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim);
+at::Tensor argmin(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim);
+
+// softmax
+at::Tensor _softmax(const at::Tensor& self, int64_t dim, bool half_to_float);
+at::Tensor& _softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out);
+at::Tensor _log_softmax(const at::Tensor& self, int64_t dim, bool half_to_float);
+at::Tensor& _log_softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out);
+
+// matrix multiply
+at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2);
+at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out);
+at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2);
+at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out);
+at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const at::Scalar& beta,
+                 const at::Scalar& alpha);
+at::Tensor& addmm_(at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const at::Scalar& beta,
+                   const at::Scalar& alpha);
+at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const at::Scalar& beta,
+                      const at::Scalar& alpha, at::Tensor& out);
+
+at::Tensor dot(const at::Tensor& self, const at::Tensor& tensor);
+at::Tensor addmv(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta,
+                 const at::Scalar& alpha);
+at::Tensor& addmv_(at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta,
+                   const at::Scalar& alpha);
+at::Tensor& addmv_out(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta,
+                      const at::Scalar& alpha, at::Tensor& out);
+
+// clamp with tensor bounds
+at::Tensor clamp_Tensor(const at::Tensor& self, const std::optional<at::Tensor>& min,
+                        const std::optional<at::Tensor>& max);
+at::Tensor& clamp__Tensor(at::Tensor& self, const std::optional<at::Tensor>& min, const std::optional<at::Tensor>& max);
+at::Tensor& clamp_Tensor_out(const at::Tensor& self, const std::optional<at::Tensor>& min,
+                             const std::optional<at::Tensor>& max, at::Tensor& out);
+at::Tensor& embedding_renorm_(at::Tensor& self, const at::Tensor& indices, double max_norm, double norm_type);
+
+}  // namespace rbln::kernels

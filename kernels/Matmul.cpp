@@ -1,0 +1,238 @@
+// Matrix multiply on the device's matrix engine: the BLAS libtorch carries
+// (sgemm; float16/bfloat16 widen to float32 first), a plain loop for integers.
+#include <ATen/ops/empty.h>
+
+#include <vector>
+
+#include "kernels/Common.h"
+#include "kernels/Kernels.h"
+
+extern "C" void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
+                       const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
+                       const float* beta, float* c, const int* ldc);
+extern "C" void dgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
+                       const double* alpha, const double* a, const int* lda, const double* b, const int* ldb,
+                       const double* beta, double* c, const int* ldc);
+
+namespace rbln::kernels {
+namespace {
+
+// A row-major [rows, cols] operand as BLAS sees it (column-major): either the
+// data is row-major (no transpose) or column-major (transpose).
+struct Operand {
+  at::Tensor t;
+  bool transposed;
+  int64_t ld;
+};
+
+Operand operand(const at::Tensor& m) {  // m: 2-d or a batch of them (last two dims)
+  auto r = m.dim() - 2, c = m.dim() - 1;
+  if (m.stride(c) == 1 && m.stride(r) >= std::max<int64_t>(1, m.size(c))) return {m, false, m.stride(r)};
+  if (m.stride(r) == 1 && m.stride(c) >= std::max<int64_t>(1, m.size(r))) return {m, true, m.stride(c)};
+  auto copy = contiguous(m);
+  return {copy, false, std::max<int64_t>(1, copy.size(c))};
+}
+
+template <class T>  // float or double
+void gemm_rowmajor(int64_t n, int64_t k, int64_t p, T alpha, const T* a, int64_t lda, bool ta, const T* b,
+                   int64_t ldb, bool tb, T beta, T* c, int64_t ldc) {
+  // Row-major C = A @ B is column-major C^T = B^T @ A^T.
+  int m_ = p, n_ = n, k_ = k, lb = ldb, la = lda, lc = ldc;
+  char opb = tb ? 't' : 'n', opa = ta ? 't' : 'n';
+  if constexpr (std::is_same_v<T, float>) sgemm_(&opb, &opa, &m_, &n_, &k_, &alpha, b, &lb, a, &la, &beta, c, &lc);
+  else dgemm_(&opb, &opa, &m_, &n_, &k_, &alpha, b, &lb, a, &la, &beta, c, &lc);
+}
+
+// Row-major [rows, cols] copy in float of a (possibly transposed) operand.
+template <class T>
+std::vector<float> widen(const T* src, int64_t rows, int64_t cols, int64_t ld, bool trans) {
+  std::vector<float> out(rows * cols);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) out[i * cols + j] = static_cast<float>(trans ? src[j * ld + i] : src[i * ld + j]);
+  return out;
+}
+
+// C[b] = alpha * A[b] @ B[b] + beta * C[b] for row-major C with unit column stride.
+template <class T>
+void gemm_batch(int64_t batch, int64_t n, int64_t k, int64_t p, const T* a, int64_t lda, int64_t sa, bool ta,
+                const T* b, int64_t ldb, int64_t sb, bool tb, T* c, int64_t ldc, int64_t sc,
+                at::opmath_type<T> alpha, at::opmath_type<T> beta) {
+  for (int64_t i = 0; i < batch; ++i) {
+    const T* A = a + i * sa;
+    const T* B = b + i * sb;
+    T* C = c + i * sc;
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      gemm_rowmajor<T>(n, k, p, alpha, A, lda, ta, B, ldb, tb, beta, C, ldc);
+    } else if constexpr (std::is_floating_point_v<at::opmath_type<T>>) {
+      // float16/bfloat16 go through the float32 engine, accumulating in float.
+      auto fa = widen(A, n, k, lda, ta), fb = widen(B, k, p, ldb, tb);
+      std::vector<float> fc(n * p, 0.f);
+      if (beta != 0) fc = widen(C, n, p, ldc, false);
+      gemm_rowmajor<float>(n, k, p, static_cast<float>(alpha), fa.data(), k, false, fb.data(), p, false,
+                     static_cast<float>(beta), fc.data(), p);
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t col = 0; col < p; ++col) C[r * ldc + col] = static_cast<T>(fc[r * p + col]);
+    } else {
+      for (int64_t r = 0; r < n; ++r) {
+        for (int64_t col = 0; col < p; ++col) {
+          at::opmath_type<T> acc = 0;
+          for (int64_t j = 0; j < k; ++j) {
+            auto av = ta ? A[j * lda + r] : A[r * lda + j];
+            auto bv = tb ? B[col * ldb + j] : B[j * ldb + col];
+            acc += av * bv;
+          }
+          C[r * ldc + col] = static_cast<T>(alpha * acc + (beta == 0 ? 0 : beta * C[r * ldc + col]));
+        }
+      }
+    }
+  }
+}
+
+// out[b] = alpha * (m1[b] @ m2[b]) + beta * out[b]; out already sized.
+void matmul_into(const at::Tensor& out, const at::Tensor& m1, const at::Tensor& m2, const at::Scalar& alpha,
+                 const at::Scalar& beta, const char* name) {
+  if (out.numel() == 0) return;
+  auto A = operand(m1), B = operand(m2);
+  bool batched = out.dim() == 3;
+  int64_t batch = batched ? out.size(0) : 1;
+  int64_t n = m1.size(-2), k = m1.size(-1), p = m2.size(-1);
+  auto C = (out.stride(-1) == 1 && out.stride(-2) >= std::max<int64_t>(1, p)) ? out : contiguous(out);
+  RBLN_DISPATCH_ALL(out.scalar_type(), "matmul", [&] {
+    using opmath = at::opmath_type<scalar_t>;
+    const auto* a = A.t.const_data_ptr<scalar_t>();
+    const auto* b = B.t.const_data_ptr<scalar_t>();
+    auto* c = C.data_ptr<scalar_t>();
+    int64_t sa = batched ? A.t.stride(0) : 0, sb = batched ? B.t.stride(0) : 0, sc = batched ? C.stride(0) : 0;
+    int64_t lda = A.ld, ldb = B.ld, ldc = C.stride(-2);
+    bool ta = A.transposed, tb = B.transposed;
+    auto al = alpha.to<opmath>(), be = beta.to<opmath>();
+    if (k == 0) {
+      // Nothing to multiply: C = beta * C (0 when beta is 0, ignoring NaN).
+      launch_on(C, name, [=] {
+        for (int64_t i = 0; i < batch; ++i)
+          for (int64_t r = 0; r < n; ++r)
+            for (int64_t col = 0; col < p; ++col) {
+              auto& v = c[i * sc + r * ldc + col];
+              v = be == opmath(0) ? scalar_t(0) : static_cast<scalar_t>(be * static_cast<opmath>(v));
+            }
+      });
+      return;
+    }
+    launch_on(C, name, [=] { gemm_batch<scalar_t>(batch, n, k, p, a, lda, sa, ta, b, ldb, sb, tb, c, ldc, sc, al, be); });
+  });
+  if (!C.is_same(out)) device_copy(out, C);
+}
+
+void check_matrices(const at::Tensor& a, const at::Tensor& b, int64_t dims, const char* op) {
+  const char* what = dims == 2 ? "matrix" : "3D tensor";
+  TORCH_CHECK(a.dim() == dims, op, ": Expected self to be a ", what, ", got ", a.dim(), "-D tensor");
+  TORCH_CHECK(b.dim() == dims, op, ": Expected mat2 to be a ", what, ", got ", b.dim(), "-D tensor");
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "expected m1 and m2 to have the same dtype, but got: ",
+              a.scalar_type(), " != ", b.scalar_type());
+  check_same_device({&a, &b});
+  if (dims == 2) {
+    TORCH_CHECK(a.size(1) == b.size(0), "mat1 and mat2 shapes cannot be multiplied (", a.size(0), "x", a.size(1),
+                " and ", b.size(0), "x", b.size(1), ")");
+  } else {
+    TORCH_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1),
+                "Expected size for first two dimensions of batch2 tensor to be: [", a.size(0), ", ", a.size(2),
+                "] but got: [", b.size(0), ", ", b.size(1), "].");
+  }
+}
+
+}  // namespace
+
+at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+  check_matrices(self, mat2, 2, "mm");
+  prepare_out(out, {self.size(0), mat2.size(1)}, self.scalar_type(), self, "mm");
+  matmul_into(out, self, mat2, 1, 0, "aten::mm");
+  return out;
+}
+at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
+  auto out = at::empty({0}, self.options());
+  return mm_out(self, mat2, out);
+}
+at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+  check_matrices(self, mat2, 3, "bmm");
+  prepare_out(out, {self.size(0), self.size(1), mat2.size(2)}, self.scalar_type(), self, "bmm");
+  matmul_into(out, self, mat2, 1, 0, "aten::bmm");
+  return out;
+}
+at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
+  auto out = at::empty({0}, self.options());
+  return bmm_out(self, mat2, out);
+}
+at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const at::Scalar& beta,
+                      const at::Scalar& alpha, at::Tensor& out) {
+  check_matrices(mat1, mat2, 2, "addmm");
+  check_same_device({&self, &mat1, &out});
+  TORCH_CHECK(self.scalar_type() == mat1.scalar_type(), "self and mat2 must have the same dtype, but got ",
+              self.scalar_type(), " and ", mat1.scalar_type());
+  std::vector<int64_t> sizes{mat1.size(0), mat2.size(1)};
+  if (!out.is_same(self)) {
+    auto bias = self.expand(sizes);  // raises CPU's broadcast error on mismatch
+    prepare_out(out, sizes, self.scalar_type(), self, "addmm");
+    if (beta.toComplexDouble() != 0.0) device_copy(out, bias);
+  } else {
+    TORCH_CHECK(self.sizes() == at::IntArrayRef(sizes), "Bad in-place call: input tensor size ", self.sizes(),
+                " and output tensor size ", at::IntArrayRef(sizes), " should match");
+  }
+  matmul_into(out, mat1, mat2, alpha, beta, "aten::addmm");
+  return out;
+}
+at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const at::Scalar& beta,
+                 const at::Scalar& alpha) {
+  auto out = at::empty({0}, mat1.options());
+  return addmm_out(self, mat1, mat2, beta, alpha, out);
+}
+at::Tensor& addmm_(at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const at::Scalar& beta,
+                   const at::Scalar& alpha) {
+  return addmm_out(self, mat1, mat2, beta, alpha, self);
+}
+
+at::Tensor& addmv_out(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta,
+                      const at::Scalar& alpha, at::Tensor& out) {
+  TORCH_CHECK(mat.dim() == 2 && vec.dim() == 1, "vector + matrix @ vector expected, got ", self.dim(), ", ", mat.dim(),
+              ", ", vec.dim());
+  TORCH_CHECK(mat.size(1) == vec.size(0), "size mismatch, got input (", self.size(0), "), mat (", mat.size(0), "x",
+              mat.size(1), "), vec (", vec.size(0), ")");
+  TORCH_CHECK(mat.scalar_type() == vec.scalar_type(), "expected m1 and m2 to have the same dtype, but got: ",
+              mat.scalar_type(), " != ", vec.scalar_type());
+  check_same_device({&self, &mat, &vec, &out});
+  std::vector<int64_t> sizes{mat.size(0)};
+  if (!out.is_same(self)) {
+    auto bias = self.expand(sizes);
+    prepare_out(out, sizes, mat.scalar_type(), mat, "addmv");
+    if (beta.toComplexDouble() != 0.0) device_copy(out, bias);
+  } else {
+    TORCH_CHECK(self.sizes() == at::IntArrayRef(sizes), "Bad in-place call: input tensor size ", self.sizes(),
+                " and output tensor size ", at::IntArrayRef(sizes), " should match");
+  }
+  matmul_into(out.unsqueeze(1), mat, vec.unsqueeze(1), alpha, beta, "aten::addmv");
+  return out;
+}
+at::Tensor addmv(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta,
+                 const at::Scalar& alpha) {
+  auto out = at::empty({0}, mat.options());
+  return addmv_out(self, mat, vec, beta, alpha, out);
+}
+at::Tensor& addmv_(at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta,
+                   const at::Scalar& alpha) {
+  return addmv_out(self, mat, vec, beta, alpha, self);
+}
+
+at::Tensor dot(const at::Tensor& self, const at::Tensor& tensor) {
+  TORCH_CHECK(self.dim() == 1 && tensor.dim() == 1, "1D tensors expected, but got ", self.dim(), "D and ",
+              tensor.dim(), "D tensors");
+  TORCH_CHECK(self.scalar_type() == tensor.scalar_type(), "dot : expected both vectors to have same dtype, but found ",
+              self.scalar_type(), " and ", tensor.scalar_type());
+  TORCH_CHECK(self.numel() == tensor.numel(), "inconsistent tensor size, expected tensor [", self.numel(),
+              "] and src [", tensor.numel(), "] to have the same number of elements, but got ", self.numel(), " and ",
+              tensor.numel(), " elements respectively");
+  check_same_device({&self, &tensor});
+  auto out = at::empty({1, 1}, self.options());
+  matmul_into(out, self.unsqueeze(0), tensor.unsqueeze(1), 1, 0, "aten::dot");
+  return out.view(at::IntArrayRef());
+}
+
+}  // namespace rbln::kernels

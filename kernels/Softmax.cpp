@@ -1,0 +1,71 @@
+// softmax and log_softmax over one dim of a contiguous [outer, dim, inner] view.
+#include <ATen/WrapDimUtils.h>
+#include <ATen/ops/empty.h>
+
+#include <cmath>
+
+#include "kernels/Common.h"
+#include "kernels/Kernels.h"
+
+namespace rbln::kernels {
+namespace {
+
+at::Tensor& softmax_into(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out, bool log,
+                         const char* name) {
+  TORCH_CHECK(!half_to_float, "softmax with half to float conversion is not supported on rbln");
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), name, " not implemented for '", self.scalar_type(), "'");
+  dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  prepare_out(out, self.sizes(), self.scalar_type(), self, name);
+  if (self.numel() == 0) return out;
+  auto in = contiguous(self);
+  int64_t size = self.dim() ? self.size(dim) : 1;
+  int64_t inner = 1;
+  for (int64_t d = dim + 1; d < self.dim(); ++d) inner *= self.size(d);
+  int64_t outer = self.numel() / (size * inner);
+  write_contiguous(out, [&](const at::Tensor& target) {
+    RBLN_DISPATCH_FLOATING(self.scalar_type(), "softmax", [&] {
+      using acc_t = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
+      const auto* x = in.const_data_ptr<scalar_t>();
+      auto* y = target.data_ptr<scalar_t>();
+      launch_on(target, name, [=] {
+        at::parallel_for(0, outer * inner, std::max<int64_t>(1, kGrainSize / size), [&](int64_t b, int64_t e) {
+          for (int64_t r = b; r < e; ++r) {
+            int64_t base = (r / inner) * size * inner + r % inner;
+            acc_t mx = -std::numeric_limits<acc_t>::infinity();
+            for (int64_t j = 0; j < size; ++j) mx = std::max<acc_t>(mx, static_cast<acc_t>(x[base + j * inner]));
+            acc_t sum = 0;
+            for (int64_t j = 0; j < size; ++j) sum += std::exp(static_cast<acc_t>(x[base + j * inner]) - mx);
+            if (log) {
+              acc_t lse = std::log(sum) + mx;
+              for (int64_t j = 0; j < size; ++j) y[base + j * inner] = static_cast<scalar_t>(x[base + j * inner] - lse);
+            } else {
+              for (int64_t j = 0; j < size; ++j) {
+                y[base + j * inner] = static_cast<scalar_t>(std::exp(static_cast<acc_t>(x[base + j * inner]) - mx) / sum);
+              }
+            }
+          }
+        });
+      });
+    });
+  });
+  return out;
+}
+
+}  // namespace
+
+at::Tensor& _softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) {
+  return softmax_into(self, dim, half_to_float, out, false, "softmax");
+}
+at::Tensor _softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
+  auto out = at::empty({0}, self.options());
+  return _softmax_out(self, dim, half_to_float, out);
+}
+at::Tensor& _log_softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) {
+  return softmax_into(self, dim, half_to_float, out, true, "log_softmax");
+}
+at::Tensor _log_softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
+  auto out = at::empty({0}, self.options());
+  return _log_softmax_out(self, dim, half_to_float, out);
+}
+
+}  // namespace rbln::kernels

@@ -1,0 +1,120 @@
+// torch_rbln._C: the few entry points Python needs that torch does not already
+// expose generically (torch.Stream, torch.Event and torch.accelerator go
+// through the device guard directly).
+#include <ATen/core/Generator.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/CachingDeviceAllocator.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+
+#include "runtime/RBLNFallback.h"
+#include "runtime/RBLNFunctions.h"
+#include "runtime/RBLNGenerator.h"
+
+namespace py = pybind11;
+
+namespace {
+
+template <class F>
+auto translate(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(e.what_without_backtrace());
+  }
+}
+
+rbln::RBLNGeneratorImpl* generator(int device) {
+  return rbln::default_generator(static_cast<c10::DeviceIndex>(device)).get<rbln::RBLNGeneratorImpl>();
+}
+
+py::dict stat_dict(const c10::CachingDeviceAllocator::DeviceStats& s) {
+  py::dict d;
+  const char* pools[] = {"all", "small_pool", "large_pool"};
+  auto add = [&](const char* name, const c10::CachingAllocator::StatArray& array) {
+    for (size_t i = 0; i < array.size(); ++i) {
+      std::string prefix = std::string(name) + "." + pools[i] + ".";
+      d[py::str(prefix + "current")] = array[i].current;
+      d[py::str(prefix + "peak")] = array[i].peak;
+      d[py::str(prefix + "allocated")] = array[i].allocated;
+      d[py::str(prefix + "freed")] = array[i].freed;
+    }
+  };
+  add("allocation", s.allocation);
+  add("segment", s.segment);
+  add("active", s.active);
+  add("allocated_bytes", s.allocated_bytes);
+  add("reserved_bytes", s.reserved_bytes);
+  add("active_bytes", s.active_bytes);
+  add("requested_bytes", s.requested_bytes);
+  d["num_alloc_retries"] = s.num_alloc_retries;
+  d["num_ooms"] = s.num_ooms;
+  d["num_device_alloc"] = s.num_device_alloc;
+  d["num_device_free"] = s.num_device_free;
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "torch-rbln native module: emulated RBLN NPU runtime bindings";
+  m.def("_device_count", [] { return static_cast<int>(rbln::device_count()); });
+  m.def("_device_count_error", [] { return rbln::driver::device_count_error(); });
+  m.def("_current_device", [] { return static_cast<int>(rbln::current_device()); });
+  m.def("_set_device", [](int device) { translate([&] { rbln::set_device(static_cast<c10::DeviceIndex>(device)); }); });
+  m.def("_is_initialized", [] { return at::isPrivateUse1HooksRegistered(); });
+  m.def("_synchronize", [](int device) {
+    translate([&] { rbln::driver_call([&] { rbln::driver::device_synchronize(rbln::resolve_device(device)); }); });
+  });
+  m.def("_device_capacity", [](int device) {
+    return translate([&] { return rbln::driver_call([&] { return rbln::driver::device_capacity(rbln::resolve_device(device)); }); });
+  });
+  m.def("_launch_blocking", [] { return rbln::driver::launch_blocking(); });
+  m.def("_strict_mode", [] { return rbln::driver::strict_mode(); });
+
+  m.def("_memory_stats", [](int device) { return translate([&] { return stat_dict(c10::getDeviceAllocator(rbln::kRBLN)->getDeviceStats(device)); }); });
+  m.def("_reset_peak_memory_stats", [](int device) { translate([&] { c10::getDeviceAllocator(rbln::kRBLN)->resetPeakStats(device); }); });
+  m.def("_reset_accumulated_memory_stats", [](int device) { translate([&] { c10::getDeviceAllocator(rbln::kRBLN)->resetAccumulatedStats(device); }); });
+  m.def("_empty_cache", [] { translate([&] { c10::getDeviceAllocator(rbln::kRBLN)->emptyCache(); }); });
+  m.def("_mem_get_info", [](int device) { return translate([&] { return c10::getDeviceAllocator(rbln::kRBLN)->getMemoryInfo(device); }); });
+
+  m.def("_device_op_counts", [] { return rbln::device_op_counts(); });
+  m.def("_fallback_counts", [] { return rbln::fallback_counts(); });
+
+  m.def("_manual_seed", [](int device, uint64_t seed) {
+    translate([&] {
+      auto* g = generator(device);
+      std::lock_guard<std::mutex> lock(g->mutex_);
+      g->set_current_seed(seed);
+    });
+  });
+  m.def("_seed", [](int device) {
+    return translate([&] {
+      auto* g = generator(device);
+      std::lock_guard<std::mutex> lock(g->mutex_);
+      return g->seed();
+    });
+  });
+  m.def("_initial_seed", [](int device) { return translate([&] { return generator(device)->current_seed(); }); });
+  m.def("_get_rng_state", [](int device) {
+    return translate([&] {
+      auto* g = generator(device);
+      std::lock_guard<std::mutex> lock(g->mutex_);
+      uint64_t words[2] = {g->current_seed(), g->get_offset()};
+      return py::bytes(reinterpret_cast<const char*>(words), sizeof(words));
+    });
+  });
+  m.def("_set_rng_state", [](int device, const std::string& state) {
+    translate([&] {
+      TORCH_CHECK(state.size() == 16, "RNG state must be 16 bytes, got ", state.size());
+      uint64_t words[2];
+      std::memcpy(words, state.data(), sizeof(words));
+      auto* g = generator(device);
+      std::lock_guard<std::mutex> lock(g->mutex_);
+      g->set_current_seed(words[0]);
+      g->set_offset(words[1]);
+    });
+  });
+}

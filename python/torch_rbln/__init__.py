@@ -1,0 +1,26 @@
+"""torch-rbln: eager-mode PyTorch on the RBLN NPU (an emulated NPU by default).
+
+Importing this package (PyTorch does it by itself through the `torch.backends`
+entry point) registers the `rbln` device, `torch.rbln` and the tensor, module
+and storage methods (`x.rbln()`, `x.is_rbln`, `model.rbln()`).
+"""
+import torch
+
+from . import _C  # noqa: F401  (loads the runtime and the op registrations)
+
+if torch._C._get_privateuse1_backend_name() != "rbln":
+    torch.utils.rename_privateuse1_backend("rbln")
+
+from . import rbln as _rbln_module  # noqa: E402
+
+if not hasattr(torch, "rbln"):
+    torch._register_device_module("rbln", _rbln_module)
+    torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
+
+explain = _rbln_module.explain
+
+__all__ = ["explain"]
+
+
+def _autoload():
+    """`torch.backends` entry point: importing the package is the whole job."""

@@ -1,0 +1,309 @@
+"""`torch.rbln`: the device module, shaped like `torch.cuda`."""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from . import _C
+
+_DEVICE_TYPE = "rbln"
+
+
+def _index(device: Any = None, optional: bool = True) -> int:
+    """Device index from an int, a str, a torch.device or None (current)."""
+    if device is None:
+        return _C._current_device()
+    if isinstance(device, int):
+        return device
+    device = torch.device(device)
+    if device.type != _DEVICE_TYPE:
+        raise ValueError(f"Expected an rbln device, got {device}")
+    return _C._current_device() if device.index is None else device.index
+
+
+# ---- devices -----------------------------------------------------------------
+def is_available() -> bool:
+    return _C._device_count() > 0
+
+
+def is_initialized() -> bool:
+    return _C._is_initialized()
+
+
+def init() -> None:
+    """The runtime initializes lazily; kept for torch.cuda parity."""
+
+
+def device_count() -> int:
+    return _C._device_count()
+
+
+def current_device() -> int:
+    return _C._current_device()
+
+
+def set_device(device: Any) -> None:
+    index = _index(device)
+    if index >= 0:
+        _C._set_device(index)
+
+
+class device:
+    """Context manager that changes the current rbln device."""
+
+    def __init__(self, device: Any):
+        self.idx = -1 if device is None else _index(device)
+        self.prev_idx = -1
+
+    def __enter__(self):
+        self.prev_idx = _C._current_device()
+        if self.idx >= 0 and self.idx != self.prev_idx:
+            _C._set_device(self.idx)
+
+    def __exit__(self, *exc):
+        if self.idx >= 0 and self.idx != self.prev_idx:
+            _C._set_device(self.prev_idx)
+        return False
+
+
+class device_of(device):
+    """Context manager that makes the device of `obj` (a tensor) current."""
+
+    def __init__(self, obj):
+        super().__init__(obj.get_device() if obj.device.type == _DEVICE_TYPE else -1)
+
+
+def synchronize(device: Any = None) -> None:
+    """Waits for all work queued on every stream of the device."""
+    _C._synchronize(_index(device))
+
+
+# ---- streams and events ------------------------------------------------------
+class Stream(torch.Stream):
+    """An rbln stream: work queued on it runs in order, asynchronously."""
+
+    def __new__(cls, device: Any = None, priority: int = 0, **kwargs):
+        if "stream_id" in kwargs:
+            return super().__new__(cls, **kwargs)
+        with globals()["device"](device):
+            return super().__new__(cls, device=torch.device(_DEVICE_TYPE, _C._current_device()), priority=priority)
+
+    def __eq__(self, other):
+        return isinstance(other, torch.Stream) and super().__eq__(other)
+
+    def __hash__(self):
+        return hash((self.stream_id, self.device_index, self.device_type))
+
+
+class Event(torch.Event):
+    """An rbln event: record on a stream, wait, query, synchronize, time."""
+
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+        return super().__new__(cls, device=_DEVICE_TYPE, enable_timing=enable_timing, blocking=blocking,
+                               interprocess=interprocess)
+
+
+def _wrap(stream: torch.Stream) -> Stream:
+    return Stream(stream_id=stream.stream_id, device_index=stream.device_index, device_type=stream.device_type)
+
+
+def current_stream(device: Any = None) -> Stream:
+    return _wrap(torch.accelerator.current_stream(_index(device)))
+
+
+def default_stream(device: Any = None) -> Stream:
+    s = torch.accelerator.current_stream(_index(device))
+    return Stream(stream_id=0, device_index=s.device_index, device_type=s.device_type)
+
+
+def set_stream(stream: torch.Stream) -> None:
+    if stream is not None:
+        torch.accelerator.set_stream(stream)
+
+
+class StreamContext:
+    """Makes `stream` current on its device inside the `with` block."""
+
+    def __init__(self, stream: torch.Stream | None):
+        self.stream = stream
+        self.prev = None
+        self.prev_device = -1
+
+    def __enter__(self):
+        if self.stream is None:
+            return
+        self.prev_device = current_device()
+        if self.stream.device_index != self.prev_device:
+            set_device(self.stream.device_index)
+        self.prev = current_stream(self.stream.device_index)
+        set_stream(self.stream)
+
+    def __exit__(self, *exc):
+        if self.stream is None:
+            return False
+        set_stream(self.prev)
+        if self.prev_device != self.stream.device_index:
+            set_device(self.prev_device)
+        return False
+
+
+def stream(stream: torch.Stream | None) -> StreamContext:
+    return StreamContext(stream)
+
+
+# ---- memory ------------------------------------------------------------------
+def memory_stats(device: Any = None) -> dict[str, int]:
+    return dict(sorted(_C._memory_stats(_index(device)).items()))
+
+
+def memory_allocated(device: Any = None) -> int:
+    return memory_stats(device)["allocated_bytes.all.current"]
+
+
+def max_memory_allocated(device: Any = None) -> int:
+    return memory_stats(device)["allocated_bytes.all.peak"]
+
+
+def memory_reserved(device: Any = None) -> int:
+    return memory_stats(device)["reserved_bytes.all.current"]
+
+
+def max_memory_reserved(device: Any = None) -> int:
+    return memory_stats(device)["reserved_bytes.all.peak"]
+
+
+def reset_peak_memory_stats(device: Any = None) -> None:
+    _C._reset_peak_memory_stats(_index(device))
+
+
+def reset_accumulated_memory_stats(device: Any = None) -> None:
+    _C._reset_accumulated_memory_stats(_index(device))
+
+
+def empty_cache() -> None:
+    """Returns cached, unused device memory to the device."""
+    _C._empty_cache()
+
+
+def mem_get_info(device: Any = None) -> tuple[int, int]:
+    """(free, total) device memory in bytes."""
+    return tuple(_C._mem_get_info(_index(device)))
+
+
+# ---- device info ---------------------------------------------------------------
+@dataclass(frozen=True)
+class _DeviceProperties:
+    name: str
+    total_memory: int
+    index: int
+    type: str = "rbln"
+    emulated: bool = True
+
+
+def get_device_properties(device: Any = None) -> _DeviceProperties:
+    index = _index(device)
+    if not 0 <= index < device_count():
+        raise ValueError(f"Invalid device index rbln:{index}: there are {device_count()} RBLN devices")
+    return _DeviceProperties(get_device_name(index), _C._device_capacity(index), index)
+
+
+def get_device_name(device: Any = None) -> str:
+    return "RBLN NPU (emulated)"
+
+
+def get_device_capability(device: Any = None) -> tuple[int, int]:
+    return (1, 0)
+
+
+# ---- random numbers ------------------------------------------------------------
+def manual_seed(seed: int) -> None:
+    _C._manual_seed(current_device(), int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+
+
+def manual_seed_all(seed: int) -> None:
+    for i in range(device_count()):
+        _C._manual_seed(i, int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+
+
+def seed() -> None:
+    _C._seed(current_device())
+
+
+def seed_all() -> None:
+    s = _C._seed(0)
+    for i in range(1, device_count()):
+        _C._manual_seed(i, s)
+
+
+def initial_seed() -> int:
+    return _C._initial_seed(current_device())
+
+
+def _is_in_bad_fork() -> bool:
+    """The driver refuses work in a forked child itself (see docs/runtime.md)."""
+    return False
+
+
+def get_rng_state(device: Any = "rbln") -> torch.Tensor:
+    return torch.frombuffer(bytearray(_C._get_rng_state(_index(device))), dtype=torch.uint8)
+
+
+def set_rng_state(new_state: torch.Tensor, device: Any = "rbln") -> None:
+    _C._set_rng_state(_index(device), bytes(new_state.to("cpu", torch.uint8).contiguous().numpy().tobytes()))
+
+
+def get_rng_state_all() -> list[torch.Tensor]:
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state_all(new_states) -> None:
+    for i, state in enumerate(new_states):
+        set_rng_state(state, i)
+
+
+# ---- AMP -------------------------------------------------------------------------
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    """Lower-precision dtypes the device runs natively (autocast's choices)."""
+    return [torch.float16, torch.bfloat16]
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    return True
+
+
+# ---- op accounting -----------------------------------------------------------------
+@dataclass
+class Explanation:
+    """What ran inside `explain()`: ATen overload name -> call count."""
+
+    device_ops: dict[str, int] = field(default_factory=dict)
+    fallback_ops: dict[str, int] = field(default_factory=dict)
+    fallback_reasons: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def explain():
+    """Counts the ops that ran on the device and those that fell back to the CPU.
+
+        with torch.rbln.explain() as ex:
+            y = model(x)
+        print(ex.device_ops, ex.fallback_ops)
+    """
+    result = Explanation()
+    device_before, fallback_before = _C._device_op_counts(), _C._fallback_counts()
+    try:
+        yield result
+    finally:
+        for name, count in _C._device_op_counts().items():
+            delta = count - device_before.get(name, 0)
+            if delta:
+                result.device_ops[name] = delta
+        for name, reasons in _C._fallback_counts().items():
+            before = fallback_before.get(name, {})
+            deltas = {r: c - before.get(r, 0) for r, c in reasons.items() if c - before.get(r, 0)}
+            if deltas:
+                result.fallback_reasons[name] = deltas
+                result.fallback_ops[name] = sum(deltas.values())

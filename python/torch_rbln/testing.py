@@ -1,0 +1,156 @@
+"""Helpers for tests that compare rbln with CPU over PyTorch's OpInfo samples.
+
+Each sample runs on CPU and on rbln (contiguous, non-contiguous and with a
+storage offset; function, in-place and out= variants), and must match CPU,
+raise where CPU raises, and run on the device without falling back.
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+
+import torch_rbln  # noqa: F401  (the backend must exist before torch.testing._internal loads)
+
+DTYPES = {
+    "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64,
+    "int8": torch.int8, "uint8": torch.uint8, "int16": torch.int16, "int32": torch.int32, "int64": torch.int64,
+    "bool": torch.bool,
+}
+
+
+@functools.cache
+def _op_db():
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    return {(op.name if not op.variant_test_name else f"{op.name}.{op.variant_test_name}"): op for op in op_db}
+
+
+def opinfo(name: str):
+    try:
+        return _op_db()[name]
+    except KeyError:
+        raise KeyError(f"no OpInfo named {name!r} in torch.testing._internal op_db") from None
+
+
+def opinfo_params(entries):
+    """pytest.mark.parametrize arguments: one case per (op, OpInfo, dtype) that CPU supports."""
+    values, ids = [], []
+    for func, overloads, names, dtypes, strategy in entries:
+        for name in names:
+            supported = opinfo(name).supported_dtypes("cpu")
+            for dtype in dtypes:
+                if DTYPES[dtype] in supported:
+                    values.append((func, overloads, name, dtype, strategy))
+                    ids.append(f"{func}-{name}-{dtype}")
+    return {"argvalues": values, "ids": ids}
+
+
+def to_device(x, device="rbln"):
+    return x.to(device) if isinstance(x, torch.Tensor) else x
+
+
+def to_cpu(x):
+    if isinstance(x, torch.Tensor):
+        return x.cpu()
+    if isinstance(x, (list, tuple)):
+        return type(x)(to_cpu(v) for v in x)
+    return x
+
+
+def with_offset(t: torch.Tensor) -> torch.Tensor:
+    """The same values in a device tensor whose storage offset is not zero."""
+    if not isinstance(t, torch.Tensor):
+        return t
+    buf = torch.empty(t.numel() + 3, dtype=t.dtype, device=t.device)
+    view = buf[3:].view(t.shape)
+    view.copy_(t)
+    return view
+
+
+def _run(fn, sample):
+    return fn(sample.input, *sample.args, **sample.kwargs)
+
+
+# Results may differ from CPU's by a rounding step: CPU's vectorized math,
+# fused multiply-adds and BLAS summation order differ from ours in the last bit.
+TOLERANCES = {
+    torch.float32: {"atol": 1e-5, "rtol": 1e-5},
+    torch.float16: {"atol": 1e-3, "rtol": 1e-3},
+    torch.bfloat16: {"atol": 1e-2, "rtol": 1.6e-2},
+}
+
+
+def _tolerance(x):
+    if isinstance(x, torch.Tensor):
+        return TOLERANCES.get(x.dtype, {})
+    if isinstance(x, (list, tuple)) and x:
+        return _tolerance(x[0])
+    return {}
+
+
+def _on_device(sample):
+    """Tensors and any `device=` factory argument moved to rbln."""
+    dev = sample.transform(to_device)
+    if "device" in dev.kwargs:
+        dev.kwargs["device"] = "rbln"
+    return dev
+
+
+def _check(fn, cpu_sample, dev_sample, overloads, composite, what):
+    """Runs fn on both devices and compares; returns False when CPU raised."""
+    try:
+        expected = _run(fn, cpu_sample)
+    except Exception as cpu_error:
+        try:
+            with torch.device("rbln"):
+                _run(fn, dev_sample)
+        except Exception:
+            return False
+        raise AssertionError(f"{what}: CPU raised {cpu_error!r} but rbln did not")
+    with torch.rbln.explain() as ex, torch.device("rbln"):  # factories default to rbln too
+        actual = _run(fn, dev_sample)
+    torch.testing.assert_close(to_cpu(actual), expected, equal_nan=True, msg=lambda m: f"{what}: {m}",
+                               **_tolerance(expected))
+    assert not ex.fallback_ops, f"{what}: fell back to the CPU: {ex.fallback_reasons}"
+    if composite:
+        assert ex.device_ops, f"{what}: nothing ran on the device"
+    else:
+        ran = [o for o in overloads if f"aten::{o}" in ex.device_ops]
+        assert ran, f"{what}: none of {overloads} ran on the device (ran: {sorted(ex.device_ops)})"
+    return True
+
+
+def check_opinfo_samples(overloads, name: str, dtype: str, composite: bool = False):
+    op = opinfo(name)
+    dt = DTYPES[dtype]
+    checked = 0
+    inplace_registered = composite or any(o.split(".")[0].endswith("_") for o in overloads)
+    out_registered = composite or any(o.endswith("out") or ".out" in o for o in overloads)
+    for i, sample in enumerate(op.sample_inputs("cpu", dt, requires_grad=False)):
+        dev = _on_device(sample)
+        # PyTorch may decompose differently per layout, so CPU runs the same layout.
+        layouts = {
+            "contiguous": (sample, dev),
+            "noncontiguous": (sample.noncontiguous(), dev.noncontiguous()),
+            "offset": (sample.transform(with_offset), dev.transform(with_offset)),
+        }
+        for layout, (cpu_sample, dev_sample) in layouts.items():
+            checked += _check(op.op, cpu_sample, dev_sample, overloads, composite,
+                              f"{name} {dtype} sample {i} {layout}")
+        if op.inplace_variant is not None and inplace_registered:
+            cpu_in = sample.transform(lambda t: t.clone() if isinstance(t, torch.Tensor) else t)
+            dev_in = dev.transform(lambda t: t.clone() if isinstance(t, torch.Tensor) else t)
+            _check(op.inplace_variant, cpu_in, dev_in, overloads, composite, f"{name} {dtype} sample {i} in-place")
+        if op.supports_out and out_registered:
+            try:
+                expected = _run(op.op, sample)
+            except Exception:
+                continue
+            if isinstance(expected, torch.Tensor):
+                out = torch.empty(0, dtype=expected.dtype, device="rbln")
+                with torch.rbln.explain() as ex:
+                    op.op(dev.input, *dev.args, **dev.kwargs, out=out)
+                torch.testing.assert_close(out.cpu(), expected, equal_nan=True, **_tolerance(expected))
+                assert not ex.fallback_ops, f"{name} {dtype} sample {i} out=: fell back: {ex.fallback_reasons}"
+    assert checked > 0, f"no {name} sample in {dtype} ran without raising on CPU"

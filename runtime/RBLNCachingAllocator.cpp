@@ -1,0 +1,261 @@
+// Caching device allocator, shaped like CUDA's: freed blocks stay reserved and
+// are reused by later allocations on the same stream (stream order makes that
+// safe without a sync), record_stream defers reuse until other streams are
+// done, and running out of memory first returns the cache to the driver.
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/util/Exception.h>
+
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <vector>
+
+#include "runtime/RBLNFunctions.h"
+
+namespace rbln {
+namespace {
+
+using c10::CachingDeviceAllocator::DeviceStats;
+using c10::CachingAllocator::StatType;
+
+constexpr size_t kSmallSize = 1 << 20;  // blocks below this round to 512 B
+constexpr size_t kSmallRound = 512;
+constexpr size_t kLargeRound = 1 << 20;
+
+size_t round_size(size_t n) {
+  if (n < kSmallSize) return std::max<size_t>(kSmallRound, (n + kSmallRound - 1) / kSmallRound * kSmallRound);
+  return (n + kLargeRound - 1) / kLargeRound * kLargeRound;
+}
+
+struct Block {
+  void* ptr;
+  size_t size;       // rounded size reserved from the driver
+  size_t requested;  // what the caller asked for
+  c10::DeviceIndex device;
+  driver::Stream* stream;               // allocation stream
+  std::set<driver::Stream*> used_by;   // other streams, from record_stream
+};
+
+std::string format_bytes(size_t n) {
+  std::ostringstream out;
+  out.precision(2);
+  out << std::fixed;
+  if (n >= (1ull << 30)) out << n / double(1ull << 30) << " GiB";
+  else if (n >= (1ull << 20)) out << n / double(1ull << 20) << " MiB";
+  else if (n >= (1ull << 10)) out << n / double(1ull << 10) << " KiB";
+  else out << n << " bytes";
+  return out.str();
+}
+
+void update(c10::CachingAllocator::StatArray& stat, size_t size, int64_t delta) {
+  auto pool = size < kSmallSize ? StatType::SMALL_POOL : StatType::LARGE_POOL;
+  for (auto type : {StatType::AGGREGATE, pool}) {
+    auto& s = stat[static_cast<size_t>(type)];
+    s.current += delta;
+    s.peak = std::max(s.peak, s.current);
+    if (delta > 0) s.allocated += delta; else s.freed += -delta;
+  }
+}
+
+struct DevicePool {
+  std::mutex mutex;
+  // Free blocks by (stream, size): a block is only reused on its own stream.
+  std::multimap<std::pair<driver::Stream*, size_t>, Block*> free_blocks;
+  // Freed blocks still in use by other streams, with the events to wait for.
+  std::deque<std::pair<Block*, std::vector<driver::Event*>>> pending;
+  DeviceStats stats;
+};
+
+void free_block(void* ctx);
+
+class RBLNCachingAllocator final : public c10::DeviceAllocator {
+ public:
+  c10::DataPtr allocate(size_t n) override {
+    auto device = current_device();
+    auto* stream = current_stream(device);
+    if (n == 0) return {nullptr, nullptr, &free_block, c10::Device(kRBLN, device)};
+    auto& pool = get_pool(device);
+    auto size = round_size(n);
+    std::lock_guard<std::mutex> lock(pool.mutex);
+    process_pending(pool);
+    Block* block = take_cached(pool, stream, size);
+    if (!block) block = reserve(pool, device, stream, size, n);
+    block->requested = n;
+    update(pool.stats.allocation, size, 1);
+    update(pool.stats.active, size, 1);
+    update(pool.stats.allocated_bytes, size, static_cast<int64_t>(size));
+    update(pool.stats.active_bytes, size, static_cast<int64_t>(size));
+    update(pool.stats.requested_bytes, size, static_cast<int64_t>(n));
+    return {block->ptr, block, &free_block, c10::Device(kRBLN, device)};
+  }
+
+  void release(Block* block) {
+    auto& pool = get_pool(block->device);
+    std::lock_guard<std::mutex> lock(pool.mutex);
+    update(pool.stats.allocation, block->size, -1);
+    update(pool.stats.active, block->size, -1);
+    update(pool.stats.allocated_bytes, block->size, -static_cast<int64_t>(block->size));
+    update(pool.stats.active_bytes, block->size, -static_cast<int64_t>(block->size));
+    update(pool.stats.requested_bytes, block->size, -static_cast<int64_t>(block->requested));
+    if (block->used_by.empty()) {
+      pool.free_blocks.emplace(std::make_pair(block->stream, block->size), block);
+      return;
+    }
+    std::vector<driver::Event*> events;
+    for (auto* stream : block->used_by) {
+      auto* event = driver::event_create();
+      driver::event_record(event, stream);
+      events.push_back(event);
+    }
+    block->used_by.clear();
+    pool.pending.emplace_back(block, std::move(events));
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    driver_call([&] { driver::memcpy_sync(dest, src, count, current_stream()); });
+  }
+
+  bool initialized() override { return true; }
+
+  void emptyCache(c10::MempoolId_t /*mempool_id*/) override {
+    for (c10::DeviceIndex d = 0; d < static_cast<c10::DeviceIndex>(pools_.size()); ++d) {
+      if (!pools_[d]) continue;
+      auto& pool = *pools_[d];
+      std::lock_guard<std::mutex> lock(pool.mutex);
+      release_cached(pool, d);
+    }
+  }
+
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override {
+    auto* block = static_cast<Block*>(ptr.get_context());
+    if (!block) return;
+    auto* s = to_driver(stream);
+    if (s == block->stream) return;
+    std::lock_guard<std::mutex> lock(get_pool(block->device).mutex);
+    block->used_by.insert(s);
+  }
+
+  DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    auto& pool = get_pool(resolve_device(device));
+    std::lock_guard<std::mutex> lock(pool.mutex);
+    return pool.stats;
+  }
+
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    auto& pool = get_pool(resolve_device(device));
+    std::lock_guard<std::mutex> lock(pool.mutex);
+    auto& s = pool.stats;
+    for (auto* array : {&s.allocation, &s.segment, &s.active, &s.allocated_bytes, &s.reserved_bytes,
+                        &s.active_bytes, &s.requested_bytes}) {
+      for (auto& stat : *array) stat.reset_accumulated();
+    }
+    s.num_alloc_retries = s.num_ooms = s.num_device_alloc = s.num_device_free = 0;
+  }
+
+  void resetPeakStats(c10::DeviceIndex device) override {
+    auto& pool = get_pool(resolve_device(device));
+    std::lock_guard<std::mutex> lock(pool.mutex);
+    auto& s = pool.stats;
+    for (auto* array : {&s.allocation, &s.segment, &s.active, &s.allocated_bytes, &s.reserved_bytes,
+                        &s.active_bytes, &s.requested_bytes}) {
+      for (auto& stat : *array) stat.reset_peak();
+    }
+  }
+
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    device = resolve_device(device);
+    return driver_call([&] {
+      auto total = driver::device_capacity(device);
+      return std::make_pair(total - driver::device_bytes_used(device), total);
+    });
+  }
+
+ private:
+  DevicePool& get_pool(c10::DeviceIndex device) {
+    std::call_once(init_, [this] {
+      pools_.resize(device_count());
+      for (auto& p : pools_) p = std::make_unique<DevicePool>();
+    });
+    TORCH_CHECK(device >= 0 && device < static_cast<c10::DeviceIndex>(pools_.size()),
+                "Invalid device index rbln:", int(device));
+    return *pools_[device];
+  }
+
+  static Block* take_cached(DevicePool& pool, driver::Stream* stream, size_t size) {
+    auto it = pool.free_blocks.lower_bound({stream, size});
+    // Accept a larger cached block only while the waste stays small.
+    if (it == pool.free_blocks.end() || it->first.first != stream || it->first.second > size + size / 8) {
+      return nullptr;
+    }
+    auto* block = it->second;
+    pool.free_blocks.erase(it);
+    return block;
+  }
+
+  Block* reserve(DevicePool& pool, c10::DeviceIndex device, driver::Stream* stream, size_t size, size_t n) {
+    void* ptr = driver_call([&] { return driver::device_malloc(device, size); });
+    if (!ptr) {
+      // Out of room: hand the cache back to the driver and try once more.
+      ++pool.stats.num_alloc_retries;
+      release_cached(pool, device);
+      ptr = driver_call([&] { return driver::device_malloc(device, size); });
+    }
+    if (!ptr) {
+      ++pool.stats.num_ooms;
+      auto capacity = driver::device_capacity(device);
+      auto used = driver::device_bytes_used(device);
+      auto allocated = pool.stats.allocated_bytes[0].current;
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "RBLN out of memory on device rbln:", int(device),
+                       ". Tried to allocate ", format_bytes(n), "; ", format_bytes(allocated),
+                       " in use by tensors, ", format_bytes(used), " reserved, ", format_bytes(capacity - used),
+                       " free of ", format_bytes(capacity), " capacity.");
+    }
+    ++pool.stats.num_device_alloc;
+    update(pool.stats.segment, size, 1);
+    update(pool.stats.reserved_bytes, size, static_cast<int64_t>(size));
+    return new Block{ptr, size, n, device, stream, {}};
+  }
+
+  static void process_pending(DevicePool& pool) {
+    while (!pool.pending.empty()) {
+      auto& [block, events] = pool.pending.front();
+      for (auto* event : events) {
+        if (!driver::event_query(event)) return;
+      }
+      for (auto* event : events) driver::event_destroy(event);
+      pool.free_blocks.emplace(std::make_pair(block->stream, block->size), block);
+      pool.pending.pop_front();
+    }
+  }
+
+  static void release_cached(DevicePool& pool, c10::DeviceIndex device) {
+    // Kernels queued before the blocks were freed may still touch them.
+    driver_call([&] { driver::device_synchronize(device); });
+    process_pending(pool);
+    for (auto& [key, block] : pool.free_blocks) {
+      driver::device_free(block->ptr);
+      ++pool.stats.num_device_free;
+      update(pool.stats.segment, block->size, -1);
+      update(pool.stats.reserved_bytes, block->size, -static_cast<int64_t>(block->size));
+      delete block;
+    }
+    pool.free_blocks.clear();
+  }
+
+  std::once_flag init_;
+  std::vector<std::unique_ptr<DevicePool>> pools_;
+};
+
+RBLNCachingAllocator g_allocator;
+
+void free_block(void* ctx) {
+  if (ctx) g_allocator.release(static_cast<Block*>(ctx));
+}
+
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator);
+
+}  // namespace
+}  // namespace rbln

@@ -1,0 +1,37 @@
+// Op accounting: which ATen ops ran on the device and which fell back to the
+// CPU, and why. torch.rbln.explain() reads these counters.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+#include <atomic>
+#include <map>
+#include <string>
+
+namespace rbln {
+
+// One per registered device op; counting is a relaxed atomic increment.
+struct DeviceOpCounter {
+  explicit DeviceOpCounter(const char* name);
+  void hit() { count.fetch_add(1, std::memory_order_relaxed); }
+  const char* name;
+  std::atomic<uint64_t> count{0};
+};
+
+#define RBLN_COUNT_DEVICE_OP(name)                     \
+  do {                                                 \
+    static ::rbln::DeviceOpCounter rbln_counter_{name}; \
+    rbln_counter_.hit();                               \
+  } while (0)
+
+std::map<std::string, uint64_t> device_op_counts();
+// op -> reason -> calls
+std::map<std::string, std::map<std::string, uint64_t>> fallback_counts();
+
+// Boxed CPU fallbacks, one per reason.
+void fallback_unlisted(const c10::OperatorHandle& op, torch::jit::Stack* stack);  // not in ops.yaml
+void fallback_listed(const c10::OperatorHandle& op, torch::jit::Stack* stack);    // strategy: fallback
+void fallback_dtype(const c10::OperatorHandle& op, torch::jit::Stack* stack);     // dtype not on device
+
+}  // namespace rbln

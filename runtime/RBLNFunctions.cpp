@@ -1,0 +1,65 @@
+#include "runtime/RBLNFunctions.h"
+
+#include <c10/util/Exception.h>
+
+#include <vector>
+
+namespace rbln {
+namespace {
+thread_local c10::DeviceIndex tl_device = 0;
+// Per device: the thread's current stream; nullptr means the default stream.
+thread_local std::vector<driver::Stream*> tl_streams;
+}  // namespace
+
+[[noreturn]] void rethrow(const driver::Error& error) {
+  if (error.kind == driver::Error::kOutOfMemory) {
+    TORCH_CHECK_WITH(OutOfMemoryError, false, error.what());
+  }
+  TORCH_CHECK(false, error.what());
+}
+
+c10::DeviceIndex device_count() noexcept {
+  return static_cast<c10::DeviceIndex>(driver::device_count());
+}
+
+c10::DeviceIndex resolve_device(c10::DeviceIndex device) {
+  if (device < 0) return tl_device;
+  driver_call([&] { driver::check_device(device); });
+  return device;
+}
+
+c10::DeviceIndex current_device() { return tl_device; }
+
+void set_device(c10::DeviceIndex device) { tl_device = resolve_device(device); }
+
+driver::Stream* current_stream(c10::DeviceIndex device) {
+  device = resolve_device(device);
+  if (static_cast<size_t>(device) < tl_streams.size() && tl_streams[device]) {
+    return tl_streams[device];
+  }
+  return driver_call([&] { return driver::default_stream(device); });
+}
+
+void set_current_stream(const c10::Stream& stream) {
+  auto device = resolve_device(stream.device_index());
+  if (tl_streams.size() <= static_cast<size_t>(device)) tl_streams.resize(device + 1, nullptr);
+  tl_streams[device] = to_driver(stream);
+}
+
+driver::Stream* to_driver(const c10::Stream& stream) {
+  TORCH_CHECK(stream.device_type() == kRBLN, "Expected an rbln stream, got ", stream);
+  return driver_call([&] { return driver::stream_from_id(resolve_device(stream.device_index()), stream.id()); });
+}
+
+c10::Stream to_c10(driver::Stream* stream) {
+  return c10::Stream(c10::Stream::UNSAFE,
+                     c10::Device(kRBLN, static_cast<c10::DeviceIndex>(driver::stream_device(stream))),
+                     driver::stream_id(stream));
+}
+
+void launch(c10::DeviceIndex device, const char* name, std::function<void()> task) {
+  auto* stream = current_stream(device);
+  driver_call([&] { driver::launch(stream, name, std::move(task)); });
+}
+
+}  // namespace rbln

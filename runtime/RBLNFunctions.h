@@ -1,0 +1,43 @@
+// Device and stream state of the calling thread, and the one place where
+// driver errors become PyTorch errors. Everything above the driver uses these.
+#pragma once
+
+#include <c10/core/Device.h>
+#include <c10/core/Stream.h>
+
+#include <functional>
+
+#include "runtime/driver/rbln_driver.h"
+
+namespace rbln {
+
+constexpr c10::DeviceType kRBLN = c10::DeviceType::PrivateUse1;
+
+c10::DeviceIndex device_count() noexcept;
+c10::DeviceIndex current_device();
+void set_device(c10::DeviceIndex device);
+// -1 means the current device; anything else is range-checked.
+c10::DeviceIndex resolve_device(c10::DeviceIndex device);
+
+driver::Stream* current_stream(c10::DeviceIndex device = -1);
+void set_current_stream(const c10::Stream& stream);
+driver::Stream* to_driver(const c10::Stream& stream);
+c10::Stream to_c10(driver::Stream* stream);
+
+// Maps a driver error to the matching PyTorch error (OutOfMemoryError,
+// IndexError-free RuntimeError, ...).
+[[noreturn]] void rethrow(const driver::Error& error);
+
+template <class F>
+auto driver_call(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const driver::Error& e) {
+    rethrow(e);
+  }
+}
+
+// Queues `task` on the current stream of `device`. `name` must be static.
+void launch(c10::DeviceIndex device, const char* name, std::function<void()> task);
+
+}  // namespace rbln

@@ -1,0 +1,53 @@
+// PrivateUse1 hooks: what ATen asks the backend about availability, devices,
+// generators, pinned memory and storage resizing.
+#include <ATen/core/CachingHostAllocator.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include "runtime/RBLNFunctions.h"
+#include "runtime/RBLNGenerator.h"
+#include "runtime/RBLNOps.h"
+
+namespace rbln {
+namespace {
+
+struct RBLNHooks final : at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return device_count() > 0; }
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex device) const override {
+    return default_generator(device);
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex device) const override {
+    return at::make_generator<RBLNGeneratorImpl>(resolve_device(device));
+  }
+  at::Device getDeviceFromPtr(void* data) const override {
+    auto device = driver::device_of(data);
+    TORCH_CHECK(device >= 0, "Pointer ", data, " is not RBLN device memory");
+    return at::Device(kRBLN, static_cast<c10::DeviceIndex>(device));
+  }
+  bool isPinnedPtr(const void* data) const override { return driver::is_pinned(data); }
+  at::Allocator* getPinnedMemoryAllocator() const override { return at::getHostAllocator(kRBLN); }
+  bool hasPrimaryContext(c10::DeviceIndex device) const override { return device < device_count(); }
+  c10::DeviceIndex deviceCount() const override { return device_count(); }
+  void setCurrentDevice(c10::DeviceIndex device) const override { set_device(device); }
+  c10::DeviceIndex getCurrentDevice() const override { return current_device(); }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) const override {
+    auto old = current_device();
+    set_device(device);
+    return old;
+  }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override { return exchangeDevice(device); }
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
+    resize_storage_bytes(storage, newsize);
+  }
+};
+
+const bool registered = [] {
+  c10::register_privateuse1_backend("rbln");
+  at::RegisterPrivateUse1HooksInterface(new RBLNHooks());
+  return true;
+}();
+
+}  // namespace
+}  // namespace rbln

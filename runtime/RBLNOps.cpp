@@ -1,0 +1,239 @@
+#include "runtime/RBLNOps.h"
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/CachingHostAllocator.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_local_scalar_dense.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/DeviceGuard.h>
+
+#include "kernels/Kernels.h"
+#include "runtime/RBLNFunctions.h"
+
+namespace rbln {
+namespace {
+
+constexpr auto kKeys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
+
+c10::Device target_device(std::optional<at::Device> device) {
+  auto d = device.value_or(c10::Device(kRBLN));
+  TORCH_CHECK(d.type() == kRBLN, "Expected an rbln device, got ", d);
+  return c10::Device(kRBLN, resolve_device(d.index()));
+}
+
+void check_factory(std::optional<at::Layout> layout, std::optional<bool> pin_memory) {
+  TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided, "rbln tensors must be strided, got layout ", *layout);
+  TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned");
+}
+
+bool is_dense_contiguous(const at::Tensor& t) { return t.is_contiguous() && t.is_non_overlapping_and_dense(); }
+
+void upload(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
+  // src: CPU, already dst's dtype and shape, contiguous. dst: contiguous on device.
+  auto* stream = current_stream(dst.device().index());
+  bool async = non_blocking && driver::is_pinned(src.const_data_ptr());
+  driver_call([&] {
+    if (async) driver::memcpy_async(dst.data_ptr(), src.const_data_ptr(), dst.nbytes(), stream);
+    else driver::memcpy_sync(dst.data_ptr(), src.const_data_ptr(), dst.nbytes(), stream);
+  });
+  if (async) {
+    // Keep the pinned block from being reused until the copy has run.
+    at::getHostAllocator(kRBLN)->record_event(const_cast<void*>(src.const_data_ptr()),
+                                              src.storage().data_ptr().get_context(), to_c10(stream));
+  }
+}
+
+void download(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
+  // src: contiguous on device; dst: CPU, contiguous, same dtype and shape.
+  auto* stream = current_stream(src.device().index());
+  bool async = non_blocking && driver::is_pinned(dst.const_data_ptr());
+  driver_call([&] {
+    if (async) driver::memcpy_async(dst.data_ptr(), src.const_data_ptr(), src.nbytes(), stream);
+    else driver::memcpy_sync(dst.data_ptr(), src.const_data_ptr(), src.nbytes(), stream);
+  });
+  if (async) {
+    at::getHostAllocator(kRBLN)->record_event(dst.data_ptr(), dst.storage().data_ptr().get_context(), to_c10(stream));
+  }
+}
+
+}  // namespace
+
+at::Tensor empty_memory_format(c10::SymIntArrayRef size, std::optional<at::ScalarType> dtype,
+                               std::optional<at::Layout> layout, std::optional<at::Device> device,
+                               std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format) {
+  check_factory(layout, pin_memory);
+  const c10::DeviceGuard guard(target_device(device));
+  return at::detail::empty_generic(C10_AS_INTARRAYREF_SLOW(size), c10::GetAllocator(kRBLN), kKeys,
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor empty_strided(c10::SymIntArrayRef size, c10::SymIntArrayRef stride, std::optional<at::ScalarType> dtype,
+                         std::optional<at::Layout> layout, std::optional<at::Device> device,
+                         std::optional<bool> pin_memory) {
+  check_factory(layout, pin_memory);
+  const c10::DeviceGuard guard(target_device(device));
+  return at::detail::empty_strided_generic(C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride),
+                                           c10::GetAllocator(kRBLN), kKeys, c10::dtype_or_default(dtype));
+}
+
+at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
+                      std::optional<c10::SymInt> storage_offset) {
+  return at::native::as_strided_tensorimpl(
+      self, C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride),
+      storage_offset ? std::optional<int64_t>(storage_offset->expect_int()) : std::nullopt);
+}
+
+at::Tensor view(const at::Tensor& self, c10::SymIntArrayRef size) {
+  return at::native::view(self, C10_AS_INTARRAYREF_SLOW(size));
+}
+
+at::Tensor _reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  return at::native::_reshape_alias(self, C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride));
+}
+
+at::Tensor unfold(const at::Tensor& self, int64_t dimension, int64_t size, int64_t step) {
+  return at::native::unfold(self, dimension, size, step);
+}
+
+void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
+  auto* impl = storage.unsafeGetStorageImpl();
+  TORCH_CHECK(impl->resizable(), "Trying to resize storage that is not resizable");
+  auto device = storage.device();
+  const c10::DeviceGuard guard(device);
+  auto new_data = impl->allocator()->allocate(new_bytes);
+  auto copy = std::min(new_bytes, impl->nbytes());
+  if (copy > 0) {
+    driver_call([&] { driver::memcpy_async(new_data.get(), impl->data(), copy, current_stream(device.index())); });
+  }
+  // The old block returns to the cache; stream order keeps the copy safe.
+  impl->set_data_ptr_noswap(std::move(new_data));
+  impl->set_nbytes(new_bytes);
+}
+
+const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
+                          std::optional<at::MemoryFormat> memory_format) {
+  auto sizes = C10_AS_INTARRAYREF_SLOW(size);
+  auto* impl = self.unsafeGetTensorImpl();
+  at::native::resize_impl_cpu_(impl, sizes, std::nullopt, /*resize_storage=*/false);
+  if (memory_format) {
+    TORCH_CHECK(*memory_format != at::MemoryFormat::Preserve, "Unsupported memory format", *memory_format);
+    impl->empty_tensor_restride(*memory_format);
+  }
+  if (self.numel() > 0) {
+    auto needed = at::detail::computeStorageNbytes(self.sizes(), self.strides(), self.element_size(),
+                                                   self.storage_offset());
+    if (needed > self.storage().nbytes()) resize_storage_bytes(self.storage(), needed);
+  }
+  return self;
+}
+
+at::Tensor& set_source_Storage_storage_offset(at::Tensor& self, at::Storage source, c10::SymInt storage_offset,
+                                              c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  auto sizes = C10_AS_INTARRAYREF_SLOW(size);
+  auto strides = C10_AS_INTARRAYREF_SLOW(stride);
+  auto offset = storage_offset.expect_int();
+  at::native::checkSetStorage(self, source, offset, sizes, strides);
+  self.unsafeGetTensorImpl()->set_storage_offset(offset);
+  at::OptionalIntArrayRef stride_opt = strides.data() ? at::OptionalIntArrayRef(strides) : std::nullopt;
+  at::native::resize_impl_cpu_(self.unsafeGetTensorImpl(), sizes, stride_opt, /*resize_storage=*/false);
+  if (self.numel() > 0) {
+    auto needed = at::detail::computeStorageNbytes(self.sizes(), self.strides(), self.element_size(), offset);
+    if (needed > self.storage().nbytes()) resize_storage_bytes(self.storage(), needed);
+  }
+  return self;
+}
+
+at::Tensor& set_source_Storage(at::Tensor& self, at::Storage source) {
+  int64_t numel = source.nbytes() / self.dtype().itemsize();
+  return set_source_Storage_storage_offset(self, source, 0, {numel}, {});
+}
+
+at::Tensor& set_source_Tensor(at::Tensor& self, const at::Tensor& source) {
+  if (self.is_same(source)) return self;
+  return set_source_Storage_storage_offset(self, source.storage(), source.storage_offset(), source.sym_sizes(),
+                                           source.sym_strides());
+}
+
+at::Tensor& set_(at::Tensor& self) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, c10::GetAllocator(kRBLN), /*resizable=*/true);
+  return set_source_Storage_storage_offset(self, storage, 0, {0}, {});
+}
+
+at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  TORCH_CHECK(self.defined(), "self is undefined");
+  TORCH_CHECK(src.defined(), "src is undefined");
+  if (self.is_same(src) || self.numel() == 0) return self;
+  auto expanded = src.expand(self.sizes());  // CPU's broadcast error on mismatch
+  const bool to_device = self.device().type() == kRBLN;
+  const bool from_device = src.device().type() == kRBLN;
+  TORCH_CHECK(to_device || self.is_cpu(), "rbln copies support cpu and rbln tensors, got ", self.device());
+  TORCH_CHECK(from_device || src.is_cpu(), "rbln copies support cpu and rbln tensors, got ", src.device());
+  if (to_device && from_device && self.device() == src.device()) {
+    const c10::DeviceGuard guard(self.device());
+    kernels::device_copy(self, expanded);
+    return self;
+  }
+  if (to_device && from_device) {
+    // Across devices: stage through contiguous buffers, ordered on both streams.
+    at::Tensor staged;
+    {
+      const c10::DeviceGuard guard(src.device());
+      staged = kernels::contiguous(expanded);
+      if (staged.scalar_type() != self.scalar_type()) staged = staged.to(self.scalar_type()).contiguous();
+    }
+    const c10::DeviceGuard guard(self.device());
+    auto dst = is_dense_contiguous(self) ? self : at::empty(self.sizes(), self.options());
+    driver_call([&] {
+      driver::stream_synchronize(current_stream(self.device().index()));
+      driver::memcpy_sync(dst.data_ptr(), staged.const_data_ptr(), dst.nbytes(), current_stream(src.device().index()));
+    });
+    if (!dst.is_same(self)) kernels::device_copy(self, dst);
+    return self;
+  }
+  if (to_device) {
+    const c10::DeviceGuard guard(self.device());
+    auto host = expanded;
+    if (host.scalar_type() != self.scalar_type()) host = host.to(self.scalar_type());
+    host = host.contiguous();
+    auto dst = is_dense_contiguous(self) ? self : at::empty(self.sizes(), self.options());
+    upload(dst, host, non_blocking);
+    if (!dst.is_same(self)) kernels::device_copy(self, dst);
+    return self;
+  }
+  const c10::DeviceGuard guard(src.device());
+  auto staged = kernels::contiguous(expanded);
+  bool direct = is_dense_contiguous(self) && self.scalar_type() == src.scalar_type();
+  auto host = direct ? self : at::empty(self.sizes(), src.options().device(at::kCPU));
+  download(host, staged, non_blocking && direct);
+  if (!direct) self.copy_(host);
+  return self;
+}
+
+at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  at::Tensor out = dst;
+  copy_(out, self, non_blocking);
+  return dst;
+}
+
+at::Tensor _copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  at::Tensor out = dst;
+  out.resize_(self.sizes());
+  copy_(out, self, false);
+  return dst;
+}
+
+at::Scalar _local_scalar_dense(const at::Tensor& self) {
+  auto host = at::empty({}, self.options().device(at::kCPU));
+  const c10::DeviceGuard guard(self.device());
+  driver_call([&] {
+    driver::memcpy_sync(host.data_ptr(), self.const_data_ptr(), self.element_size(), current_stream(self.device().index()));
+  });
+  return at::_local_scalar_dense(host);
+}
+
+}  // namespace rbln

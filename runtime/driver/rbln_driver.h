@@ -1,0 +1,84 @@
+// The emulated RBLN NPU driver: devices, device memory, streams, events and
+// copies. It has no PyTorch dependency; a vendor with silicon replaces this
+// directory and keeps everything above it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+namespace rbln::driver {
+
+// Thrown by every driver call that fails. `kind` lets the torch glue map it to
+// the right Python exception.
+struct Error : std::runtime_error {
+  enum Kind { kInvalid, kOutOfMemory, kKernel };
+  Kind kind;
+  Error(Kind k, const std::string& what) : std::runtime_error(what), kind(k) {}
+};
+
+// ---- devices ---------------------------------------------------------------
+// RBLN_DEVICE_COUNT (default 2). Never throws: a bad value counts as 0 devices
+// and the reason is reported by device_count_error().
+int device_count() noexcept;
+std::string device_count_error();
+void check_device(int device);  // throws kInvalid naming the device and count
+// RBLN_DEVICE_MEMORY, bytes with optional K/M/G suffix (default 8G).
+size_t device_capacity(int device);
+// RBLN_LAUNCH_BLOCKING=1: every launch and copy completes before returning.
+bool launch_blocking();
+// RBLN_STRICT=1: device memory is PROT_NONE outside launches and copies.
+bool strict_mode();
+
+// ---- device memory ---------------------------------------------------------
+// Device memory is a per-device mmap'ed arena of device_capacity() bytes,
+// reserved lazily; pointers are arena addresses, never host heap pointers.
+// Returns nullptr when the arena has no room (the caller decides about OOM).
+void* device_malloc(int device, size_t bytes);
+void device_free(void* ptr);
+size_t device_bytes_used(int device);  // bytes handed out by device_malloc
+int device_of(const void* ptr);        // -1 when ptr is not device memory
+
+// ---- pinned host memory ----------------------------------------------------
+void* host_malloc(size_t bytes);
+void host_free(void* ptr);
+bool is_pinned(const void* ptr);  // true for any address inside a pinned block
+
+// ---- streams -----------------------------------------------------------------
+// Work queued on a stream runs in order on that stream's worker thread.
+struct Stream;
+Stream* default_stream(int device);
+Stream* create_stream(int device, int priority = 0);  // lives for the process
+int stream_device(const Stream* stream);
+int64_t stream_id(const Stream* stream);  // 0 for the default stream
+Stream* stream_from_id(int device, int64_t id);  // throws kInvalid if unknown
+
+// Queue `task` on `stream`. `name` (a string literal or otherwise static
+// string, e.g. "aten::add.Tensor") names the work in errors. A task that
+// throws marks the stream failed: the next synchronizing call on it throws
+// kKernel with "<name>: <what>", then the stream is usable again.
+// With launch_blocking(), launch waits for the task and throws at once.
+void launch(Stream* stream, const char* name, std::function<void()> task);
+void stream_synchronize(Stream* stream);
+bool stream_query(Stream* stream);  // true when all queued work is done
+void device_synchronize(int device);  // every stream of the device
+
+// ---- events ------------------------------------------------------------------
+struct Event;
+Event* event_create();
+void event_destroy(Event* event);
+void event_record(Event* event, Stream* stream);
+void stream_wait_event(Stream* stream, Event* event);  // queued, host returns
+bool event_query(Event* event);  // true if never recorded or reached
+void event_synchronize(Event* event);  // also rethrows the stream's error
+float event_elapsed_ms(Event* start, Event* end);  // both must have completed
+
+// ---- copies ----------------------------------------------------------------
+// Contiguous byte copies; any pair of host and device addresses. Queued on
+// `stream`; memcpy_sync also waits for it (and for earlier work on it).
+void memcpy_async(void* dst, const void* src, size_t bytes, Stream* stream);
+void memcpy_sync(void* dst, const void* src, size_t bytes, Stream* stream);
+
+}  // namespace rbln::driver

@@ -1,0 +1,586 @@
+// Tests of the emulated driver (runtime/driver), without PyTorch.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/driver/internal.h"
+#include "runtime/driver/rbln_driver.h"
+
+using namespace rbln::driver;
+
+namespace {
+
+constexpr size_t kCapacity = size_t{64} << 20;
+
+// The driver reads its variables once per process, so they are pinned here
+// before any test runs. Death tests use the threadsafe style: the child is a
+// fresh exec of this binary, so it can set variables of its own before first
+// use, and it has no driver workers inherited through fork().
+class DriverEnvironment : public testing::Environment {
+ public:
+  void SetUp() override {
+    setenv("RBLN_DEVICE_MEMORY", "64M", 1);
+    unsetenv("RBLN_DEVICE_COUNT");
+    unsetenv("RBLN_LAUNCH_BLOCKING");
+    unsetenv("RBLN_STRICT");
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+  }
+};
+testing::Environment* const kEnvironment = testing::AddGlobalTestEnvironment(new DriverEnvironment);
+
+// Returns the message of the Error that f() throws, checking its kind.
+template <class F>
+std::string error_of(F f, Error::Kind kind) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind, kind) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no rbln::driver::Error was thrown";
+  return "";
+}
+
+// For code running in a death-test child, where gtest assertions don't report.
+void require(bool ok, const char* what) {
+  if (!ok) {
+    std::fprintf(stderr, "requirement failed: %s\n", what);
+    std::_Exit(1);
+  }
+}
+
+void wait_for(const std::atomic<bool>& flag) {
+  while (!flag.load()) std::this_thread::yield();
+}
+
+size_t resident_bytes() {
+  size_t pages = 0, resident = 0;
+  std::ifstream("/proc/self/statm") >> pages >> resident;
+  return resident * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+// ---- configuration ---------------------------------------------------------
+
+TEST(Parse, UnsignedIntegers) {
+  EXPECT_EQ(internal::parse_uint("0"), 0u);
+  EXPECT_EQ(internal::parse_uint("0042"), 42u);
+  EXPECT_EQ(internal::parse_uint("18446744073709551615"), UINT64_MAX);
+  for (const char* bad : {"", "abc", "-1", "+1", " 1", "1 ", "2x", "18446744073709551616"}) {
+    EXPECT_FALSE(internal::parse_uint(bad)) << bad;
+  }
+}
+
+TEST(Parse, ByteCounts) {
+  EXPECT_EQ(internal::parse_bytes("1048576"), size_t{1} << 20);
+  EXPECT_EQ(internal::parse_bytes("8G"), size_t{8} << 30);
+  EXPECT_EQ(internal::parse_bytes("64M"), size_t{64} << 20);
+  EXPECT_EQ(internal::parse_bytes("3K"), size_t{3} << 10);
+  EXPECT_EQ(internal::parse_bytes("512KiB"), size_t{512} << 10);
+  EXPECT_EQ(internal::parse_bytes("2MiB"), size_t{2} << 20);
+  EXPECT_EQ(internal::parse_bytes("1GiB"), size_t{1} << 30);
+  for (const char* bad : {"", "0", "0G", "G", "1.5G", "12X", "1g", "1 G", "-1G", "99999999999999999999G"}) {
+    EXPECT_FALSE(internal::parse_bytes(bad)) << bad;
+  }
+}
+
+TEST(Config, Defaults) {
+  EXPECT_EQ(device_count(), 2);
+  EXPECT_EQ(device_count_error(), "");
+  EXPECT_EQ(device_capacity(0), kCapacity);
+  EXPECT_FALSE(launch_blocking());
+  EXPECT_FALSE(strict_mode());
+}
+
+TEST(Config, CheckDevice) {
+  EXPECT_NO_THROW(check_device(0));
+  EXPECT_NO_THROW(check_device(1));
+  EXPECT_EQ(error_of([] { check_device(5); }, Error::kInvalid),
+            "Invalid device index rbln:5: there are 2 RBLN devices");
+  EXPECT_EQ(error_of([] { check_device(-1); }, Error::kInvalid),
+            "Invalid device index rbln:-1: there are 2 RBLN devices");
+  EXPECT_EQ(error_of([] { device_malloc(2, 1); }, Error::kInvalid),
+            "Invalid device index rbln:2: there are 2 RBLN devices");
+}
+
+TEST(ConfigDeathTest, InvalidDeviceCountMeansNoDevices) {
+  EXPECT_EXIT(
+      {
+        setenv("RBLN_DEVICE_COUNT", "abc", 1);
+        require(device_count() == 0, "no devices");
+        std::fprintf(stderr, "[%s] [%s]\n", device_count_error().c_str(),
+                     error_of([] { check_device(0); }, Error::kInvalid).c_str());
+        std::_Exit(0);
+      },
+      testing::ExitedWithCode(0),
+      "\\[RBLN_DEVICE_COUNT='abc' is not a non-negative integer\\] "
+      "\\[Invalid device index rbln:0: there are 0 RBLN devices \\(RBLN_DEVICE_COUNT='abc'");
+}
+
+TEST(ConfigDeathTest, ValidVariables) {
+  EXPECT_EXIT(
+      {
+        setenv("RBLN_DEVICE_COUNT", "3", 1);
+        setenv("RBLN_DEVICE_MEMORY", "2MiB", 1);
+        setenv("RBLN_LAUNCH_BLOCKING", "1", 1);
+        setenv("RBLN_STRICT", "1", 1);
+        require(device_count() == 3 && device_count_error().empty(), "3 devices");
+        require(device_capacity(2) == (size_t{2} << 20), "2 MiB per device");
+        require(launch_blocking() && strict_mode(), "flags");
+        require(device_malloc(2, size_t{2} << 20) != nullptr, "a full-size allocation");
+        std::_Exit(0);
+      },
+      testing::ExitedWithCode(0), "");
+}
+
+TEST(ConfigDeathTest, InvalidDeviceMemoryThrowsOnUse) {
+  EXPECT_EXIT(
+      {
+        setenv("RBLN_DEVICE_MEMORY", "lots", 1);
+        require(device_count() == 2, "device count unaffected");
+        std::fprintf(stderr, "[%s]\n", error_of([] { device_malloc(0, 1); }, Error::kInvalid).c_str());
+        std::_Exit(0);
+      },
+      testing::ExitedWithCode(0), "\\[RBLN_DEVICE_MEMORY='lots' is not a positive byte count");
+}
+
+// ---- device memory ---------------------------------------------------------
+
+TEST(DeviceMemory, AllocationsAreAlignedAndCounted) {
+  size_t before = device_bytes_used(0);
+  char* a = static_cast<char*>(device_malloc(0, 100));
+  char* b = static_cast<char*>(device_malloc(0, 1000));
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 512, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b) % 512, 0u);
+  EXPECT_EQ(device_bytes_used(0), before + 512 + 1024);
+  std::memset(a, 1, 100);
+  std::memset(b, 2, 1000);
+  EXPECT_EQ(a[99], 1);
+  EXPECT_EQ(b[0], 2);
+  device_free(a);
+  device_free(b);
+  EXPECT_EQ(device_bytes_used(0), before);
+}
+
+TEST(DeviceMemory, ExhaustionReuseAndCoalescing) {
+  // Device 1 starts empty in every test that uses it.
+  constexpr size_t kQuarter = kCapacity / 4;
+  EXPECT_EQ(device_malloc(1, kCapacity + 1), nullptr);
+  void* parts[4];
+  for (void*& part : parts) {
+    part = device_malloc(1, kQuarter);
+    ASSERT_NE(part, nullptr);
+  }
+  EXPECT_EQ(device_bytes_used(1), kCapacity);
+  EXPECT_EQ(device_malloc(1, 1), nullptr);
+  // The two freed middle quarters coalesce into one half.
+  device_free(parts[1]);
+  device_free(parts[2]);
+  void* half = device_malloc(1, 2 * kQuarter);
+  EXPECT_EQ(half, parts[1]);
+  device_free(half);
+  // A freed block is reused for a request of the same size.
+  void* again = device_malloc(1, kQuarter);
+  EXPECT_EQ(again, parts[1]);
+  device_free(again);
+  device_free(parts[0]);
+  device_free(parts[3]);
+  EXPECT_EQ(device_bytes_used(1), 0u);
+  void* all = device_malloc(1, kCapacity);
+  EXPECT_EQ(all, parts[0]);
+  device_free(all);
+}
+
+TEST(DeviceMemory, InvalidFrees) {
+  EXPECT_NO_THROW(device_free(nullptr));
+  int on_stack = 0;
+  EXPECT_NE(error_of([&] { device_free(&on_stack); }, Error::kInvalid).find("is not device memory"),
+            std::string::npos);
+  char* p = static_cast<char*>(device_malloc(0, 4096));
+  EXPECT_NE(error_of([&] { device_free(p + 512); }, Error::kInvalid).find("not a live allocation on rbln:0"),
+            std::string::npos);
+  device_free(p);
+  error_of([&] { device_free(p); }, Error::kInvalid);
+}
+
+TEST(DeviceMemory, DeviceOf) {
+  char* a = static_cast<char*>(device_malloc(0, 4096));
+  char* b = static_cast<char*>(device_malloc(1, 4096));
+  EXPECT_EQ(device_of(a), 0);
+  EXPECT_EQ(device_of(a + 4095), 0);
+  EXPECT_EQ(device_of(b), 1);
+  EXPECT_EQ(device_of(b + 1234), 1);
+  int on_stack = 0;
+  std::vector<char> on_heap(16);
+  EXPECT_EQ(device_of(&on_stack), -1);
+  EXPECT_EQ(device_of(on_heap.data()), -1);
+  EXPECT_EQ(device_of(nullptr), -1);
+  device_free(a);
+  device_free(b);
+}
+
+TEST(DeviceMemory, LargeFreeReturnsPagesToTheOs) {
+  char* p = static_cast<char*>(device_malloc(1, kCapacity));
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 7, kCapacity);
+  size_t touched = resident_bytes();
+  device_free(p);
+  EXPECT_LT(resident_bytes() + kCapacity / 2, touched);
+  p = static_cast<char*>(device_malloc(1, kCapacity));
+  EXPECT_EQ(p[kCapacity / 2], 0);  // released pages come back zeroed
+  device_free(p);
+}
+
+TEST(DeviceMemory, HostCanTouchDeviceMemoryWhenNotStrict) {
+  char* p = static_cast<char*>(device_malloc(0, 64));
+  p[0] = 'z';
+  EXPECT_EQ(p[0], 'z');
+  device_free(p);
+}
+
+// ---- pinned host memory ----------------------------------------------------
+
+TEST(PinnedMemory, TracksWholeBlocks) {
+  char* p = static_cast<char*>(host_malloc(10000));
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 4096, 0u);
+  EXPECT_TRUE(is_pinned(p));
+  EXPECT_TRUE(is_pinned(p + 9999));
+  EXPECT_FALSE(is_pinned(p + 10000));
+  EXPECT_FALSE(is_pinned(p - 1));
+  std::vector<char> unpinned(16);
+  EXPECT_FALSE(is_pinned(unpinned.data()));
+  EXPECT_EQ(device_of(p), -1);
+  host_free(p);
+  EXPECT_FALSE(is_pinned(p));
+  EXPECT_NO_THROW(host_free(nullptr));
+  error_of([&] { host_free(unpinned.data()); }, Error::kInvalid);
+}
+
+// ---- streams -----------------------------------------------------------------
+
+TEST(Streams, Ids) {
+  Stream* first = default_stream(0);
+  EXPECT_EQ(stream_id(first), 0);
+  EXPECT_EQ(stream_device(first), 0);
+  EXPECT_EQ(default_stream(0), first);
+  EXPECT_NE(default_stream(1), first);
+  Stream* a = create_stream(0);
+  Stream* b = create_stream(0, -1);
+  EXPECT_GE(stream_id(a), 1);
+  EXPECT_EQ(stream_id(b), stream_id(a) + 1);
+  EXPECT_EQ(stream_from_id(0, 0), first);
+  EXPECT_EQ(stream_from_id(0, stream_id(a)), a);
+  EXPECT_EQ(stream_from_id(0, stream_id(b)), b);
+  error_of([] { stream_from_id(0, 1000000); }, Error::kInvalid);
+  error_of([] { stream_from_id(0, -1); }, Error::kInvalid);
+  error_of([] { default_stream(2); }, Error::kInvalid);
+  Stream* other = create_stream(1);
+  EXPECT_EQ(stream_device(other), 1);
+  EXPECT_EQ(stream_from_id(1, stream_id(other)), other);
+}
+
+TEST(Streams, TasksRunInOrder) {
+  Stream* stream = create_stream(0);
+  std::vector<int> order;  // touched only by the worker until synchronize
+  for (int i = 0; i < 1000; ++i) launch(stream, "append", [&order, i] { order.push_back(i); });
+  stream_synchronize(stream);
+  EXPECT_TRUE(stream_query(stream));
+  std::vector<int> expected(1000);
+  std::iota(expected.begin(), expected.end(), 0);
+  EXPECT_EQ(order, expected);
+}
+
+TEST(Streams, LaunchIsAsynchronous) {
+  Stream* stream = create_stream(0);
+  EXPECT_TRUE(stream_query(stream));
+  std::atomic<bool> release{false}, after{false};
+  launch(stream, "blocked", [&] { wait_for(release); });
+  launch(stream, "after", [&] { after = true; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_FALSE(stream_query(stream));
+  EXPECT_FALSE(after.load());
+  release = true;
+  stream_synchronize(stream);
+  EXPECT_TRUE(stream_query(stream));
+  EXPECT_TRUE(after.load());
+}
+
+TEST(Streams, StreamsRunConcurrently) {
+  Stream* a = create_stream(0);
+  Stream* b = create_stream(0);
+  std::atomic<bool> release{false};
+  launch(a, "blocked", [&] { wait_for(release); });
+  launch(b, "releaser", [&] { release = true; });
+  stream_synchronize(a);
+  stream_synchronize(b);
+}
+
+TEST(Streams, FirstErrorSurfacesAtSynchronizeThenStreamRecovers) {
+  Stream* stream = create_stream(0);
+  std::atomic<bool> later{false};
+  launch(stream, "aten::bad", [] { throw std::runtime_error("boom"); });
+  launch(stream, "aten::worse", [] { throw std::runtime_error("second"); });
+  launch(stream, "later", [&] { later = true; });
+  EXPECT_EQ(error_of([&] { stream_synchronize(stream); }, Error::kKernel), "aten::bad: boom");
+  EXPECT_TRUE(later.load());  // tasks after a failure still run
+  EXPECT_NO_THROW(stream_synchronize(stream));
+  launch(stream, "aten::odd", [] { throw 42; });
+  EXPECT_EQ(error_of([&] { stream_synchronize(stream); }, Error::kKernel), "aten::odd: unknown exception");
+  int value = 0;
+  launch(stream, "set", [&] { value = 1; });
+  EXPECT_NO_THROW(stream_synchronize(stream));
+  EXPECT_EQ(value, 1);
+}
+
+TEST(Streams, ErrorSurfacesAtMemcpySyncAndDeviceSynchronize) {
+  Stream* stream = create_stream(1);
+  int src = 5, dst = 0;
+  launch(stream, "aten::bad", [] { throw std::runtime_error("boom"); });
+  EXPECT_EQ(error_of([&] { memcpy_sync(&dst, &src, sizeof src, stream); }, Error::kKernel), "aten::bad: boom");
+  EXPECT_EQ(dst, 5);
+  launch(stream, "aten::bad", [] { throw std::runtime_error("again"); });
+  EXPECT_EQ(error_of([] { device_synchronize(1); }, Error::kKernel), "aten::bad: again");
+  EXPECT_NO_THROW(device_synchronize(1));
+}
+
+TEST(Streams, DeviceSynchronizeWaitsForEveryStream) {
+  std::atomic<int> done{0};
+  for (Stream* stream : {default_stream(0), create_stream(0), create_stream(0)}) {
+    launch(stream, "sleep", [&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      ++done;
+    });
+  }
+  device_synchronize(0);
+  EXPECT_EQ(done.load(), 3);
+}
+
+TEST(Streams, WorkerParksAndWakesAfterIdling) {
+  Stream* stream = create_stream(0);
+  int value = 0;
+  launch(stream, "first", [&] { value = 1; });
+  stream_synchronize(stream);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // long enough to park
+  launch(stream, "second", [&] { value = 2; });
+  stream_synchronize(stream);
+  EXPECT_EQ(value, 2);
+}
+
+// ---- copies ----------------------------------------------------------------
+
+TEST(Copies, HostDeviceRoundTrip) {
+  constexpr size_t kBytes = 1 << 20;
+  std::vector<uint8_t> input(kBytes), output(kBytes);
+  for (size_t i = 0; i < kBytes; ++i) input[i] = static_cast<uint8_t>(i * 7 + 3);
+  void* a = device_malloc(0, kBytes);
+  void* b = device_malloc(1, kBytes);
+  uint8_t* pinned = static_cast<uint8_t*>(host_malloc(kBytes));
+  Stream* stream = create_stream(0);
+  memcpy_async(a, input.data(), kBytes, stream);
+  memcpy_async(b, a, kBytes, stream);
+  memcpy_async(pinned, b, kBytes, stream);
+  memcpy_sync(output.data(), pinned, kBytes, stream);
+  EXPECT_EQ(output, input);
+  EXPECT_NO_THROW(memcpy_sync(output.data(), a, 0, stream));
+  host_free(pinned);
+  device_free(a);
+  device_free(b);
+}
+
+// ---- events ------------------------------------------------------------------
+
+TEST(Events, QueryAndSynchronize) {
+  Event* event = event_create();
+  EXPECT_TRUE(event_query(event));  // never recorded
+  EXPECT_NO_THROW(event_synchronize(event));
+  Stream* stream = create_stream(0);
+  for (int round = 0; round < 2; ++round) {  // recording again re-arms the event
+    std::atomic<bool> release{false};
+    launch(stream, "blocked", [&] { wait_for(release); });
+    event_record(event, stream);
+    EXPECT_FALSE(event_query(event));
+    release = true;
+    event_synchronize(event);
+    EXPECT_TRUE(event_query(event));
+  }
+  event_destroy(event);
+}
+
+TEST(Events, ElapsedTime) {
+  Stream* stream = create_stream(0);
+  Event* start = event_create();
+  Event* end = event_create();
+  EXPECT_NE(error_of([&] { event_elapsed_ms(start, end); }, Error::kInvalid).find("never recorded"),
+            std::string::npos);
+  event_record(start, stream);
+  launch(stream, "sleep", [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); });
+  event_record(end, stream);
+  event_synchronize(end);
+  float ms = event_elapsed_ms(start, end);
+  EXPECT_GE(ms, 20.0f);
+  EXPECT_LT(ms, 2000.0f);
+
+  std::atomic<bool> release{false};
+  launch(stream, "blocked", [&] { wait_for(release); });
+  event_record(end, stream);
+  EXPECT_NE(error_of([&] { event_elapsed_ms(start, end); }, Error::kInvalid).find("not completed"),
+            std::string::npos);
+  release = true;
+  event_synchronize(end);
+  EXPECT_GE(event_elapsed_ms(start, end), ms);
+  event_destroy(start);
+  event_destroy(end);
+}
+
+TEST(Events, StreamWaitEventOrdersStreams) {
+  Stream* producer = create_stream(0);
+  Stream* consumer = create_stream(1);
+  Event* ready = event_create();
+  std::atomic<bool> release{false};
+  int value = 0, seen = -1;
+  launch(producer, "blocked", [&] { wait_for(release); });
+  launch(producer, "produce", [&] { value = 42; });
+  event_record(ready, producer);
+  stream_wait_event(consumer, ready);  // returns at once
+  launch(consumer, "consume", [&] { seen = value; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_FALSE(stream_query(consumer));
+  release = true;
+  stream_synchronize(consumer);
+  EXPECT_EQ(seen, 42);
+  event_destroy(ready);
+}
+
+TEST(Events, SynchronizeRethrowsTheStreamsError) {
+  Stream* stream = create_stream(0);
+  Event* event = event_create();
+  launch(stream, "aten::bad", [] { throw std::runtime_error("boom"); });
+  event_record(event, stream);
+  EXPECT_EQ(error_of([&] { event_synchronize(event); }, Error::kKernel), "aten::bad: boom");
+  EXPECT_TRUE(event_query(event));
+  EXPECT_NO_THROW(stream_synchronize(stream));
+  event_destroy(event);
+}
+
+TEST(Events, DestroyWithPendingRecord) {
+  Stream* stream = create_stream(0);
+  std::atomic<bool> release{false};
+  launch(stream, "blocked", [&] { wait_for(release); });
+  Event* event = event_create();
+  event_record(event, stream);
+  event_destroy(event);
+  release = true;
+  stream_synchronize(stream);
+}
+
+// ---- strict mode, launch blocking, fork ------------------------------------
+
+// EXPECT_DEATH rather than KilledBySignal(SIGSEGV): sanitizers turn the fault
+// into an exit code. The message is printed only after the driver's own
+// accesses worked, and a host read that didn't crash would exit with 0.
+TEST(StrictModeDeathTest, HostAccessOutsideTasksCrashes) {
+  EXPECT_DEATH(
+      {
+        setenv("RBLN_STRICT", "1", 1);
+        require(strict_mode(), "strict mode");
+        char* p = static_cast<char*>(device_malloc(0, 4096));
+        std::vector<char> input(4096, 'x');
+        std::vector<char> output(4096);
+        Stream* stream = default_stream(0);
+        memcpy_sync(p, input.data(), input.size(), stream);
+        launch(stream, "bump", [p] { p[0] = 'y'; });
+        memcpy_sync(output.data(), p, output.size(), stream);
+        require(output[0] == 'y' && output[1] == 'x', "copies and launches reach device memory");
+        std::fprintf(stderr, "driver access ok\n");
+        std::fflush(stderr);
+        volatile char c = *static_cast<volatile char*>(p);
+        (void)c;
+        std::_Exit(0);
+      },
+      "driver access ok");
+}
+
+TEST(LaunchBlockingDeathTest, LaunchWaitsAndThrowsAtOnce) {
+  EXPECT_EXIT(
+      {
+        setenv("RBLN_LAUNCH_BLOCKING", "1", 1);
+        Stream* stream = create_stream(0);
+        bool done = false;
+        launch(stream, "sleep", [&] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          done = true;
+        });
+        require(done, "launch returned after the task ran");
+        int src = 9;
+        int dst = 0;
+        memcpy_async(&dst, &src, sizeof src, stream);
+        require(dst == 9, "memcpy_async returned after the copy");
+        std::string message = error_of([&] { launch(stream, "aten::bad", [] { throw std::runtime_error("boom"); }); },
+                                       Error::kKernel);
+        std::fprintf(stderr, "[%s]\n", message.c_str());
+        std::_Exit(0);
+      },
+      testing::ExitedWithCode(0), "\\[aten::bad: boom\\]");
+}
+
+// Forks, runs body in the child and returns the child's exit code.
+template <class F>
+int exit_code_of_child(F body) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(10);  // a child waiting for a worker it lost would hang forever
+    std::_Exit(body());
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// 0 if a launch + synchronize works, 2 if it is refused as a forked child, 1 otherwise.
+int try_stream(int device) {
+  try {
+    int value = 0;
+    launch(default_stream(device), "set", [&] { value = 1; });
+    stream_synchronize(default_stream(device));
+    return value == 1 ? 0 : 1;
+  } catch (const Error& e) {
+    return e.kind == Error::kInvalid && std::strstr(e.what(), "'spawn' start method") ? 2 : 1;
+  }
+}
+
+TEST(Fork, ChildOfInitializedParentIsRefused) {
+  ASSERT_EQ(try_stream(0), 0);
+  EXPECT_EQ(exit_code_of_child([] { return try_stream(0); }), 2);
+  EXPECT_EQ(try_stream(0), 0);  // the parent is unaffected
+}
+
+TEST(ForkDeathTest, ChildWorksOnDevicesTheParentNeverStarted) {
+  EXPECT_EXIT(
+      {
+        void* p = device_malloc(0, 512);  // memory alone does not start workers
+        require(exit_code_of_child([] { return try_stream(0); }) == 0, "fresh child works");
+        require(try_stream(0) == 0, "parent starts device 0");
+        int child = exit_code_of_child([] { return try_stream(0) == 2 && try_stream(1) == 0 ? 0 : 1; });
+        require(child == 0, "child refuses device 0 and uses device 1");
+        device_free(p);
+        std::_Exit(0);
+      },
+      testing::ExitedWithCode(0), "");
+}
+
+}  // namespace
