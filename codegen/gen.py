@@ -55,15 +55,21 @@ def _elementwise_body(e: Entry, v: Variant) -> list[str]:
     return lines
 
 
+# Tensor arguments whose dtype is fixed by the op (indices, masks), not the data.
+INDEX_ARGS = {"index", "indices", "mask", "condition", "repeats"}
+
+
 def _kernel_body(e: Entry, v: Variant, root: str) -> list[str]:
     lines = []
     tensors = [a for a in v.func.func.arguments.flat_all if str(a.type) == "Tensor"]
     if tensors:
         lines.append(f"const c10::OptionalDeviceGuard guard(at::device_of({tensors[0].name}));")
-    if e.dtypes != ["any"] and tensors:
-        cases = " ".join(f"case at::ScalarType::{DTYPES[d][0]}:" for d in e.dtypes)
-        lines += [f"switch ({tensors[0].name}.scalar_type()) {{", f"  {cases} break;",
-                  f"  default: return {_fallback_call(v, 'fallback_dtype')};", "}"]
+    data = [a.name for a in tensors if a.name not in INDEX_ARGS]
+    if e.dtypes != ["any"] and data:
+        allowed = " || ".join(f"t == at::ScalarType::{DTYPES[d][0]}" for d in e.dtypes)
+        lines += [f"const auto dtype_ok = [](at::ScalarType t) {{ return {allowed}; }};",
+                  f"if (!({' && '.join(f'dtype_ok({n}.scalar_type())' for n in data)})) {{",
+                  f"  return {_fallback_call(v, 'fallback_dtype')};", "}"]
     lines.append(f"RBLN_COUNT_DEVICE_OP(\"aten::{v.name}\");")
     lines.append(f"return {_qualified_kernel(e.kernel, root)}({', '.join(v.arg_names)});")
     return lines

@@ -143,9 +143,9 @@ at::Scalar wrapper__local_scalar_dense(const at::Tensor & self) {
 
 at::Tensor & wrapper_fill__Scalar(at::Tensor & self, const at::Scalar & value) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: case at::ScalarType::Bool: case at::ScalarType::Char: case at::ScalarType::Byte: case at::ScalarType::Short: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fill__Scalar>::call(self, value);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fill__Scalar>::call(self, value);
   }
   RBLN_COUNT_DEVICE_OP("aten::fill_.Scalar");
   return rbln::kernels::fill_Scalar(self, value);
@@ -153,9 +153,9 @@ at::Tensor & wrapper_fill__Scalar(at::Tensor & self, const at::Scalar & value) {
 
 at::Tensor & wrapper_fill__Tensor(at::Tensor & self, const at::Tensor & value) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: case at::ScalarType::Bool: case at::ScalarType::Char: case at::ScalarType::Byte: case at::ScalarType::Short: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fill__Tensor>::call(self, value);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(value.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fill__Tensor>::call(self, value);
   }
   RBLN_COUNT_DEVICE_OP("aten::fill_.Tensor");
   return rbln::kernels::fill_Tensor(self, value);
@@ -163,9 +163,9 @@ at::Tensor & wrapper_fill__Tensor(at::Tensor & self, const at::Tensor & value) {
 
 at::Tensor & wrapper_zero_(at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: case at::ScalarType::Bool: case at::ScalarType::Char: case at::ScalarType::Byte: case at::ScalarType::Short: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::zero_>::call(self);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::zero_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::zero_");
   return rbln::kernels::zero_(self);
@@ -173,9 +173,9 @@ at::Tensor & wrapper_zero_(at::Tensor & self) {
 
 at::Tensor & wrapper_masked_fill__Scalar(at::Tensor & self, const at::Tensor & mask, const at::Scalar & value) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: case at::ScalarType::Bool: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::masked_fill__Scalar>::call(self, mask, value);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::masked_fill__Scalar>::call(self, mask, value);
   }
   RBLN_COUNT_DEVICE_OP("aten::masked_fill_.Scalar");
   return rbln::kernels::masked_fill_Scalar(self, mask, value);
@@ -183,9 +183,9 @@ at::Tensor & wrapper_masked_fill__Scalar(at::Tensor & self, const at::Tensor & m
 
 at::Tensor & wrapper_masked_fill__Tensor(at::Tensor & self, const at::Tensor & mask, const at::Tensor & value) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: case at::ScalarType::Bool: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::masked_fill__Tensor>::call(self, mask, value);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(value.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::masked_fill__Tensor>::call(self, mask, value);
   }
   RBLN_COUNT_DEVICE_OP("aten::masked_fill_.Tensor");
   return rbln::kernels::masked_fill_Tensor(self, mask, value);
@@ -193,9 +193,9 @@ at::Tensor & wrapper_masked_fill__Tensor(at::Tensor & self, const at::Tensor & m
 
 at::Tensor wrapper_where_self(const at::Tensor & condition, const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(condition));
-  switch (condition.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: case at::ScalarType::Bool: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::where_self>::call(condition, self, other);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(other.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::where_self>::call(condition, self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::where.self");
   return rbln::kernels::where_self(condition, self, other);
@@ -203,9 +203,9 @@ at::Tensor wrapper_where_self(const at::Tensor & condition, const at::Tensor & s
 
 at::Tensor & wrapper_where_self_out(const at::Tensor & condition, const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(condition));
-  switch (condition.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: case at::ScalarType::Bool: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::where_self_out>::call(condition, self, other, out);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(other.scalar_type()) && dtype_ok(out.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::where_self_out>::call(condition, self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::where.self_out");
   return rbln::kernels::where_self_out(condition, self, other, out);
@@ -213,9 +213,9 @@ at::Tensor & wrapper_where_self_out(const at::Tensor & condition, const at::Tens
 
 at::Tensor & wrapper_arange_start_out(const at::Scalar & start, const at::Scalar & end, const at::Scalar & step, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(out));
-  switch (out.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::arange_start_out>::call(start, end, step, out);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(out.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::arange_start_out>::call(start, end, step, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::arange.start_out");
   return rbln::kernels::arange_start_out(start, end, step, out);
@@ -223,9 +223,9 @@ at::Tensor & wrapper_arange_start_out(const at::Scalar & start, const at::Scalar
 
 at::Tensor wrapper_clamp_Tensor(const at::Tensor & self, const ::std::optional<at::Tensor> & min, const ::std::optional<at::Tensor> & max) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_Tensor>::call(self, min, max);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_Tensor>::call(self, min, max);
   }
   RBLN_COUNT_DEVICE_OP("aten::clamp.Tensor");
   return rbln::kernels::clamp_Tensor(self, min, max);
@@ -233,9 +233,9 @@ at::Tensor wrapper_clamp_Tensor(const at::Tensor & self, const ::std::optional<a
 
 at::Tensor & wrapper_clamp__Tensor(at::Tensor & self, const ::std::optional<at::Tensor> & min, const ::std::optional<at::Tensor> & max) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp__Tensor>::call(self, min, max);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp__Tensor>::call(self, min, max);
   }
   RBLN_COUNT_DEVICE_OP("aten::clamp_.Tensor");
   return rbln::kernels::clamp__Tensor(self, min, max);
@@ -243,9 +243,9 @@ at::Tensor & wrapper_clamp__Tensor(at::Tensor & self, const ::std::optional<at::
 
 at::Tensor & wrapper_clamp_Tensor_out(const at::Tensor & self, const ::std::optional<at::Tensor> & min, const ::std::optional<at::Tensor> & max, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_Tensor_out>::call(self, min, max, out);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(out.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_Tensor_out>::call(self, min, max, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::clamp.Tensor_out");
   return rbln::kernels::clamp_Tensor_out(self, min, max, out);
@@ -253,9 +253,9 @@ at::Tensor & wrapper_clamp_Tensor_out(const at::Tensor & self, const ::std::opti
 
 at::Tensor wrapper_sum_dim_IntList(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, ::std::optional<at::ScalarType> dtype) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: case at::ScalarType::Bool: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sum_dim_IntList>::call(self, dim, keepdim, dtype);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sum_dim_IntList>::call(self, dim, keepdim, dtype);
   }
   RBLN_COUNT_DEVICE_OP("aten::sum.dim_IntList");
   return rbln::kernels::sum_dim_IntList(self, dim, keepdim, dtype);
@@ -263,9 +263,9 @@ at::Tensor wrapper_sum_dim_IntList(const at::Tensor & self, at::OptionalIntArray
 
 at::Tensor & wrapper_sum_IntList_out(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, ::std::optional<at::ScalarType> dtype, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: case at::ScalarType::Bool: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sum_IntList_out>::call(self, dim, keepdim, dtype, out);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(out.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sum_IntList_out>::call(self, dim, keepdim, dtype, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::sum.IntList_out");
   return rbln::kernels::sum_IntList_out(self, dim, keepdim, dtype, out);
@@ -273,9 +273,9 @@ at::Tensor & wrapper_sum_IntList_out(const at::Tensor & self, at::OptionalIntArr
 
 at::Tensor wrapper_mean_dim(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, ::std::optional<at::ScalarType> dtype) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mean_dim>::call(self, dim, keepdim, dtype);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mean_dim>::call(self, dim, keepdim, dtype);
   }
   RBLN_COUNT_DEVICE_OP("aten::mean.dim");
   return rbln::kernels::mean_dim(self, dim, keepdim, dtype);
@@ -283,9 +283,9 @@ at::Tensor wrapper_mean_dim(const at::Tensor & self, at::OptionalIntArrayRef dim
 
 at::Tensor & wrapper_mean_out(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, ::std::optional<at::ScalarType> dtype, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mean_out>::call(self, dim, keepdim, dtype, out);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(out.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mean_out>::call(self, dim, keepdim, dtype, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::mean.out");
   return rbln::kernels::mean_out(self, dim, keepdim, dtype, out);
@@ -293,9 +293,9 @@ at::Tensor & wrapper_mean_out(const at::Tensor & self, at::OptionalIntArrayRef d
 
 at::Tensor wrapper_amax(const at::Tensor & self, at::IntArrayRef dim, bool keepdim) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: case at::ScalarType::Bool: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::amax>::call(self, dim, keepdim);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::amax>::call(self, dim, keepdim);
   }
   RBLN_COUNT_DEVICE_OP("aten::amax");
   return rbln::kernels::amax(self, dim, keepdim);
@@ -303,9 +303,9 @@ at::Tensor wrapper_amax(const at::Tensor & self, at::IntArrayRef dim, bool keepd
 
 at::Tensor & wrapper_amax_out(const at::Tensor & self, at::IntArrayRef dim, bool keepdim, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: case at::ScalarType::Bool: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::amax_out>::call(self, dim, keepdim, out);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(out.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::amax_out>::call(self, dim, keepdim, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::amax.out");
   return rbln::kernels::amax_out(self, dim, keepdim, out);
@@ -313,9 +313,9 @@ at::Tensor & wrapper_amax_out(const at::Tensor & self, at::IntArrayRef dim, bool
 
 at::Tensor wrapper_amin(const at::Tensor & self, at::IntArrayRef dim, bool keepdim) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: case at::ScalarType::Bool: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::amin>::call(self, dim, keepdim);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::amin>::call(self, dim, keepdim);
   }
   RBLN_COUNT_DEVICE_OP("aten::amin");
   return rbln::kernels::amin(self, dim, keepdim);
@@ -323,9 +323,9 @@ at::Tensor wrapper_amin(const at::Tensor & self, at::IntArrayRef dim, bool keepd
 
 at::Tensor & wrapper_amin_out(const at::Tensor & self, at::IntArrayRef dim, bool keepdim, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: case at::ScalarType::Bool: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::amin_out>::call(self, dim, keepdim, out);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(out.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::amin_out>::call(self, dim, keepdim, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::amin.out");
   return rbln::kernels::amin_out(self, dim, keepdim, out);
@@ -333,9 +333,9 @@ at::Tensor & wrapper_amin_out(const at::Tensor & self, at::IntArrayRef dim, bool
 
 at::Tensor wrapper_max(const at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: case at::ScalarType::Bool: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::max>::call(self);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::max>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::max");
   return rbln::kernels::max(self);
@@ -343,9 +343,9 @@ at::Tensor wrapper_max(const at::Tensor & self) {
 
 at::Tensor wrapper_min(const at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: case at::ScalarType::Bool: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::min>::call(self);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::min>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::min");
   return rbln::kernels::min(self);
@@ -353,9 +353,9 @@ at::Tensor wrapper_min(const at::Tensor & self) {
 
 ::std::tuple<at::Tensor,at::Tensor> wrapper_max_dim(const at::Tensor & self, int64_t dim, bool keepdim) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: case at::ScalarType::Bool: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::max_dim>::call(self, dim, keepdim);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::max_dim>::call(self, dim, keepdim);
   }
   RBLN_COUNT_DEVICE_OP("aten::max.dim");
   return rbln::kernels::max_dim(self, dim, keepdim);
@@ -363,9 +363,9 @@ at::Tensor wrapper_min(const at::Tensor & self) {
 
 ::std::tuple<at::Tensor &,at::Tensor &> wrapper_max_dim_max(const at::Tensor & self, int64_t dim, bool keepdim, at::Tensor & max, at::Tensor & max_values) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: case at::ScalarType::Bool: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::max_dim_max>::call(self, dim, keepdim, max, max_values);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(max.scalar_type()) && dtype_ok(max_values.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::max_dim_max>::call(self, dim, keepdim, max, max_values);
   }
   RBLN_COUNT_DEVICE_OP("aten::max.dim_max");
   return rbln::kernels::max_dim_max(self, dim, keepdim, max, max_values);
@@ -373,9 +373,9 @@ at::Tensor wrapper_min(const at::Tensor & self) {
 
 ::std::tuple<at::Tensor,at::Tensor> wrapper_min_dim(const at::Tensor & self, int64_t dim, bool keepdim) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: case at::ScalarType::Bool: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::min_dim>::call(self, dim, keepdim);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::min_dim>::call(self, dim, keepdim);
   }
   RBLN_COUNT_DEVICE_OP("aten::min.dim");
   return rbln::kernels::min_dim(self, dim, keepdim);
@@ -383,9 +383,9 @@ at::Tensor wrapper_min(const at::Tensor & self) {
 
 ::std::tuple<at::Tensor &,at::Tensor &> wrapper_min_dim_min(const at::Tensor & self, int64_t dim, bool keepdim, at::Tensor & min, at::Tensor & min_indices) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: case at::ScalarType::Bool: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::min_dim_min>::call(self, dim, keepdim, min, min_indices);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(min.scalar_type()) && dtype_ok(min_indices.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::min_dim_min>::call(self, dim, keepdim, min, min_indices);
   }
   RBLN_COUNT_DEVICE_OP("aten::min.dim_min");
   return rbln::kernels::min_dim_min(self, dim, keepdim, min, min_indices);
@@ -393,9 +393,9 @@ at::Tensor wrapper_min(const at::Tensor & self) {
 
 at::Tensor wrapper_argmax(const at::Tensor & self, ::std::optional<int64_t> dim, bool keepdim) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::argmax>::call(self, dim, keepdim);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::argmax>::call(self, dim, keepdim);
   }
   RBLN_COUNT_DEVICE_OP("aten::argmax");
   return rbln::kernels::argmax(self, dim, keepdim);
@@ -403,9 +403,9 @@ at::Tensor wrapper_argmax(const at::Tensor & self, ::std::optional<int64_t> dim,
 
 at::Tensor wrapper_argmin(const at::Tensor & self, ::std::optional<int64_t> dim, bool keepdim) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::argmin>::call(self, dim, keepdim);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::argmin>::call(self, dim, keepdim);
   }
   RBLN_COUNT_DEVICE_OP("aten::argmin");
   return rbln::kernels::argmin(self, dim, keepdim);
@@ -413,9 +413,9 @@ at::Tensor wrapper_argmin(const at::Tensor & self, ::std::optional<int64_t> dim,
 
 at::Tensor wrapper__softmax(const at::Tensor & self, int64_t dim, bool half_to_float) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_softmax>::call(self, dim, half_to_float);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_softmax>::call(self, dim, half_to_float);
   }
   RBLN_COUNT_DEVICE_OP("aten::_softmax");
   return rbln::kernels::_softmax(self, dim, half_to_float);
@@ -423,9 +423,9 @@ at::Tensor wrapper__softmax(const at::Tensor & self, int64_t dim, bool half_to_f
 
 at::Tensor & wrapper__softmax_out(const at::Tensor & self, int64_t dim, bool half_to_float, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_softmax_out>::call(self, dim, half_to_float, out);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(out.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_softmax_out>::call(self, dim, half_to_float, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::_softmax.out");
   return rbln::kernels::_softmax_out(self, dim, half_to_float, out);
@@ -433,9 +433,9 @@ at::Tensor & wrapper__softmax_out(const at::Tensor & self, int64_t dim, bool hal
 
 at::Tensor wrapper__log_softmax(const at::Tensor & self, int64_t dim, bool half_to_float) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_log_softmax>::call(self, dim, half_to_float);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_log_softmax>::call(self, dim, half_to_float);
   }
   RBLN_COUNT_DEVICE_OP("aten::_log_softmax");
   return rbln::kernels::_log_softmax(self, dim, half_to_float);
@@ -443,9 +443,9 @@ at::Tensor wrapper__log_softmax(const at::Tensor & self, int64_t dim, bool half_
 
 at::Tensor & wrapper__log_softmax_out(const at::Tensor & self, int64_t dim, bool half_to_float, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_log_softmax_out>::call(self, dim, half_to_float, out);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(out.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_log_softmax_out>::call(self, dim, half_to_float, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::_log_softmax.out");
   return rbln::kernels::_log_softmax_out(self, dim, half_to_float, out);
@@ -453,9 +453,9 @@ at::Tensor & wrapper__log_softmax_out(const at::Tensor & self, int64_t dim, bool
 
 at::Tensor wrapper_mm(const at::Tensor & self, const at::Tensor & mat2) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mm>::call(self, mat2);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat2.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mm>::call(self, mat2);
   }
   RBLN_COUNT_DEVICE_OP("aten::mm");
   return rbln::kernels::mm(self, mat2);
@@ -463,9 +463,9 @@ at::Tensor wrapper_mm(const at::Tensor & self, const at::Tensor & mat2) {
 
 at::Tensor & wrapper_mm_out(const at::Tensor & self, const at::Tensor & mat2, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mm_out>::call(self, mat2, out);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat2.scalar_type()) && dtype_ok(out.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mm_out>::call(self, mat2, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::mm.out");
   return rbln::kernels::mm_out(self, mat2, out);
@@ -473,9 +473,9 @@ at::Tensor & wrapper_mm_out(const at::Tensor & self, const at::Tensor & mat2, at
 
 at::Tensor wrapper_bmm(const at::Tensor & self, const at::Tensor & mat2) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bmm>::call(self, mat2);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat2.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bmm>::call(self, mat2);
   }
   RBLN_COUNT_DEVICE_OP("aten::bmm");
   return rbln::kernels::bmm(self, mat2);
@@ -483,9 +483,9 @@ at::Tensor wrapper_bmm(const at::Tensor & self, const at::Tensor & mat2) {
 
 at::Tensor & wrapper_bmm_out(const at::Tensor & self, const at::Tensor & mat2, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bmm_out>::call(self, mat2, out);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat2.scalar_type()) && dtype_ok(out.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bmm_out>::call(self, mat2, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::bmm.out");
   return rbln::kernels::bmm_out(self, mat2, out);
@@ -493,9 +493,9 @@ at::Tensor & wrapper_bmm_out(const at::Tensor & self, const at::Tensor & mat2, a
 
 at::Tensor wrapper_addmm(const at::Tensor & self, const at::Tensor & mat1, const at::Tensor & mat2, const at::Scalar & beta, const at::Scalar & alpha) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addmm>::call(self, mat1, mat2, beta, alpha);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat1.scalar_type()) && dtype_ok(mat2.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addmm>::call(self, mat1, mat2, beta, alpha);
   }
   RBLN_COUNT_DEVICE_OP("aten::addmm");
   return rbln::kernels::addmm(self, mat1, mat2, beta, alpha);
@@ -503,9 +503,9 @@ at::Tensor wrapper_addmm(const at::Tensor & self, const at::Tensor & mat1, const
 
 at::Tensor & wrapper_addmm_(at::Tensor & self, const at::Tensor & mat1, const at::Tensor & mat2, const at::Scalar & beta, const at::Scalar & alpha) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addmm_>::call(self, mat1, mat2, beta, alpha);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat1.scalar_type()) && dtype_ok(mat2.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addmm_>::call(self, mat1, mat2, beta, alpha);
   }
   RBLN_COUNT_DEVICE_OP("aten::addmm_");
   return rbln::kernels::addmm_(self, mat1, mat2, beta, alpha);
@@ -513,9 +513,9 @@ at::Tensor & wrapper_addmm_(at::Tensor & self, const at::Tensor & mat1, const at
 
 at::Tensor & wrapper_addmm_out(const at::Tensor & self, const at::Tensor & mat1, const at::Tensor & mat2, const at::Scalar & beta, const at::Scalar & alpha, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addmm_out>::call(self, mat1, mat2, beta, alpha, out);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat1.scalar_type()) && dtype_ok(mat2.scalar_type()) && dtype_ok(out.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addmm_out>::call(self, mat1, mat2, beta, alpha, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::addmm.out");
   return rbln::kernels::addmm_out(self, mat1, mat2, beta, alpha, out);
@@ -523,9 +523,9 @@ at::Tensor & wrapper_addmm_out(const at::Tensor & self, const at::Tensor & mat1,
 
 at::Tensor wrapper_dot(const at::Tensor & self, const at::Tensor & tensor) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::dot>::call(self, tensor);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(tensor.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::dot>::call(self, tensor);
   }
   RBLN_COUNT_DEVICE_OP("aten::dot");
   return rbln::kernels::dot(self, tensor);
@@ -533,9 +533,9 @@ at::Tensor wrapper_dot(const at::Tensor & self, const at::Tensor & tensor) {
 
 at::Tensor wrapper_addmv(const at::Tensor & self, const at::Tensor & mat, const at::Tensor & vec, const at::Scalar & beta, const at::Scalar & alpha) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addmv>::call(self, mat, vec, beta, alpha);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat.scalar_type()) && dtype_ok(vec.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addmv>::call(self, mat, vec, beta, alpha);
   }
   RBLN_COUNT_DEVICE_OP("aten::addmv");
   return rbln::kernels::addmv(self, mat, vec, beta, alpha);
@@ -543,9 +543,9 @@ at::Tensor wrapper_addmv(const at::Tensor & self, const at::Tensor & mat, const 
 
 at::Tensor & wrapper_addmv_(at::Tensor & self, const at::Tensor & mat, const at::Tensor & vec, const at::Scalar & beta, const at::Scalar & alpha) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addmv_>::call(self, mat, vec, beta, alpha);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat.scalar_type()) && dtype_ok(vec.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addmv_>::call(self, mat, vec, beta, alpha);
   }
   RBLN_COUNT_DEVICE_OP("aten::addmv_");
   return rbln::kernels::addmv_(self, mat, vec, beta, alpha);
@@ -553,9 +553,9 @@ at::Tensor & wrapper_addmv_(at::Tensor & self, const at::Tensor & mat, const at:
 
 at::Tensor & wrapper_addmv_out(const at::Tensor & self, const at::Tensor & mat, const at::Tensor & vec, const at::Scalar & beta, const at::Scalar & alpha, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addmv_out>::call(self, mat, vec, beta, alpha, out);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat.scalar_type()) && dtype_ok(vec.scalar_type()) && dtype_ok(out.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addmv_out>::call(self, mat, vec, beta, alpha, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::addmv.out");
   return rbln::kernels::addmv_out(self, mat, vec, beta, alpha, out);
@@ -563,9 +563,9 @@ at::Tensor & wrapper_addmv_out(const at::Tensor & self, const at::Tensor & mat, 
 
 at::Tensor wrapper_index_select(const at::Tensor & self, int64_t dim, const at::Tensor & index) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: case at::ScalarType::Bool: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_select>::call(self, dim, index);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_select>::call(self, dim, index);
   }
   RBLN_COUNT_DEVICE_OP("aten::index_select");
   return rbln::kernels::index_select(self, dim, index);
@@ -573,9 +573,9 @@ at::Tensor wrapper_index_select(const at::Tensor & self, int64_t dim, const at::
 
 at::Tensor & wrapper_index_select_out(const at::Tensor & self, int64_t dim, const at::Tensor & index, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: case at::ScalarType::Bool: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_select_out>::call(self, dim, index, out);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(out.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_select_out>::call(self, dim, index, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::index_select.out");
   return rbln::kernels::index_select_out(self, dim, index, out);
@@ -583,9 +583,9 @@ at::Tensor & wrapper_index_select_out(const at::Tensor & self, int64_t dim, cons
 
 at::Tensor wrapper_index_copy(const at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Tensor & source) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: case at::ScalarType::Bool: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_copy>::call(self, dim, index, source);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(source.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_copy>::call(self, dim, index, source);
   }
   RBLN_COUNT_DEVICE_OP("aten::index_copy");
   return rbln::kernels::index_copy(self, dim, index, source);
@@ -593,9 +593,9 @@ at::Tensor wrapper_index_copy(const at::Tensor & self, int64_t dim, const at::Te
 
 at::Tensor & wrapper_index_copy_(at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Tensor & source) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: case at::ScalarType::Bool: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_copy_>::call(self, dim, index, source);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(source.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_copy_>::call(self, dim, index, source);
   }
   RBLN_COUNT_DEVICE_OP("aten::index_copy_");
   return rbln::kernels::index_copy_(self, dim, index, source);
@@ -603,9 +603,9 @@ at::Tensor & wrapper_index_copy_(at::Tensor & self, int64_t dim, const at::Tenso
 
 at::Tensor & wrapper_index_copy_out(const at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Tensor & source, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: case at::ScalarType::Bool: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_copy_out>::call(self, dim, index, source, out);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(source.scalar_type()) && dtype_ok(out.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_copy_out>::call(self, dim, index, source, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::index_copy.out");
   return rbln::kernels::index_copy_out(self, dim, index, source, out);
@@ -618,9 +618,9 @@ at::Tensor wrapper_cat(const at::ITensorListRef & tensors, int64_t dim) {
 
 at::Tensor & wrapper_cat_out(const at::ITensorListRef & tensors, int64_t dim, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(out));
-  switch (out.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: case at::ScalarType::Bool: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::cat_out>::call(tensors, dim, out);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(out.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::cat_out>::call(tensors, dim, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::cat.out");
   return rbln::kernels::cat_out(tensors, dim, out);
@@ -628,9 +628,9 @@ at::Tensor & wrapper_cat_out(const at::ITensorListRef & tensors, int64_t dim, at
 
 at::Tensor wrapper_masked_select(const at::Tensor & self, const at::Tensor & mask) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: case at::ScalarType::Int: case at::ScalarType::Long: case at::ScalarType::Bool: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::masked_select>::call(self, mask);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::masked_select>::call(self, mask);
   }
   RBLN_COUNT_DEVICE_OP("aten::masked_select");
   return rbln::kernels::masked_select(self, mask);
@@ -638,19 +638,15 @@ at::Tensor wrapper_masked_select(const at::Tensor & self, const at::Tensor & mas
 
 at::Tensor wrapper_repeat_interleave_Tensor(const at::Tensor & repeats, ::std::optional<c10::SymInt> output_size) {
   const c10::OptionalDeviceGuard guard(at::device_of(repeats));
-  switch (repeats.scalar_type()) {
-    case at::ScalarType::Int: case at::ScalarType::Long: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::repeat_interleave_Tensor>::call(repeats, output_size);
-  }
   RBLN_COUNT_DEVICE_OP("aten::repeat_interleave.Tensor");
   return rbln::kernels::repeat_interleave_Tensor(repeats, output_size);
 }
 
 at::Tensor & wrapper_embedding_renorm_(at::Tensor & self, const at::Tensor & indices, double max_norm, double norm_type) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  switch (self.scalar_type()) {
-    case at::ScalarType::Float: case at::ScalarType::Half: case at::ScalarType::BFloat16: case at::ScalarType::Double: break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::embedding_renorm_>::call(self, indices, max_norm, norm_type);
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::embedding_renorm_>::call(self, indices, max_norm, norm_type);
   }
   RBLN_COUNT_DEVICE_OP("aten::embedding_renorm_");
   return rbln::kernels::embedding_renorm_(self, indices, max_norm, norm_type);

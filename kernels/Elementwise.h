@@ -158,6 +158,13 @@ void launch_elementwise(const at::TensorIteratorBase& iter, const char* name, F 
   });
 }
 
+// When every input is a CPU scalar (torch.add(2., 3., out=x)), the device
+// kernel still needs one operand it can run on: the first input moves.
+inline at::Tensor on_out_device(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
+  if (out.defined() && !out.is_cpu() && a.is_cpu() && b.is_cpu()) return a.to(out.device());
+  return a;
+}
+
 // Iterator builders, one per family named in ops.yaml. They build exactly the
 // iterators CPU builds, so shapes, promotion and errors match CPU.
 inline at::TensorIterator unary_iter(at::Tensor& out, const at::Tensor& a) {
@@ -167,13 +174,13 @@ inline at::TensorIterator unary_float_iter(at::Tensor& out, const at::Tensor& a)
   return at::TensorIterator::unary_float_op(out, a);
 }
 inline at::TensorIterator binary_iter(at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
-  return at::TensorIterator::binary_op(out, a, b);
+  return at::TensorIterator::binary_op(out, on_out_device(out, a, b), b);
 }
 inline at::TensorIterator binary_float_iter(at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
-  return at::TensorIterator::binary_float_op(out, a, b);
+  return at::TensorIterator::binary_float_op(out, on_out_device(out, a, b), b);
 }
 inline at::TensorIterator compare_iter(at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
-  return at::TensorIterator::comparison_op(out, a, b);
+  return at::TensorIterator::comparison_op(out, on_out_device(out, a, b), b);
 }
 // Bool result from any input dtype (logical_not).
 inline at::TensorIterator logical_iter(at::Tensor& out, const at::Tensor& a) {

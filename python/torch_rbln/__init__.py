@@ -4,7 +4,15 @@ Importing this package (PyTorch does it by itself through the `torch.backends`
 entry point) registers the `rbln` device, `torch.rbln` and the tensor, module
 and storage methods (`x.rbln()`, `x.is_rbln`, `model.rbln()`).
 """
-import torch
+
+
+def _autoload():
+    """`torch.backends` entry point. Importing the package is the whole job; it
+    is defined before `import torch` because `import torch_rbln` itself triggers
+    torch's autoload, which looks this up on the partly imported module."""
+
+
+import torch  # noqa: E402
 
 from . import _C  # noqa: F401  (loads the runtime and the op registrations)
 
@@ -20,7 +28,3 @@ if not hasattr(torch, "rbln"):
 explain = _rbln_module.explain
 
 __all__ = ["explain"]
-
-
-def _autoload():
-    """`torch.backends` entry point: importing the package is the whole job."""

@@ -1,0 +1,1 @@
+"""The OpInfo conformance sweep: PyTorch's op database on rbln against CPU."""

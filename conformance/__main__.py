@@ -1,0 +1,179 @@
+"""python -m conformance [--slice] [--ops NAME ...] [--dtypes ...] [--report PATH] [--docs PATH]
+
+Runs every OpInfo entry's sample (and reference) inputs on CPU and on rbln with
+identical inputs, through the function, method, in-place and out= variants the
+OpInfo declares, and records for each (op, variant, dtype) whether it ran on the
+device and matched, fell back and matched (naming the fallback ops), mismatched,
+raised where CPU did not, or was skipped (with the reason).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+
+import torch_rbln  # noqa: F401  (before torch.testing._internal)
+from torch_rbln.testing import TOLERANCES, to_cpu, to_device
+
+from .render import render_markdown
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "int64": torch.int64,
+          "bool": torch.bool}
+# Worst first: the status of an (op, variant, dtype) is its worst sample's.
+ORDER = ["mismatch", "error", "fallback", "device"]
+# Ops whose output is random or uninitialized: CPU and rbln cannot agree by value.
+SKIP = {
+    "random output": ("rand", "randn", "randint", "randperm", "normal", "uniform", "bernoulli", "multinomial",
+                      "exponential", "geometric", "cauchy", "log_normal", "nn.functional.dropout",
+                      "nn.functional.alpha_dropout", "nn.functional.feature_alpha_dropout", "nn.functional.rrelu",
+                      "nn.functional.gumbel_softmax", "dropout", "randint_like", "randn_like", "rand_like",
+                      "nn.functional.fractional_max_pool2d", "nn.functional.fractional_max_pool3d",
+                      "nn.functional.multi_head_attention_forward", "svd_lowrank", "pca_lowrank"),
+    "uninitialized memory": ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
+                             "empty_permuted", "torch.empty"),
+}
+# The bounded slice `make test` runs: common op kinds, every family, still quick.
+SLICE = ("add", "mul", "div.no_rounding_mode", "abs", "exp", "sigmoid", "eq", "where", "sum", "mean", "amax",
+         "softmax", "log_softmax", "mm", "bmm", "addmm", "matmul", "index_select", "cat", "masked_fill",
+         "nn.functional.linear", "nn.functional.relu", "clamp", "transpose", "reshape", "cumsum", "sort")
+
+
+def skip_reason(name: str) -> str | None:
+    for reason, names in SKIP.items():
+        if name in names or name.split(".")[0] in names:
+            return reason
+    return None
+
+
+def variants(op):
+    """(variant name, callable, kwargs-adder) the OpInfo declares."""
+    out = [("function", op.op)]
+    if op.method_variant is not None:
+        out.append(("method", op.method_variant))
+    if op.inplace_variant is not None:
+        out.append(("inplace", op.inplace_variant))
+    if op.supports_out:
+        out.append(("out", op.op))
+    return out
+
+
+def _clone(sample):
+    return sample.transform(lambda t: t.clone() if isinstance(t, torch.Tensor) else t)
+
+
+def _call(fn, sample, variant, device):
+    if variant == "out":
+        expected = fn(sample.input, *sample.args, **sample.kwargs)
+        if not isinstance(expected, torch.Tensor):
+            raise TypeError("out= check needs a single tensor result")
+        out = torch.empty(0, dtype=expected.dtype, device=device)
+        fn(sample.input, *sample.args, **sample.kwargs, out=out)
+        return out
+    return fn(sample.input, *sample.args, **sample.kwargs)
+
+
+def run_sample(fn, sample, variant):
+    """Returns (status, fallback ops)."""
+    cpu_sample = _clone(sample)
+    dev_sample = sample.transform(to_device)
+    if "device" in dev_sample.kwargs:
+        dev_sample.kwargs["device"] = "rbln"
+    try:
+        expected = _call(fn, cpu_sample, variant, "cpu")
+    except Exception:
+        expected = None
+    with torch.rbln.explain() as ex:
+        try:
+            with torch.device("rbln"):
+                actual = _call(fn, dev_sample, variant, "rbln")
+            torch.rbln.synchronize()
+        except Exception:
+            return ("device" if expected is None else "error"), ex.fallback_ops
+    if expected is None:
+        return "error", ex.fallback_ops
+    try:
+        torch.testing.assert_close(to_cpu(actual), expected, equal_nan=True,
+                                   **TOLERANCES.get(getattr(expected, "dtype", None), {}))
+    except Exception:
+        return "mismatch", ex.fallback_ops
+    return ("fallback" if ex.fallback_ops else "device"), ex.fallback_ops
+
+
+def sweep(ops, dtypes, max_seconds_per_case: float):
+    import warnings
+
+    warnings.simplefilter("ignore")
+    results = []
+    for op in ops:
+        name = op.name if not op.variant_test_name else f"{op.name}.{op.variant_test_name}"
+        reason = skip_reason(name)
+        supported = op.supported_dtypes("cpu")
+        for dtype_name in dtypes:
+            dtype = DTYPES[dtype_name]
+            if dtype not in supported:
+                continue
+            if reason:
+                results.append({"op": name, "variant": "all", "dtype": dtype_name, "status": "skipped",
+                                "reason": reason})
+                continue
+            try:
+                samples = list(op.sample_inputs("cpu", dtype, requires_grad=False))
+                if op.reference_inputs_func is not None:
+                    samples += list(op.reference_inputs("cpu", dtype, requires_grad=False))[len(samples):]
+            except Exception as e:
+                results.append({"op": name, "variant": "all", "dtype": dtype_name, "status": "skipped",
+                                "reason": f"sample generation failed on CPU: {type(e).__name__}"})
+                continue
+            for variant, fn in variants(op):
+                status, fallbacks, start, count = "device", {}, time.perf_counter(), 0
+                for sample in samples:
+                    s, f = run_sample(fn, sample, variant)
+                    count += 1
+                    for k, v in f.items():
+                        fallbacks[k] = fallbacks.get(k, 0) + v
+                    if ORDER.index(s) < ORDER.index(status):
+                        status = s
+                    if time.perf_counter() - start > max_seconds_per_case:
+                        break
+                results.append({"op": name, "variant": variant, "dtype": dtype_name, "status": status,
+                                "samples": count, "fallback_ops": sorted(fallbacks)})
+    return results
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--slice", action="store_true", help="the bounded, representative slice `make test` runs")
+    p.add_argument("--ops", nargs="*", help="OpInfo names to run (default: all)")
+    p.add_argument("--dtypes", nargs="*", default=list(DTYPES), choices=list(DTYPES))
+    p.add_argument("--seconds-per-case", type=float, default=20.0,
+                   help="stop adding samples to one (op, variant, dtype) after this long")
+    p.add_argument("--report", default=None, help="JSON report path (default: conformance/report.json)")
+    p.add_argument("--docs", default=None, help="markdown report path (default: docs/conformance.md)")
+    args = p.parse_args()
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    wanted = set(args.ops or (SLICE if args.slice else ()))
+    ops = [op for op in op_db if not wanted
+           or (op.name if not op.variant_test_name else f"{op.name}.{op.variant_test_name}") in wanted]
+    start = time.perf_counter()
+    results = sweep(ops, args.dtypes, args.seconds_per_case)
+    elapsed = time.perf_counter() - start
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    suffix = "_slice" if args.slice else ""
+    report = args.report or os.path.join(root, "conformance", f"report{suffix}.json")
+    docs = args.docs or os.path.join(root, "docs", f"conformance{suffix}.md")
+    meta = {"torch": torch.__version__, "entries": len(ops), "seconds": round(elapsed, 1), "slice": args.slice}
+    with open(report, "w") as f:
+        json.dump({"meta": meta, "results": results}, f, indent=1)
+    with open(docs, "w") as f:
+        f.write(render_markdown(meta, results))
+    print(open(docs).read().split("\n## ")[0])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""The registry and generator: validation errors, determinism, adding an op."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from codegen.gen import render
+from codegen.registry import ROOT, OpsYamlError, load
+
+OPS = os.path.join(ROOT, "ops.yaml")
+
+
+def write_ops(tmp_path, text):
+    path = tmp_path / "ops.yaml"
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+def codegen(*args):
+    return subprocess.run([sys.executable, "-m", "codegen", *args], cwd=ROOT, capture_output=True, text=True)
+
+
+def test_committed_generated_files_are_up_to_date():
+    result = codegen("--check")
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("- {func: frobnicate, kernel: unary, functor: abs}\n", "ops.yaml:1: unknown op or overload 'frobnicate'"),
+        ("- {func: add.Tensorr, kernel: binary, functor: add}\n", "overloads of 'add': add.Scalar"),
+        ("- {func: add.Tensor, kernel: turbo_add}\n", "ops.yaml:1: add.Tensor: unknown kernel 'turbo_add'"),
+        ("- {func: add.Tensor, kernel: binary, functor: plus}\n", "unknown functor 'plus'"),
+        ("- {func: abs, kernel: unary, functor: abs, dtypes: [float32, float8]}\n", "unknown dtype 'float8'"),
+        ("- {func: abs, kernel: unary, functor: abs}\n- {func: abs.out, kernel: index_select}\n",
+         "ops.yaml:2: duplicate entry: abs.out already registered by the entry at line 1"),
+        ("- {func: mm, strategy: composite}\n", "mm has no composite implementation upstream"),
+        ("- {func: mm, strategy: compile}\n", "reserved for the torch.compile lowering"),
+        ("- {func: mm, strategy: fast}\n", "unknown strategy 'fast'"),
+        ("- {kernel: mm}\n", "ops.yaml:1: missing 'func'"),
+        ("- {func: mm, kernel: mm, colour: red}\n", "unknown key(s) ['colour']"),
+        ("- {func: mm, kernel: mm\n", "ops.yaml:2: YAML syntax error"),
+        ("- {func: abs, kernel: unary}\n", "family 'unary' needs a 'functor'"),
+    ],
+)
+def test_malformed_entries_are_rejected_with_file_and_line(tmp_path, text, message):
+    with pytest.raises(OpsYamlError) as error:
+        load(write_ops(tmp_path, text))
+    assert message in str(error.value)
+
+
+def test_invalid_registry_writes_nothing(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    result = codegen("--ops", write_ops(tmp_path, "- {func: nope}\n"), "--out", str(out))
+    assert result.returncode == 1
+    assert "ops.yaml:1: unknown op or overload 'nope'" in result.stderr
+    assert list(out.iterdir()) == []
+
+
+def test_generation_is_deterministic():
+    assert render(load(OPS)) == render(load(OPS))
+
+
+def test_one_yaml_entry_adds_registration_docs_row_and_tests(tmp_path):
+    base = open(OPS).read()
+    files = render(load(write_ops(tmp_path, base + "- {func: sgn, kernel: unary, functor: sign, dtypes: floating}\n")))
+    sources = "".join(text for path, text in files.items() if path.endswith(".cpp"))
+    for overload in ("sgn", "sgn_", "sgn.out"):
+        assert f'm.impl("{overload}", TORCH_FN(' in sources
+    assert "rbln::functors::sign<float>()" in sources
+    assert "| `sgn` | sgn, sgn_, sgn.out | floating | kernel | unary/sign |" in files["docs/supported_ops.md"]
+    assert '("sgn", ["sgn", "sgn.out", "sgn_"], ["sgn"]' in files["generated/test_ops_generated.py"]

@@ -1,0 +1,91 @@
+"""Shared fixtures for the torch-rbln Python tests.
+
+Tests run in this process against the emulated device with its environment
+(two devices, 8 GiB each unless RBLN_DEVICE_COUNT / RBLN_DEVICE_MEMORY say
+otherwise); behaviour that needs another environment runs in a subprocess
+through `run_python`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+import torch_rbln  # noqa: F401  (registers the rbln device)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _parse_bytes(text: str) -> int:
+    for suffix, shift in (("KiB", 10), ("MiB", 20), ("GiB", 30), ("K", 10), ("M", 20), ("G", 30)):
+        if text.endswith(suffix):
+            return int(text[: -len(suffix)]) << shift
+    return int(text)
+
+
+EXPECTED_DEVICE_COUNT = int(os.environ.get("RBLN_DEVICE_COUNT", "2"))
+EXPECTED_CAPACITY = _parse_bytes(os.environ.get("RBLN_DEVICE_MEMORY", "8G"))
+
+
+@pytest.fixture(autouse=True)
+def _isolate_device_state():
+    """Each test starts on rbln:0 with default streams, and its async errors surface in it."""
+    yield
+    for i in range(torch.rbln.device_count()):
+        torch.rbln.set_stream(torch.rbln.default_stream(i))  # also makes device i current, as in torch.cuda
+    torch.rbln.set_device(0)
+    for i in range(torch.rbln.device_count()):
+        torch.rbln.synchronize(i)
+
+
+@pytest.fixture
+def assert_device_works():
+    """Checks that a device still computes correct results (after an error, say)."""
+
+    def check(device="rbln"):
+        x = torch.arange(12, dtype=torch.float32).view(3, 4)
+        d = x.to(device)
+        torch.testing.assert_close((d * 2 + 1).sum(0).cpu(), (x * 2 + 1).sum(0))
+        torch.rbln.synchronize(torch.device(device))
+
+    return check
+
+
+@pytest.fixture
+def cpu_rand():
+    """Deterministic CPU tensors: cpu_rand(*shape, dtype=...)."""
+    gen = torch.Generator().manual_seed(1234)
+
+    def make(*shape, dtype=torch.float32):
+        x = torch.randn(shape, generator=gen) * 10
+        if dtype == torch.bool:
+            return x > 0
+        return x.to(dtype)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def run_python():
+    """Runs `code` in a fresh interpreter with `env` added; `import torch, torch_rbln` comes first.
+
+    The script prints one JSON document as its last line of stdout; that is returned.
+    """
+
+    def run(code: str, **env: str):
+        full_env = dict(os.environ)
+        full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "python"), full_env.get("PYTHONPATH")]))
+        full_env.update(env)
+        script = "import json, warnings, torch, torch_rbln\nwarnings.simplefilter('ignore')\n" + textwrap.dedent(code)
+        proc = subprocess.run([sys.executable, "-c", script], env=full_env, capture_output=True, text=True,
+                              timeout=120, cwd=ROOT)
+        assert proc.returncode == 0, f"subprocess failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    return run

@@ -1,0 +1,122 @@
+"""The counted CPU fallback: results, torch.rbln.explain(), warnings and strict mode."""
+import warnings
+
+import pytest
+import torch
+
+import torch_rbln
+
+NOT_LISTED, LISTED, DTYPE = "not in ops.yaml", "listed as fallback in ops.yaml", "dtype not supported on the device"
+
+# (op, dtype of the input, the overload that falls back, reason). torch.cumsum reaches the device as
+# aten::cumsum.out: PyTorch's functional cumsum is a composite over it for every backend but CPU.
+FALLBACKS = {
+    "flip": (lambda x: torch.flip(x, [0]), torch.float32, "aten::flip", NOT_LISTED),
+    "cumsum": (lambda x: torch.cumsum(x, 1), torch.float32, "aten::cumsum.out", NOT_LISTED),
+    "sort": (lambda x: torch.sort(x, 1), torch.float32, "aten::sort", LISTED),
+    "topk": (lambda x: torch.topk(x, 2), torch.float32, "aten::topk", LISTED),
+    # ops.yaml: add.Tensor's dtypes are `all`, which has no int16
+    "add_int16": (lambda x: x + x, torch.int16, "aten::add.Tensor", DTYPE),
+}
+
+
+def _to_cpu(out):
+    return tuple(t.cpu() for t in out) if isinstance(out, tuple) else out.cpu()
+
+
+def _devices(out):
+    return {t.device for t in (out if isinstance(out, tuple) else (out,))}
+
+
+@pytest.mark.parametrize("name", FALLBACKS)
+@pytest.mark.parametrize("device", ["rbln:0", "rbln:1"])
+def test_fallback_matches_cpu_and_is_counted(name, device, cpu_rand):
+    fn, dtype, overload, reason = FALLBACKS[name]
+    x = cpu_rand(5, 4, dtype=dtype)
+    expected = fn(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with torch.rbln.explain() as ex:
+            out = fn(x.to(device))
+    assert _devices(out) == {torch.device(device)}
+    torch.testing.assert_close(_to_cpu(out), expected)
+    assert ex.fallback_ops == {overload: 1}
+    assert ex.fallback_reasons == {overload: {reason: 1}}
+    assert overload not in ex.device_ops
+
+
+def test_fallback_on_strided_input_and_in_place_on_a_view(cpu_rand):
+    x = cpu_rand(6, 8)
+    d = x.rbln()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.testing.assert_close(torch.flip(d.t()[1:, ::2], [1]).cpu(), torch.flip(x.t()[1:, ::2], [1]))
+        d[:, 3].fmod_(0.7)  # unlisted in-place op writing through a non-contiguous view
+    expected = x.clone()
+    expected[:, 3].fmod_(0.7)
+    torch.testing.assert_close(d.cpu(), expected)
+
+
+def test_device_ops_are_counted_and_do_not_fall_back(cpu_rand):
+    a, b = cpu_rand(3, 4), cpu_rand(3, 4)
+    with torch.rbln.explain() as ex:
+        out = a.rbln() + b.rbln()
+        out = out.relu()
+    torch.testing.assert_close(out.cpu(), (a + b).relu())
+    assert ex.device_ops["aten::add.Tensor"] == 1
+    assert ex.device_ops["aten::relu"] == 1
+    assert ex.fallback_ops == {} and ex.fallback_reasons == {}
+
+
+def test_explain_counts_repeated_fallbacks_only_inside_the_block(cpu_rand):
+    d = cpu_rand(8).rbln()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.flip(d, [0])
+        with torch.rbln.explain() as ex:
+            for _ in range(3):
+                torch.flip(d, [0])
+        torch.flip(d, [0])
+    assert ex.fallback_ops == {"aten::flip": 3}
+
+
+def test_fallback_warns_once_per_op(cpu_rand):
+    # aten::roll falls back in this test only, so its first fallback happens here.
+    assert "aten::roll" not in torch_rbln._C._fallback_counts()
+    d = cpu_rand(6).rbln()
+    with warnings.catch_warnings(record=True) as first:
+        warnings.simplefilter("always")
+        torch.roll(d, 2)
+    with warnings.catch_warnings(record=True) as again:
+        warnings.simplefilter("always")
+        out = torch.roll(d, 2)
+    assert [w.category for w in first] == [UserWarning]
+    assert "aten::roll" in str(first[0].message) and NOT_LISTED in str(first[0].message)
+    assert again == []
+    torch.testing.assert_close(out.cpu(), torch.roll(d.cpu(), 2))
+
+
+def test_disabled_fallback_raises_naming_the_op(run_python):
+    out = run_python(
+        """
+        x = torch.arange(20.0).view(4, 5).rbln()
+        cases = {
+            "aten::cumsum.out": lambda: torch.cumsum(x, 1),
+            "aten::sort": lambda: torch.sort(x),
+            "aten::add.Tensor": lambda: x.to(torch.int16) + x.to(torch.int16),
+        }
+        errors = {}
+        for name, fn in cases.items():
+            try:
+                fn()
+                errors[name] = None
+            except RuntimeError as e:
+                errors[name] = str(e)
+        device_ok = (x * 2 + x).cpu().equal(torch.arange(20.0).view(4, 5) * 3)
+        print(json.dumps({"errors": errors, "device_ok": device_ok}))
+        """,
+        TORCH_RBLN_DISABLE_FALLBACK="1")
+    for name, message in out["errors"].items():
+        assert message is not None, f"{name} ran although the fallback is disabled"
+        assert name in message and "TORCH_RBLN_DISABLE_FALLBACK" in message
+    assert out["device_ok"]

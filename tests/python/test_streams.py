@@ -1,0 +1,157 @@
+"""torch.rbln streams and events."""
+import pytest
+import torch
+
+
+def _timed_event():
+    return torch.rbln.Event(enable_timing=True)
+
+
+def _generic_timed_event():
+    return torch.Event(device="rbln", enable_timing=True)
+
+
+def _busy(d, steps=4):
+    """Queues real work: repeated matmuls that keep the values bounded."""
+    for _ in range(steps):
+        d = d @ d
+    return d
+
+
+@pytest.fixture
+def square(cpu_rand):
+    return cpu_rand(256, 256) / 160  # entries ~N(0, 1/16): powers stay O(1)
+
+
+def test_default_stream_is_current_at_start():
+    s = torch.rbln.current_stream()
+    assert s == torch.rbln.default_stream()
+    assert s.stream_id == 0 and s.device == torch.device("rbln", 0)
+    assert torch.rbln.default_stream(1).device_index == 1
+
+
+def test_new_streams_are_distinct():
+    s1, s2 = torch.rbln.Stream(), torch.rbln.Stream()
+    assert s1 != s2 and s1.stream_id != 0 and s2.stream_id != 0
+    assert s1.device == torch.device("rbln", 0)
+    assert torch.rbln.Stream(device=1).device_index == 1
+
+
+def test_stream_context_restores_previous_stream():
+    outer, inner = torch.rbln.Stream(), torch.rbln.Stream()
+    with torch.rbln.stream(outer):
+        assert torch.rbln.current_stream() == outer
+        with torch.rbln.stream(inner):
+            assert torch.rbln.current_stream() == inner
+        assert torch.rbln.current_stream() == outer
+    assert torch.rbln.current_stream() == torch.rbln.default_stream()
+
+
+def test_stream_context_on_other_device_switches_device_temporarily():
+    s = torch.rbln.Stream(device=1)
+    with torch.rbln.stream(s):
+        assert torch.rbln.current_device() == 1
+        assert torch.rbln.current_stream() == s
+    assert torch.rbln.current_device() == 0
+    assert torch.rbln.current_stream(1) == torch.rbln.default_stream(1)
+
+
+def test_set_stream():
+    s = torch.rbln.Stream()
+    torch.rbln.set_stream(s)
+    assert torch.rbln.current_stream() == s
+    torch.rbln.set_stream(torch.rbln.default_stream())
+    assert torch.rbln.current_stream() == torch.rbln.default_stream()
+
+
+def test_event_ordering_across_streams(square):
+    side = torch.rbln.Stream()
+    d = square.rbln()
+    produced = torch.rbln.Event()
+    a = _busy(d)  # default stream
+    produced.record()
+    with torch.rbln.stream(side):
+        side.wait_event(produced)
+        b = a * 2 + 1
+        consumed = torch.rbln.Event()
+        consumed.record(side)
+    torch.rbln.current_stream().wait_event(consumed)
+    c = b - a
+    torch.testing.assert_close(c.cpu(), _busy(square) + 1, rtol=1e-4, atol=1e-4)
+
+
+def test_wait_stream_orders_work(square):
+    side = torch.rbln.Stream()
+    a = _busy(square.rbln())
+    side.wait_stream(torch.rbln.current_stream())
+    with torch.rbln.stream(side):
+        b = a + 1
+    torch.rbln.current_stream().wait_stream(side)
+    torch.testing.assert_close((b - a).cpu(), torch.ones(256, 256))
+    torch.testing.assert_close(b.cpu(), _busy(square) + 1, rtol=1e-4, atol=1e-4)
+
+
+def test_event_orders_work_across_devices(square):
+    done = torch.rbln.Event()
+    with torch.rbln.device(1):
+        a1 = _busy(square.to("rbln:1"))
+        done.record()
+    torch.rbln.current_stream().wait_event(done)
+    torch.testing.assert_close(a1.to("rbln:0").cpu(), _busy(square), rtol=1e-4, atol=1e-4)
+
+
+def test_record_stream_defers_reuse_of_freed_memory(square):
+    """A block freed while a side stream still writes it must not be handed to new tensors."""
+    side = torch.rbln.Stream()
+    t = torch.zeros(1 << 20, device="rbln")
+    d = square.rbln()
+    side.wait_stream(torch.rbln.current_stream())
+    with torch.rbln.stream(side):
+        _busy(d, steps=8)
+        t.fill_(5.0)  # runs late, after the busy work
+    t.record_stream(side)
+    del t
+    fresh = torch.full((1 << 20,), -1.0, device="rbln")  # same size: the freed block is the cached candidate
+    torch.rbln.synchronize()
+    assert torch.equal(fresh.cpu(), torch.full((1 << 20,), -1.0))
+
+
+def test_event_query_and_synchronize(square):
+    e = torch.rbln.Event()
+    assert e.query()  # never recorded
+    _busy(square.rbln())
+    e.record()
+    e.synchronize()
+    assert e.query()
+    assert torch.rbln.current_stream().query()
+
+
+def test_stream_synchronize_and_query(square):
+    s = torch.rbln.Stream()
+    with torch.rbln.stream(s):
+        out = _busy(square.rbln())
+    s.synchronize()
+    assert s.query()
+    torch.testing.assert_close(out.cpu(), _busy(square), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("make_event", [_timed_event, _generic_timed_event], ids=["rbln.Event", "torch.Event"])
+def test_elapsed_time_measures_real_work(make_event, square):
+    start, end = make_event(), make_event()
+    d = square.rbln()
+    start.record()
+    _busy(d, steps=8)
+    end.record()
+    end.synchronize()
+    assert start.elapsed_time(end) > 0
+
+
+def test_stream_record_event_accepts_rbln_event(square):
+    s = torch.rbln.Stream()
+    e = torch.rbln.Event()
+    with torch.rbln.stream(s):
+        out = _busy(square.rbln())
+    assert s.record_event(e) is e
+    e.synchronize()
+    assert e.query()
+    torch.testing.assert_close(out.cpu(), _busy(square), rtol=1e-4, atol=1e-4)
