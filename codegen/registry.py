@@ -46,6 +46,7 @@ FAMILIES = {
     "binary": 2,
     "binary_float": 2,
     "compare": 2,
+    "ternary": 3,
 }
 STRATEGIES = ("kernel", "composite", "fallback", "compile")
 KEYS = {"func", "strategy", "kernel", "functor", "dtypes", "notes", "opinfo"}

@@ -18,6 +18,7 @@
 #include <ATen/ops/argmax_ops.h>
 #include <ATen/ops/argmin_ops.h>
 #include <ATen/ops/as_strided_ops.h>
+#include <ATen/ops/bernoulli_ops.h>
 #include <ATen/ops/bmm_ops.h>
 #include <ATen/ops/cat_ops.h>
 #include <ATen/ops/clamp_ops.h>
@@ -26,6 +27,7 @@
 #include <ATen/ops/embedding_renorm_ops.h>
 #include <ATen/ops/empty_ops.h>
 #include <ATen/ops/empty_strided_ops.h>
+#include <ATen/ops/exponential_ops.h>
 #include <ATen/ops/fill_ops.h>
 #include <ATen/ops/index_copy_ops.h>
 #include <ATen/ops/index_select_ops.h>
@@ -35,6 +37,10 @@
 #include <ATen/ops/mean_ops.h>
 #include <ATen/ops/min_ops.h>
 #include <ATen/ops/mm_ops.h>
+#include <ATen/ops/native_dropout_ops.h>
+#include <ATen/ops/normal_ops.h>
+#include <ATen/ops/random_ops.h>
+#include <ATen/ops/record_stream_ops.h>
 #include <ATen/ops/repeat_interleave_ops.h>
 #include <ATen/ops/resize_ops.h>
 #include <ATen/ops/set_ops.h>
@@ -42,6 +48,7 @@
 #include <ATen/ops/sum_ops.h>
 #include <ATen/ops/topk_ops.h>
 #include <ATen/ops/unfold_ops.h>
+#include <ATen/ops/uniform_ops.h>
 #include <ATen/ops/view_ops.h>
 #include <ATen/ops/where_ops.h>
 #include <ATen/ops/zero_ops.h>
@@ -139,6 +146,12 @@ at::Scalar wrapper__local_scalar_dense(const at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   RBLN_COUNT_DEVICE_OP("aten::_local_scalar_dense");
   return rbln::_local_scalar_dense(self);
+}
+
+void wrapper_record_stream(at::Tensor & self, at::Stream s) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::record_stream");
+  return rbln::record_stream(self, s);
 }
 
 at::Tensor & wrapper_fill__Scalar(at::Tensor & self, const at::Scalar & value) {
@@ -652,6 +665,76 @@ at::Tensor & wrapper_embedding_renorm_(at::Tensor & self, const at::Tensor & ind
   return rbln::kernels::embedding_renorm_(self, indices, max_norm, norm_type);
 }
 
+at::Tensor & wrapper_uniform_(at::Tensor & self, double from, double to, ::std::optional<at::Generator> generator) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::uniform_>::call(self, from, to, generator);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::uniform_");
+  return rbln::kernels::uniform_(self, from, to, generator);
+}
+
+at::Tensor & wrapper_normal_(at::Tensor & self, double mean, double std, ::std::optional<at::Generator> generator) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::normal_>::call(self, mean, std, generator);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::normal_");
+  return rbln::kernels::normal_(self, mean, std, generator);
+}
+
+at::Tensor & wrapper_bernoulli__float(at::Tensor & self, double p, ::std::optional<at::Generator> generator) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bernoulli__float>::call(self, p, generator);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::bernoulli_.float");
+  return rbln::kernels::bernoulli__float(self, p, generator);
+}
+
+at::Tensor & wrapper_exponential_(at::Tensor & self, double lambd, ::std::optional<at::Generator> generator) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::exponential_>::call(self, lambd, generator);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::exponential_");
+  return rbln::kernels::exponential_(self, lambd, generator);
+}
+
+at::Tensor & wrapper_random__from(at::Tensor & self, int64_t from, ::std::optional<int64_t> to, ::std::optional<at::Generator> generator) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::random__from>::call(self, from, to, generator);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::random_.from");
+  return rbln::kernels::random__from(self, from, to, generator);
+}
+
+at::Tensor & wrapper_random__to(at::Tensor & self, int64_t to, ::std::optional<at::Generator> generator) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::random__to>::call(self, to, generator);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::random_.to");
+  return rbln::kernels::random__to(self, to, generator);
+}
+
+::std::tuple<at::Tensor,at::Tensor> wrapper_native_dropout(const at::Tensor & input, double p, ::std::optional<bool> train) {
+  const c10::OptionalDeviceGuard guard(at::device_of(input));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(input.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::native_dropout>::call(input, p, train);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::native_dropout");
+  return rbln::kernels::native_dropout(input, p, train);
+}
+
 ::std::tuple<at::Tensor,at::Tensor> wrapper_sort(const at::Tensor & self, int64_t dim, bool descending) {
   return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::sort>::call(self, dim, descending);
 }
@@ -678,6 +761,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", TORCH_FN(wrapper__copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(wrapper__copy_from_and_resize));
   m.impl("_local_scalar_dense", TORCH_FN(wrapper__local_scalar_dense));
+  m.impl("record_stream", TORCH_FN(wrapper_record_stream));
   m.impl("fill_.Scalar", TORCH_FN(wrapper_fill__Scalar));
   m.impl("fill_.Tensor", TORCH_FN(wrapper_fill__Tensor));
   m.impl("zero_", TORCH_FN(wrapper_zero_));
@@ -730,6 +814,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("masked_select", TORCH_FN(wrapper_masked_select));
   m.impl("repeat_interleave.Tensor", TORCH_FN(wrapper_repeat_interleave_Tensor));
   m.impl("embedding_renorm_", TORCH_FN(wrapper_embedding_renorm_));
+  m.impl("uniform_", TORCH_FN(wrapper_uniform_));
+  m.impl("normal_", TORCH_FN(wrapper_normal_));
+  m.impl("bernoulli_.float", TORCH_FN(wrapper_bernoulli__float));
+  m.impl("exponential_", TORCH_FN(wrapper_exponential_));
+  m.impl("random_.from", TORCH_FN(wrapper_random__from));
+  m.impl("random_.to", TORCH_FN(wrapper_random__to));
+  m.impl("native_dropout", TORCH_FN(wrapper_native_dropout));
   m.impl("sort", TORCH_FN(wrapper_sort));
   m.impl("topk", TORCH_FN(wrapper_topk));
 }

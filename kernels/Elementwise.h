@@ -182,6 +182,20 @@ inline at::TensorIterator binary_float_iter(at::Tensor& out, const at::Tensor& a
 inline at::TensorIterator compare_iter(at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
   return at::TensorIterator::comparison_op(out, on_out_device(out, a, b), b);
 }
+inline at::TensorIterator ternary_iter(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
+                                       const at::Tensor& c) {
+  return at::TensorIteratorConfig()
+      .set_check_mem_overlap(true)
+      .allow_cpu_scalars(true)
+      .promote_inputs_to_common_dtype(true)
+      .cast_common_dtype_to_outputs(true)
+      .enforce_safe_casting_to_output(true)
+      .add_output(out)
+      .add_const_input(a)
+      .add_const_input(b)
+      .add_const_input(c)
+      .build();
+}
 // Bool result from any input dtype (logical_not).
 inline at::TensorIterator logical_iter(at::Tensor& out, const at::Tensor& a) {
   if (!out.defined()) out = at::empty({0}, a.options().dtype(at::kBool));

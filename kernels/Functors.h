@@ -10,6 +10,8 @@
 #include <c10/util/string_view.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <stdexcept>
@@ -58,7 +60,103 @@ RBLN_UNARY(silu, C(x / (C(1) + std::exp(-x))))
 RBLN_UNARY(relu, x > C(0) ? x : (is_nan(x) ? x : C(0)))
 RBLN_UNARY(sign, C((C(0) < x) - (x < C(0))))
 RBLN_UNARY(square, C(x * x))
+RBLN_UNARY(asin, C(std::asin(x)))
+RBLN_UNARY(acos, C(std::acos(x)))
+RBLN_UNARY(sinh, C(std::sinh(x)))
+RBLN_UNARY(cosh, C(std::cosh(x)))
+RBLN_UNARY(asinh, C(std::asinh(x)))
+RBLN_UNARY(acosh, C(std::acosh(x)))
+RBLN_UNARY(atanh, C(std::atanh(x)))
+RBLN_UNARY(log10, C(std::log10(x)))
+RBLN_UNARY(erfc, C(std::erfc(x)))
+RBLN_UNARY(lgamma, C(std::lgamma(x)))
+RBLN_UNARY(frac, C(x - std::trunc(x)))
+RBLN_UNARY(hardsigmoid, C(std::min(std::max(x + C(3), C(0)), C(6)) / C(6)))
+RBLN_UNARY(hardswish, C(x * std::min(std::max(x + C(3), C(0)), C(6)) / C(6)))
+RBLN_UNARY(mish, C(x * std::tanh(std::log1p(std::exp(x)))))
 #undef RBLN_UNARY
+
+template <class T>
+struct hardtanh {
+  using C = at::opmath_type<T>;
+  C lo, hi;
+  hardtanh(const at::Scalar& min_val, const at::Scalar& max_val) : lo(min_val.to<C>()), hi(max_val.to<C>()) {}
+  C operator()(C x) const { return is_nan(x) ? x : std::min(std::max(x, lo), hi); }
+};
+
+template <class T>
+struct leaky_relu {
+  using C = at::opmath_type<T>;
+  C slope;
+  explicit leaky_relu(const at::Scalar& negative_slope) : slope(negative_slope.to<C>()) {}
+  C operator()(C x) const { return x > C(0) ? x : x * slope; }
+};
+
+template <class T>
+struct elu {
+  using C = at::opmath_type<T>;
+  C negcoef, poscoef, negiptcoef;
+  elu(const at::Scalar& alpha, const at::Scalar& scale, const at::Scalar& input_scale)
+      : negcoef(alpha.to<C>() * scale.to<C>()), poscoef(scale.to<C>()), negiptcoef(input_scale.to<C>()) {}
+  C operator()(C x) const { return x <= C(0) ? (std::exp(x * negiptcoef) - C(1)) * negcoef : x * poscoef; }
+};
+
+template <class T>
+struct softplus {
+  using C = at::opmath_type<T>;
+  C beta, threshold;
+  softplus(const at::Scalar& b, const at::Scalar& t) : beta(b.to<C>()), threshold(t.to<C>()) {}
+  C operator()(C x) const { return x * beta > threshold ? x : std::log1p(std::exp(x * beta)) / beta; }
+};
+
+template <class T>
+struct threshold {
+  using C = at::opmath_type<T>;
+  C th, value;
+  threshold(const at::Scalar& t, const at::Scalar& v) : th(t.to<C>()), value(v.to<C>()) {}
+  C operator()(C x) const { return x <= th ? value : x; }
+};
+
+template <class T>
+struct nan_to_num {
+  using C = at::opmath_type<T>;
+  C nan, posinf, neginf;
+  nan_to_num(std::optional<double> n, std::optional<double> p, std::optional<double> m)
+      : nan(static_cast<C>(n.value_or(0.))),
+        posinf(p ? static_cast<C>(*p) : static_cast<C>(std::numeric_limits<T>::max())),
+        neginf(m ? static_cast<C>(*m) : static_cast<C>(std::numeric_limits<T>::lowest())) {}
+  C operator()(C x) const {
+    if constexpr (is_float<C>) {
+      if (std::isnan(x)) return nan;
+      if (std::isinf(x)) return x > 0 ? posinf : neginf;
+    }
+    return x;
+  }
+};
+
+template <class T>
+struct signbit {
+  using C = at::opmath_type<T>;
+  // The sign bit read directly: std::signbit here trips a GCC 12 vectorizer bug.
+  bool operator()(C x) const {
+    if constexpr (std::is_same_v<C, float>) {
+      uint32_t bits;
+      std::memcpy(&bits, &x, sizeof(bits));
+      return bits >> 31;
+    } else if constexpr (std::is_same_v<C, double>) {
+      uint64_t bits;
+      std::memcpy(&bits, &x, sizeof(bits));
+      return bits >> 63;
+    } else {
+      return x < C(0);
+    }
+  }
+};
+template <class T>
+struct isnan {
+  using C = at::opmath_type<T>;
+  bool operator()(C x) const { return is_nan(x); }
+};
 
 template <class T>
 struct logical_not {
@@ -222,6 +320,182 @@ template <class T>
 struct minimum {
   using C = at::opmath_type<T>;
   C operator()(C a, C b) const { return is_nan(a) ? a : (is_nan(b) ? b : (a < b ? a : b)); }
+};
+
+template <class T>
+struct atan2 {
+  using C = at::opmath_type<T>;
+  C operator()(C a, C b) const { return std::atan2(a, b); }
+};
+template <class T>
+struct hypot {
+  using C = at::opmath_type<T>;
+  C operator()(C a, C b) const { return std::hypot(a, b); }
+};
+template <class T>
+struct fmod {
+  using C = at::opmath_type<T>;
+  C operator()(C a, C b) const {
+    if constexpr (is_float<C>) return std::fmod(a, b);
+    else {
+      if (b == C(0)) throw std::runtime_error("ZeroDivisionError");
+      return a % b;
+    }
+  }
+};
+template <class T>
+struct copysign {
+  using C = at::opmath_type<T>;
+  C operator()(C a, C b) const { return std::copysign(a, b); }
+};
+template <class T>
+struct xlogy {
+  using C = at::opmath_type<T>;
+  C operator()(C x, C y) const {
+    if (std::isnan(y)) return y;
+    if (x == C(0)) return C(0);
+    return x * std::log(y);
+  }
+};
+template <class T>
+struct logaddexp {
+  using C = at::opmath_type<T>;
+  C operator()(C a, C b) const {
+    if (std::isinf(a) && a == b) return a;
+    C m = std::max(a, b);
+    return m + std::log1p(std::exp(-std::abs(a - b)));
+  }
+};
+template <class T>
+struct fmax {
+  using C = at::opmath_type<T>;
+  C operator()(C a, C b) const { return is_nan(a) ? b : (is_nan(b) ? a : (a > b ? a : b)); }
+};
+template <class T>
+struct fmin {
+  using C = at::opmath_type<T>;
+  C operator()(C a, C b) const { return is_nan(a) ? b : (is_nan(b) ? a : (a < b ? a : b)); }
+};
+template <class T>
+struct floor_divide_op {
+  using C = at::opmath_type<T>;
+  C operator()(C a, C b) const { return floor_divide(a, b); }
+};
+
+// ---- activation backwards: (grad_output, input or output) -> grad_input ------
+template <class T>
+struct threshold_backward {
+  using C = at::opmath_type<T>;
+  C th;
+  explicit threshold_backward(const at::Scalar& t) : th(t.to<C>()) {}
+  C operator()(C grad, C x) const { return x <= th ? C(0) : grad; }
+};
+template <class T>
+struct silu_backward {
+  using C = at::opmath_type<T>;
+  C operator()(C grad, C x) const {
+    C sig = C(1) / (C(1) + std::exp(-x));
+    return grad * sig * (C(1) + x * (C(1) - sig));
+  }
+};
+template <class T>
+struct sigmoid_backward {
+  using C = at::opmath_type<T>;
+  C operator()(C grad, C out) const { return grad * (C(1) - out) * out; }
+};
+template <class T>
+struct tanh_backward {
+  using C = at::opmath_type<T>;
+  C operator()(C grad, C out) const { return grad * (C(1) - out * out); }
+};
+template <class T>
+struct gelu_backward {
+  using C = at::opmath_type<T>;
+  bool tanh_approx;
+  explicit gelu_backward(c10::string_view approximate) : tanh_approx(approximate == "tanh") {}
+  C operator()(C grad, C x) const {
+    if (tanh_approx) {
+      const C beta = C(0.7978845608028654), kappa = C(0.044715);
+      C inner = beta * (x + kappa * x * x * x);
+      C t = std::tanh(inner);
+      C left_derivative = C(0.5) * (C(1) + t);
+      C right_derivative = C(0.5) * x * (C(1) - t * t) * beta * (C(1) + C(3) * kappa * x * x);
+      return grad * (left_derivative + right_derivative);
+    }
+    C cdf = C(0.5) * (C(1) + std::erf(x * C(0.7071067811865476)));
+    C pdf = std::exp(C(-0.5) * x * x) * C(0.3989422804014327);
+    return grad * (cdf + x * pdf);
+  }
+};
+template <class T>
+struct hardtanh_backward {
+  using C = at::opmath_type<T>;
+  C lo, hi;
+  hardtanh_backward(const at::Scalar& min_val, const at::Scalar& max_val) : lo(min_val.to<C>()), hi(max_val.to<C>()) {}
+  C operator()(C grad, C x) const { return (x <= lo || x >= hi) ? C(0) : grad; }
+};
+template <class T>
+struct leaky_relu_backward {
+  using C = at::opmath_type<T>;
+  C slope;
+  leaky_relu_backward(const at::Scalar& negative_slope, bool) : slope(negative_slope.to<C>()) {}
+  C operator()(C grad, C x) const { return x > C(0) ? grad : grad * slope; }
+};
+template <class T>
+struct softplus_backward {
+  using C = at::opmath_type<T>;
+  C beta, threshold;
+  softplus_backward(const at::Scalar& b, const at::Scalar& t) : beta(b.to<C>()), threshold(t.to<C>()) {}
+  C operator()(C grad, C x) const {
+    C z = std::exp(x * beta);
+    return x * beta > threshold ? grad : grad * z / (z + C(1));
+  }
+};
+template <class T>
+struct hardsigmoid_backward {
+  using C = at::opmath_type<T>;
+  C operator()(C grad, C x) const { return (x > C(-3) && x < C(3)) ? grad / C(6) : C(0); }
+};
+template <class T>
+struct hardswish_backward {
+  using C = at::opmath_type<T>;
+  C operator()(C grad, C x) const {
+    if (x < C(-3)) return C(0);
+    if (x <= C(3)) return grad * ((x / C(3)) + C(0.5));
+    return grad;
+  }
+};
+
+template <class T>
+struct dropout_backward {
+  using C = at::opmath_type<T>;
+  C scale;
+  explicit dropout_backward(double s) : scale(static_cast<C>(s)) {}
+  C operator()(C grad, C mask) const { return grad * mask * scale; }
+};
+
+// ---- ternary ----------------------------------------------------------------
+template <class T>
+struct addcmul {
+  using C = at::opmath_type<T>;
+  C value;
+  explicit addcmul(const at::Scalar& v) : value(v.to<C>()) {}
+  C operator()(C a, C b, C c) const { return a + value * b * c; }
+};
+template <class T>
+struct addcdiv {
+  using C = at::opmath_type<T>;
+  C value;
+  explicit addcdiv(const at::Scalar& v) : value(v.to<C>()) {}
+  C operator()(C a, C b, C c) const { return a + value * (b / c); }
+};
+template <class T>
+struct lerp {
+  using C = at::opmath_type<T>;
+  // Fused multiply-adds, as CPU's vectorized lerp computes it.
+  C operator()(C self, C end, C weight) const {
+    return std::abs(weight) < C(0.5) ? std::fma(weight, end - self, self) : std::fma(weight - C(1), end - self, end);
+  }
 };
 
 // ---- comparisons and logic: bool results ------------------------------------

@@ -2,6 +2,7 @@
 // signature is the op's dispatcher signature; ops.yaml names them in `kernel:`.
 #pragma once
 
+#include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/IListRef.h>
 #include <c10/core/Scalar.h>
@@ -94,6 +95,16 @@ at::Tensor clamp_Tensor(const at::Tensor& self, const std::optional<at::Tensor>&
 at::Tensor& clamp__Tensor(at::Tensor& self, const std::optional<at::Tensor>& min, const std::optional<at::Tensor>& max);
 at::Tensor& clamp_Tensor_out(const at::Tensor& self, const std::optional<at::Tensor>& min,
                              const std::optional<at::Tensor>& max, at::Tensor& out);
+// random numbers from the device generator (kernels/Random.cpp)
+at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> generator);
+at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> generator);
+at::Tensor& bernoulli__float(at::Tensor& self, double p, std::optional<at::Generator> generator);
+at::Tensor& exponential_(at::Tensor& self, double lambd, std::optional<at::Generator> generator);
+at::Tensor& random__from(at::Tensor& self, int64_t from, std::optional<int64_t> to,
+                         std::optional<at::Generator> generator);
+at::Tensor& random__to(at::Tensor& self, int64_t to, std::optional<at::Generator> generator);
+std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p, std::optional<bool> train);
+
 at::Tensor& embedding_renorm_(at::Tensor& self, const at::Tensor& indices, double max_norm, double norm_type);
 
 }  // namespace rbln::kernels

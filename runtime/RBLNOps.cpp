@@ -1,6 +1,7 @@
 #include "runtime/RBLNOps.h"
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/core/CachingHostAllocator.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_local_scalar_dense.h>
@@ -168,7 +169,10 @@ at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   TORCH_CHECK(self.defined(), "self is undefined");
   TORCH_CHECK(src.defined(), "src is undefined");
   if (self.is_same(src) || self.numel() == 0) return self;
-  auto expanded = src.expand(self.sizes());  // CPU's broadcast error on mismatch
+  auto shape = at::infer_size(self.sizes(), src.sizes());  // CPU's broadcast error on mismatch
+  TORCH_CHECK(at::IntArrayRef(shape) == self.sizes(), "output with shape ", self.sizes(),
+              " doesn't match the broadcast shape ", at::IntArrayRef(shape));
+  auto expanded = src.expand(self.sizes());
   const bool to_device = self.device().type() == kRBLN;
   const bool from_device = src.device().type() == kRBLN;
   TORCH_CHECK(to_device || self.is_cpu(), "rbln copies support cpu and rbln tensors, got ", self.device());
@@ -225,6 +229,10 @@ at::Tensor _copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) 
   out.resize_(self.sizes());
   copy_(out, self, false);
   return dst;
+}
+
+void record_stream(at::Tensor& self, at::Stream s) {
+  c10::getDeviceAllocator(kRBLN)->recordStream(self.storage().data_ptr(), s);
 }
 
 at::Scalar _local_scalar_dense(const at::Tensor& self) {

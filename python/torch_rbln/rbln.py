@@ -98,12 +98,12 @@ class Stream(torch.Stream):
         return hash((self.stream_id, self.device_index, self.device_type))
 
 
-class Event(torch.Event):
-    """An rbln event: record on a stream, wait, query, synchronize, time."""
+def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:
+    """An rbln event: record on a stream, wait, query, synchronize, time.
 
-    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
-        return super().__new__(cls, device=_DEVICE_TYPE, enable_timing=enable_timing, blocking=blocking,
-                               interprocess=interprocess)
+    A plain torch.Event on rbln: PyTorch's stream and event methods accept
+    only that exact type, not a subclass."""
+    return torch.Event(device=_DEVICE_TYPE, enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
 
 
 def _wrap(stream: torch.Stream) -> Stream:

@@ -29,8 +29,11 @@ def _parse_bytes(text: str) -> int:
     return int(text)
 
 
-EXPECTED_DEVICE_COUNT = int(os.environ.get("RBLN_DEVICE_COUNT", "2"))
-EXPECTED_CAPACITY = _parse_bytes(os.environ.get("RBLN_DEVICE_MEMORY", "8G"))
+@pytest.fixture(scope="session")
+def configured():
+    """What this process's environment asks for: device count (default 2) and capacity (default 8 GiB)."""
+    return {"count": int(os.environ.get("RBLN_DEVICE_COUNT", "2")),
+            "capacity": _parse_bytes(os.environ.get("RBLN_DEVICE_MEMORY", "8G"))}
 
 
 @pytest.fixture(autouse=True)
@@ -69,6 +72,24 @@ def cpu_rand():
         return x.to(dtype)
 
     return make
+
+
+@pytest.fixture
+def square(cpu_rand):
+    """A 256x256 CPU matrix whose matrix powers stay O(1) (entries ~N(0, 1/16))."""
+    return cpu_rand(256, 256) / 160
+
+
+@pytest.fixture
+def busy():
+    """busy(d, steps): d multiplied by itself `steps` times; on rbln, real queued work."""
+
+    def power(d, steps=4):
+        for _ in range(steps):
+            d = d @ d
+        return d
+
+    return power
 
 
 @pytest.fixture(scope="session")

@@ -83,11 +83,9 @@ def test_pinned_memory_non_blocking_copies(cpu_rand):
     assert torch.equal(d.cpu(), x)
 
 
-def test_pinned_source_is_not_reused_before_its_copy_runs(cpu_rand):
+def test_pinned_source_is_not_reused_before_its_copy_runs(cpu_rand, square, busy):
     x = cpu_rand(1 << 18)
-    square = cpu_rand(256, 256).rbln() / 160
-    for _ in range(8):  # delays the copy queued below
-        square = square @ square
+    busy(square.rbln(), steps=8)  # delays the copy queued below
     pinned = x.pin_memory()
     d = pinned.to("rbln", non_blocking=True)
     del pinned
@@ -98,17 +96,13 @@ def test_pinned_source_is_not_reused_before_its_copy_runs(cpu_rand):
 
 
 @pytest.mark.parametrize("src_dev, dst_dev", [("rbln:0", "rbln:1"), ("rbln:1", "rbln:0")])
-def test_cross_device_copy_waits_for_pending_work_on_both_devices(src_dev, dst_dev, cpu_rand):
-    a, b = cpu_rand(256, 256) / 160, cpu_rand(256, 256)
+def test_cross_device_copy_waits_for_pending_work_on_both_devices(src_dev, dst_dev, cpu_rand, square, busy):
     with torch.rbln.device(torch.device(dst_dev)):
-        dst = b.to(dst_dev)
+        dst = cpu_rand(256, 256).to(dst_dev)
         dst.mul_(0)  # queued on the destination device's stream, before the copy
-    src = a.to(src_dev)
-    expected = a
-    for _ in range(6):  # still running when the copy is issued
-        src, expected = src @ src, expected @ expected
+    src = busy(square.to(src_dev), steps=6)  # still running when the copy is issued
     dst.copy_(src)
-    torch.testing.assert_close(dst.cpu(), expected, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(dst.cpu(), busy(square, steps=6), rtol=1e-4, atol=1e-4)
 
 
 def test_non_blocking_copy_from_pageable_memory(cpu_rand):

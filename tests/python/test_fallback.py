@@ -50,10 +50,16 @@ def test_fallback_on_strided_input_and_in_place_on_a_view(cpu_rand):
     d = x.rbln()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.testing.assert_close(torch.flip(d.t()[1:, ::2], [1]).cpu(), torch.flip(x.t()[1:, ::2], [1]))
-        d[:, 3].fmod_(0.7)  # unlisted in-place op writing through a non-contiguous view
+        with torch.rbln.explain() as ex:
+            flipped = torch.flip(d.t()[1:, ::2], [1])
+            # unlisted in-place ops writing through non-contiguous views of d
+            d[:, 3].cumsum_(0)
+            d[1:, ::2].t().index_fill_(1, torch.tensor([0, 2]).rbln(), -3.0)
+    assert ex.fallback_ops == {"aten::flip": 1, "aten::cumsum.out": 1, "aten::index_fill_.int_Scalar": 1}
     expected = x.clone()
-    expected[:, 3].fmod_(0.7)
+    expected[:, 3].cumsum_(0)
+    expected[1:, ::2].t().index_fill_(1, torch.tensor([0, 2]), -3.0)
+    torch.testing.assert_close(flipped.cpu(), torch.flip(x.t()[1:, ::2], [1]))
     torch.testing.assert_close(d.cpu(), expected)
 
 

@@ -11,18 +11,6 @@ def _generic_timed_event():
     return torch.Event(device="rbln", enable_timing=True)
 
 
-def _busy(d, steps=4):
-    """Queues real work: repeated matmuls that keep the values bounded."""
-    for _ in range(steps):
-        d = d @ d
-    return d
-
-
-@pytest.fixture
-def square(cpu_rand):
-    return cpu_rand(256, 256) / 160  # entries ~N(0, 1/16): powers stay O(1)
-
-
 def test_default_stream_is_current_at_start():
     s = torch.rbln.current_stream()
     assert s == torch.rbln.default_stream()
@@ -64,11 +52,11 @@ def test_set_stream():
     assert torch.rbln.current_stream() == torch.rbln.default_stream()
 
 
-def test_event_ordering_across_streams(square):
+def test_event_ordering_across_streams(square, busy):
     side = torch.rbln.Stream()
     d = square.rbln()
     produced = torch.rbln.Event()
-    a = _busy(d)  # default stream
+    a = busy(d)  # default stream
     produced.record()
     with torch.rbln.stream(side):
         side.wait_event(produced)
@@ -77,37 +65,37 @@ def test_event_ordering_across_streams(square):
         consumed.record(side)
     torch.rbln.current_stream().wait_event(consumed)
     c = b - a
-    torch.testing.assert_close(c.cpu(), _busy(square) + 1, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(c.cpu(), busy(square) + 1, rtol=1e-4, atol=1e-4)
 
 
-def test_wait_stream_orders_work(square):
+def test_wait_stream_orders_work(square, busy):
     side = torch.rbln.Stream()
-    a = _busy(square.rbln())
+    a = busy(square.rbln())
     side.wait_stream(torch.rbln.current_stream())
     with torch.rbln.stream(side):
         b = a + 1
     torch.rbln.current_stream().wait_stream(side)
     torch.testing.assert_close((b - a).cpu(), torch.ones(256, 256))
-    torch.testing.assert_close(b.cpu(), _busy(square) + 1, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(b.cpu(), busy(square) + 1, rtol=1e-4, atol=1e-4)
 
 
-def test_event_orders_work_across_devices(square):
+def test_event_orders_work_across_devices(square, busy):
     done = torch.rbln.Event()
     with torch.rbln.device(1):
-        a1 = _busy(square.to("rbln:1"))
+        a1 = busy(square.to("rbln:1"))
         done.record()
     torch.rbln.current_stream().wait_event(done)
-    torch.testing.assert_close(a1.to("rbln:0").cpu(), _busy(square), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(a1.to("rbln:0").cpu(), busy(square), rtol=1e-4, atol=1e-4)
 
 
-def test_record_stream_defers_reuse_of_freed_memory(square):
+def test_record_stream_defers_reuse_of_freed_memory(square, busy):
     """A block freed while a side stream still writes it must not be handed to new tensors."""
     side = torch.rbln.Stream()
     t = torch.zeros(1 << 20, device="rbln")
     d = square.rbln()
     side.wait_stream(torch.rbln.current_stream())
     with torch.rbln.stream(side):
-        _busy(d, steps=8)
+        busy(d, steps=8)
         t.fill_(5.0)  # runs late, after the busy work
     t.record_stream(side)
     del t
@@ -116,42 +104,42 @@ def test_record_stream_defers_reuse_of_freed_memory(square):
     assert torch.equal(fresh.cpu(), torch.full((1 << 20,), -1.0))
 
 
-def test_event_query_and_synchronize(square):
+def test_event_query_and_synchronize(square, busy):
     e = torch.rbln.Event()
     assert e.query()  # never recorded
-    _busy(square.rbln())
+    busy(square.rbln())
     e.record()
     e.synchronize()
     assert e.query()
     assert torch.rbln.current_stream().query()
 
 
-def test_stream_synchronize_and_query(square):
+def test_stream_synchronize_and_query(square, busy):
     s = torch.rbln.Stream()
     with torch.rbln.stream(s):
-        out = _busy(square.rbln())
+        out = busy(square.rbln())
     s.synchronize()
     assert s.query()
-    torch.testing.assert_close(out.cpu(), _busy(square), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(out.cpu(), busy(square), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("make_event", [_timed_event, _generic_timed_event], ids=["rbln.Event", "torch.Event"])
-def test_elapsed_time_measures_real_work(make_event, square):
+def test_elapsed_time_measures_real_work(make_event, square, busy):
     start, end = make_event(), make_event()
     d = square.rbln()
     start.record()
-    _busy(d, steps=8)
+    busy(d, steps=8)
     end.record()
     end.synchronize()
     assert start.elapsed_time(end) > 0
 
 
-def test_stream_record_event_accepts_rbln_event(square):
+def test_stream_record_event_accepts_rbln_event(square, busy):
     s = torch.rbln.Stream()
     e = torch.rbln.Event()
     with torch.rbln.stream(s):
-        out = _busy(square.rbln())
+        out = busy(square.rbln())
     assert s.record_event(e) is e
     e.synchronize()
     assert e.query()
-    torch.testing.assert_close(out.cpu(), _busy(square), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(out.cpu(), busy(square), rtol=1e-4, atol=1e-4)
