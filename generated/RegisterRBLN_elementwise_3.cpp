@@ -810,15 +810,14 @@ at::Tensor & wrapper_floor_divide_out(const at::Tensor & self, const at::Tensor 
 }
 
 at::Tensor wrapper_lerp_Scalar(const at::Tensor & self, const at::Tensor & end, const at::Scalar & weight) {
-  const auto weight_t = at::native::wrapped_scalar_tensor(weight);
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
-  auto iter = rbln::kernels::ternary_iter(result, self, end, weight_t);
+  auto iter = rbln::kernels::binary_iter(result, self, end);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::lerp.Scalar", rbln::functors::lerp<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::lerp.Scalar", rbln::functors::lerp<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::lerp.Scalar", rbln::functors::lerp<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::lerp.Scalar", rbln::functors::lerp<double>()); break;
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::lerp.Scalar", rbln::functors::lerp_scalar<float>(weight)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lerp.Scalar", rbln::functors::lerp_scalar<at::Half>(weight)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lerp.Scalar", rbln::functors::lerp_scalar<at::BFloat16>(weight)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lerp.Scalar", rbln::functors::lerp_scalar<double>(weight)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lerp_Scalar>::call(self, end, weight);
   }
   RBLN_COUNT_DEVICE_OP("aten::lerp.Scalar");
@@ -826,15 +825,14 @@ at::Tensor wrapper_lerp_Scalar(const at::Tensor & self, const at::Tensor & end, 
 }
 
 at::Tensor & wrapper_lerp__Scalar(at::Tensor & self, const at::Tensor & end, const at::Scalar & weight) {
-  const auto weight_t = at::native::wrapped_scalar_tensor(weight);
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
-  auto iter = rbln::kernels::ternary_iter(result, self, end, weight_t);
+  auto iter = rbln::kernels::binary_iter(result, self, end);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::lerp_.Scalar", rbln::functors::lerp<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::lerp_.Scalar", rbln::functors::lerp<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::lerp_.Scalar", rbln::functors::lerp<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::lerp_.Scalar", rbln::functors::lerp<double>()); break;
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::lerp_.Scalar", rbln::functors::lerp_scalar<float>(weight)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lerp_.Scalar", rbln::functors::lerp_scalar<at::Half>(weight)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lerp_.Scalar", rbln::functors::lerp_scalar<at::BFloat16>(weight)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lerp_.Scalar", rbln::functors::lerp_scalar<double>(weight)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lerp__Scalar>::call(self, end, weight);
   }
   RBLN_COUNT_DEVICE_OP("aten::lerp_.Scalar");
@@ -842,15 +840,14 @@ at::Tensor & wrapper_lerp__Scalar(at::Tensor & self, const at::Tensor & end, con
 }
 
 at::Tensor & wrapper_lerp_Scalar_out(const at::Tensor & self, const at::Tensor & end, const at::Scalar & weight, at::Tensor & out) {
-  const auto weight_t = at::native::wrapped_scalar_tensor(weight);
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
-  auto iter = rbln::kernels::ternary_iter(result, self, end, weight_t);
+  auto iter = rbln::kernels::binary_iter(result, self, end);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::lerp.Scalar_out", rbln::functors::lerp<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::lerp.Scalar_out", rbln::functors::lerp<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::lerp.Scalar_out", rbln::functors::lerp<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::lerp.Scalar_out", rbln::functors::lerp<double>()); break;
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::lerp.Scalar_out", rbln::functors::lerp_scalar<float>(weight)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lerp.Scalar_out", rbln::functors::lerp_scalar<at::Half>(weight)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lerp.Scalar_out", rbln::functors::lerp_scalar<at::BFloat16>(weight)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lerp.Scalar_out", rbln::functors::lerp_scalar<double>(weight)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lerp_Scalar_out>::call(self, end, weight, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::lerp.Scalar_out");

@@ -498,6 +498,15 @@ struct lerp {
   }
 };
 
+// lerp with a Scalar weight: CPU keeps the weight in opmath, unrounded.
+template <class T>
+struct lerp_scalar {
+  using C = at::opmath_type<T>;
+  C weight;
+  explicit lerp_scalar(const at::Scalar& w) : weight(w.to<C>()) {}
+  C operator()(C self, C end) const { return lerp<T>()(self, end, weight); }
+};
+
 // ---- comparisons and logic: bool results ------------------------------------
 #define RBLN_COMPARE(name, expr)                    \
   template <class T>                                \
