@@ -203,8 +203,12 @@ def load(path: str, root: str = ROOT) -> list[Entry]:
                 elif kernel not in kernels:
                     err(f"{func}: unknown kernel '{kernel}' (not a family and not declared in {' or '.join(KERNEL_HEADERS)})")
                     continue
+            elif strategy == "fallback" and kernel and not functor:
+                if kernel not in kernels:
+                    err(f"{func}: unknown fallback wrapper '{kernel}' (not declared in {' or '.join(KERNEL_HEADERS)})")
+                    continue
             elif kernel or functor:
-                err(f"{func}: 'kernel'/'functor' only apply to strategy 'kernel'")
+                err(f"{func}: 'kernel'/'functor' only apply to strategy 'kernel' (or a hand-written fallback wrapper)")
                 continue
             if strategy == "composite" and func not in composite:
                 err(f"{func} has no composite implementation upstream; use strategy 'kernel' or 'fallback'")

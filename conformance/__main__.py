@@ -17,7 +17,7 @@ import time
 import torch
 
 import torch_rbln  # noqa: F401  (before torch.testing._internal)
-from torch_rbln.testing import TOLERANCES, to_cpu, to_device
+from torch_rbln.testing import TOLERANCES, to_cpu
 
 from .render import render_markdown
 
@@ -77,11 +77,12 @@ def _call(fn, sample, variant, device):
 
 
 def run_sample(fn, sample, variant):
-    """Returns (status, fallback ops)."""
-    cpu_sample = _clone(sample)
-    dev_sample = sample.transform(to_device)
-    if "device" in dev_sample.kwargs:
-        dev_sample.kwargs["device"] = "rbln"
+    """Returns (status, fallback ops). The sample was made on rbln, as PyTorch's
+    device tests make them, so arguments that must stay on the CPU do."""
+    cpu_sample = sample.transform(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t)
+    if "device" in cpu_sample.kwargs:
+        cpu_sample.kwargs["device"] = "cpu"
+    dev_sample = _clone(sample)
     try:
         expected = _call(fn, cpu_sample, variant, "cpu")
     except Exception:
@@ -95,6 +96,8 @@ def run_sample(fn, sample, variant):
             return ("device" if expected is None else "error"), ex.fallback_ops
     if expected is None:
         return "error", ex.fallback_ops
+    if expected is NotImplemented:
+        return ("device" if actual is NotImplemented else "mismatch"), ex.fallback_ops
     try:
         torch.testing.assert_close(to_cpu(actual), expected, equal_nan=True,
                                    **TOLERANCES.get(getattr(expected, "dtype", None), {}))
@@ -121,12 +124,12 @@ def sweep(ops, dtypes, max_seconds_per_case: float):
                                 "reason": reason})
                 continue
             try:
-                samples = list(op.sample_inputs("cpu", dtype, requires_grad=False))
+                samples = list(op.sample_inputs("rbln", dtype, requires_grad=False))
                 if op.reference_inputs_func is not None:
-                    samples += list(op.reference_inputs("cpu", dtype, requires_grad=False))[len(samples):]
+                    samples += list(op.reference_inputs("rbln", dtype, requires_grad=False))[len(samples):]
             except Exception as e:
                 results.append({"op": name, "variant": "all", "dtype": dtype_name, "status": "skipped",
-                                "reason": f"sample generation failed on CPU: {type(e).__name__}"})
+                                "reason": f"sample generation failed: {type(e).__name__}"})
                 continue
             for variant, fn in variants(op):
                 status, fallbacks, start, count = "device", {}, time.perf_counter(), 0

@@ -22,6 +22,8 @@
 #include <ATen/ops/bmm_ops.h>
 #include <ATen/ops/cat_ops.h>
 #include <ATen/ops/clamp_ops.h>
+#include <ATen/ops/convolution_backward_overrideable_ops.h>
+#include <ATen/ops/convolution_overrideable_ops.h>
 #include <ATen/ops/copy_ops.h>
 #include <ATen/ops/dot_ops.h>
 #include <ATen/ops/embedding_renorm_ops.h>
@@ -232,6 +234,36 @@ at::Tensor & wrapper_arange_start_out(const at::Scalar & start, const at::Scalar
   }
   RBLN_COUNT_DEVICE_OP("aten::arange.start_out");
   return rbln::kernels::arange_start_out(start, end, step, out);
+}
+
+at::Tensor wrapper_clamp(const at::Tensor & self, const ::std::optional<at::Scalar> & min, const ::std::optional<at::Scalar> & max) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp>::call(self, min, max);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::clamp");
+  return rbln::kernels::clamp(self, min, max);
+}
+
+at::Tensor & wrapper_clamp_(at::Tensor & self, const ::std::optional<at::Scalar> & min, const ::std::optional<at::Scalar> & max) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_>::call(self, min, max);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::clamp_");
+  return rbln::kernels::clamp_(self, min, max);
+}
+
+at::Tensor & wrapper_clamp_out(const at::Tensor & self, const ::std::optional<at::Scalar> & min, const ::std::optional<at::Scalar> & max, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(out.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_out>::call(self, min, max, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::clamp.out");
+  return rbln::kernels::clamp_out(self, min, max, out);
 }
 
 at::Tensor wrapper_clamp_Tensor(const at::Tensor & self, const ::std::optional<at::Tensor> & min, const ::std::optional<at::Tensor> & max) {
@@ -743,6 +775,14 @@ at::Tensor & wrapper_random__to(at::Tensor & self, int64_t to, ::std::optional<a
   return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::topk>::call(self, k, dim, largest, sorted);
 }
 
+at::Tensor wrapper_convolution_overrideable(const at::Tensor & input, const at::Tensor & weight, const ::std::optional<at::Tensor> & bias, c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups) {
+  return rbln::convolution_overrideable(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
+}
+
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper_convolution_backward_overrideable(const at::Tensor & grad_output, const at::Tensor & input, const at::Tensor & weight, c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups, ::std::array<bool,3> output_mask) {
+  return rbln::convolution_backward_overrideable(grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups, output_mask);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -770,6 +810,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("where.self", TORCH_FN(wrapper_where_self));
   m.impl("where.self_out", TORCH_FN(wrapper_where_self_out));
   m.impl("arange.start_out", TORCH_FN(wrapper_arange_start_out));
+  m.impl("clamp", TORCH_FN(wrapper_clamp));
+  m.impl("clamp_", TORCH_FN(wrapper_clamp_));
+  m.impl("clamp.out", TORCH_FN(wrapper_clamp_out));
   m.impl("clamp.Tensor", TORCH_FN(wrapper_clamp_Tensor));
   m.impl("clamp_.Tensor", TORCH_FN(wrapper_clamp__Tensor));
   m.impl("clamp.Tensor_out", TORCH_FN(wrapper_clamp_Tensor_out));
@@ -823,6 +866,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_dropout", TORCH_FN(wrapper_native_dropout));
   m.impl("sort", TORCH_FN(wrapper_sort));
   m.impl("topk", TORCH_FN(wrapper_topk));
+  m.impl("convolution_overrideable", TORCH_FN(wrapper_convolution_overrideable));
+  m.impl("convolution_backward_overrideable", TORCH_FN(wrapper_convolution_backward_overrideable));
 }
 
 }  // namespace rbln::generated

@@ -145,11 +145,15 @@ void launch_elementwise(const at::TensorIteratorBase& iter, const char* name, F 
   if (iter.numel() == 0) return;
   auto device = iter.device(0).index();
   auto d = describe<N>(iter);
-  // Host scalars take the compute dtype first, as CPU's type promotion does
-  // (a Python float added to a half tensor is rounded to half).
+  // A host scalar the dtype holds exactly is stored as T, so the typed loop
+  // runs; any other keeps its full value and the loop converts while loading
+  // (CPU computes `half_tensor * 1e5` in float, without rounding 1e5 first).
   for (size_t i = 1; i < N; ++i) {
     if (!d.is_host_scalar[i]) continue;
-    T value = c10::fetch_and_cast<T>(d.dtypes[i], d.host_scalar[i].data());
+    using C = at::opmath_type<T>;
+    auto exact = c10::fetch_and_cast<C>(d.dtypes[i], d.host_scalar[i].data());
+    T value = static_cast<T>(exact);
+    if (static_cast<C>(value) != exact) continue;
     std::memcpy(d.host_scalar[i].data(), &value, sizeof(T));
     d.dtypes[i] = c10::CppTypeToScalarType<T>::value;
   }

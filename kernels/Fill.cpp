@@ -48,8 +48,10 @@ at::Tensor& fill_Scalar(at::Tensor& self, const at::Scalar& value) {
   return self;
 }
 
+// A CPU `self` lands here when only `value` is on the device: fill on the CPU.
 at::Tensor& fill_Tensor(at::Tensor& self, const at::Tensor& value) {
-  return fill_Scalar(self, scalar_of(value, "fill_"));
+  auto v = scalar_of(value, "fill_");
+  return self.is_cpu() ? self.fill_(v) : fill_Scalar(self, v);
 }
 
 at::Tensor& zero_(at::Tensor& self) { return fill_Scalar(self, 0); }
@@ -74,7 +76,8 @@ at::Tensor& masked_fill_Scalar(at::Tensor& self, const at::Tensor& mask, const a
 }
 
 at::Tensor& masked_fill_Tensor(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
-  return masked_fill_Scalar(self, mask, scalar_of(value, "masked_fill_"));
+  auto v = scalar_of(value, "masked_fill_");
+  return self.is_cpu() ? self.masked_fill_(mask, v) : masked_fill_Scalar(self, mask, v);
 }
 
 at::Tensor& where_self_out(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other,
@@ -116,7 +119,7 @@ at::Tensor where_self(const at::Tensor& condition, const at::Tensor& self, const
 
 at::Tensor& arange_start_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step,
                              at::Tensor& out) {
-  RBLN_DISPATCH_ALL(out.scalar_type(), "arange", [&] {
+  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "arange", [&] {
     // CPU's arithmetic exactly: accumulate type values, its size formula per dtype.
     using acc_t = at::acc_type<scalar_t, false>;
     auto xstart = start.to<acc_t>(), xend = end.to<acc_t>(), xstep = step.to<acc_t>();
@@ -146,6 +149,38 @@ at::Tensor& arange_start_out(const at::Scalar& start, const at::Scalar& end, con
     });
   });
   return out;
+}
+
+// clamp with Scalar bounds: an integer input takes part in type promotion
+// with float bounds (CPU's clamp meta), then the unary clamp functor runs.
+at::Tensor& clamp_out(const at::Tensor& self, const std::optional<at::Scalar>& min,
+                      const std::optional<at::Scalar>& max, at::Tensor& out) {
+  auto type = self.scalar_type();
+  if (!at::isFloatingType(type)) {
+    at::native::ResultTypeState state = {};
+    state = at::native::update_result_type_state(self, state);
+    if (min) state = at::native::update_result_type_state(*min, state);
+    if (max) state = at::native::update_result_type_state(*max, state);
+    type = at::native::result_type(state);
+    TORCH_CHECK(type == self.scalar_type() || !out.defined() || !out.is_same(self), "result type ", type,
+                " can't be cast to the desired output type ", self.scalar_type());
+  }
+  auto input = self.scalar_type() == type ? self : self.to(type);
+  auto iter = unary_iter(out, input);
+  RBLN_DISPATCH_ALL(iter.common_dtype(), "clamp", [&] {
+    launch_elementwise<scalar_t, 2>(iter, "aten::clamp", functors::clamp<scalar_t>(min, max));
+  });
+  if (!out.defined()) out = iter.output();
+  return out;
+}
+
+at::Tensor clamp(const at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max) {
+  at::Tensor out;
+  return clamp_out(self, min, max, out);
+}
+
+at::Tensor& clamp_(at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max) {
+  return clamp_out(self, min, max, self);
 }
 
 at::Tensor& clamp_Tensor_out(const at::Tensor& self, const std::optional<at::Tensor>& min,

@@ -206,11 +206,20 @@ struct fill {
 };
 
 // ---- binary ----------------------------------------------------------------
+// CPU's alpha rules for add and sub.
+template <class T>
+void check_alpha(const at::Scalar& alpha) {
+  constexpr bool is_bool = std::is_same_v<T, bool>;
+  TORCH_CHECK(!std::is_integral_v<T> || is_bool || !alpha.isFloatingPoint(),
+              "For integral input tensors, argument alpha must not be a floating point number.");
+  TORCH_CHECK(is_bool || !alpha.isBoolean(), "Boolean alpha only supported for Boolean results.");
+}
+
 template <class T>
 struct add {
   using C = at::opmath_type<T>;
   C alpha;
-  explicit add(const at::Scalar& a) : alpha(a.to<C>()) {}
+  explicit add(const at::Scalar& a) : alpha(a.to<C>()) { check_alpha<T>(a); }
   C operator()(C a, C b) const { return a + alpha * b; }
 };
 
@@ -218,7 +227,7 @@ template <class T>
 struct sub {
   using C = at::opmath_type<T>;
   C alpha;
-  explicit sub(const at::Scalar& a) : alpha(a.to<C>()) {}
+  explicit sub(const at::Scalar& a) : alpha(a.to<C>()) { check_alpha<T>(a); }
   C operator()(C a, C b) const { return a - alpha * b; }
 };
 

@@ -32,8 +32,9 @@ bool fallback_disabled() {
   return disabled;
 }
 
-void run_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, const char* reason) {
-  const auto name = c10::toString(op.schema().operator_name());
+}  // namespace
+
+void count_fallback(const std::string& name, const char* reason) {
   bool first;
   {
     std::lock_guard<std::mutex> lock(counters_mutex());
@@ -47,6 +48,12 @@ void run_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, const
     TORCH_WARN(name, " is not supported on the rbln device (", reason,
                "); it runs on the CPU with copies in and out. torch.rbln.explain() counts such fallbacks.");
   }
+}
+
+namespace {
+
+void run_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, const char* reason) {
+  count_fallback(c10::toString(op.schema().operator_name()), reason);
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
 }
 

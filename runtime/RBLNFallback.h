@@ -29,6 +29,11 @@ std::map<std::string, uint64_t> device_op_counts();
 // op -> reason -> calls
 std::map<std::string, std::map<std::string, uint64_t>> fallback_counts();
 
+// Counts a fallback that a hand-written wrapper performs itself (for ops the
+// CPU has no kernel under that name, like convolution_overrideable); raises
+// under TORCH_RBLN_DISABLE_FALLBACK=1 and warns once per op.
+void count_fallback(const std::string& op, const char* reason);
+
 // Boxed CPU fallbacks, one per reason.
 void fallback_unlisted(const c10::OperatorHandle& op, torch::jit::Stack* stack);  // not in ops.yaml
 void fallback_listed(const c10::OperatorHandle& op, torch::jit::Stack* stack);    // strategy: fallback

@@ -2,6 +2,7 @@
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/CachingHostAllocator.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_local_scalar_dense.h>
@@ -178,6 +179,8 @@ at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   TORCH_CHECK(to_device || self.is_cpu(), "rbln copies support cpu and rbln tensors, got ", self.device());
   TORCH_CHECK(from_device || src.is_cpu(), "rbln copies support cpu and rbln tensors, got ", src.device());
   if (to_device && from_device && self.device() == src.device()) {
+    at::assert_no_internal_overlap(self);  // CPU's overlap errors
+    at::assert_no_partial_overlap(self, src);
     const c10::DeviceGuard guard(self.device());
     kernels::device_copy(self, expanded);
     return self;
