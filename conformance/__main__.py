@@ -42,6 +42,10 @@ SLICE = ("add", "mul", "div.no_rounding_mode", "abs", "exp", "sigmoid", "eq", "w
          "nn.functional.linear", "nn.functional.relu", "clamp", "transpose", "reshape", "cumsum", "sort")
 
 
+def opinfo_name(op) -> str:
+    return op.name if not op.variant_test_name else f"{op.name}.{op.variant_test_name}"
+
+
 def skip_reason(name: str) -> str | None:
     for reason, names in SKIP.items():
         if name in names or name.split(".")[0] in names:
@@ -112,7 +116,7 @@ def sweep(ops, dtypes, max_seconds_per_case: float):
     warnings.simplefilter("ignore")
     results = []
     for op in ops:
-        name = op.name if not op.variant_test_name else f"{op.name}.{op.variant_test_name}"
+        name = opinfo_name(op)
         reason = skip_reason(name)
         supported = op.supported_dtypes("cpu")
         for dtype_name in dtypes:
@@ -160,8 +164,7 @@ def main() -> int:
     from torch.testing._internal.common_methods_invocations import op_db
 
     wanted = set(args.ops or (SLICE if args.slice else ()))
-    ops = [op for op in op_db if not wanted
-           or (op.name if not op.variant_test_name else f"{op.name}.{op.variant_test_name}") in wanted]
+    ops = [op for op in op_db if not wanted or opinfo_name(op) in wanted]
     start = time.perf_counter()
     results = sweep(ops, args.dtypes, args.seconds_per_case)
     elapsed = time.perf_counter() - start

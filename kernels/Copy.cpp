@@ -31,7 +31,7 @@ void device_copy(const at::Tensor& dst, const at::Tensor& src) {
                   .resize_outputs(false)
                   .check_all_same_dtype(false)
                   .build();
-  AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(at::kHalf, at::kBFloat16, at::kBool, dst.scalar_type(), "copy_", [&] {
+  AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND4(at::kHalf, at::kBFloat16, at::kBool, at::kComplexHalf, dst.scalar_type(), "copy_", [&] {
     launch_elementwise<scalar_t, 2>(iter, "aten::copy_", identity<at::opmath_type<scalar_t>>());
   });
 }

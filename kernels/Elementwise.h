@@ -139,21 +139,27 @@ void run_elementwise(const ElementwiseDesc<N>& d, const F& f, std::index_sequenc
   }
 }
 
+template <class F, class = void>
+struct exact_host_scalar : std::false_type {};
+template <class F>
+struct exact_host_scalar<F, std::void_t<decltype(F::kExactHostScalar)>> : std::bool_constant<F::kExactHostScalar> {};
+
 // Queues f over the iterator on the current stream of the output's device.
 template <class T, size_t N, class F>
 void launch_elementwise(const at::TensorIteratorBase& iter, const char* name, F f) {
   if (iter.numel() == 0) return;
   auto device = iter.device(0).index();
   auto d = describe<N>(iter);
-  // A host scalar the dtype holds exactly is stored as T, so the typed loop
-  // runs; any other keeps its full value and the loop converts while loading
-  // (CPU computes `half_tensor * 1e5` in float, without rounding 1e5 first).
+  // Host scalars take the compute dtype, as CPU's type promotion does
+  // (`half_tensor + 0.1` adds half(0.1)), except for functors that, like CPU's
+  // mul and div, use the scalar's full value (`half_tensor * 1e5` must not
+  // overflow): those keep it unless T holds it exactly.
   for (size_t i = 1; i < N; ++i) {
     if (!d.is_host_scalar[i]) continue;
     using C = at::opmath_type<T>;
     auto exact = c10::fetch_and_cast<C>(d.dtypes[i], d.host_scalar[i].data());
     T value = static_cast<T>(exact);
-    if (static_cast<C>(value) != exact) continue;
+    if (exact_host_scalar<F>::value && static_cast<C>(value) != exact) continue;
     std::memcpy(d.host_scalar[i].data(), &value, sizeof(T));
     d.dtypes[i] = c10::CppTypeToScalarType<T>::value;
   }

@@ -190,7 +190,12 @@ at::Tensor& clamp_Tensor_out(const at::Tensor& self, const std::optional<at::Ten
   at::Tensor result = self;
   if (min) result = at::maximum(result, *min);
   if (max) result = at::minimum(result, *max);
-  if (!out.is_same(self)) prepare_out(out, result.sizes(), result.scalar_type(), self, "clamp");
+  if (out.is_same(self)) {
+    TORCH_CHECK(c10::canCast(result.scalar_type(), self.scalar_type()), "result type ", result.scalar_type(),
+                " can't be cast to the desired output type ", self.scalar_type());
+  } else {
+    prepare_out(out, result.sizes(), result.scalar_type(), self, "clamp");
+  }
   device_copy(out, result);
   return out;
 }

@@ -220,7 +220,14 @@ struct add {
   using C = at::opmath_type<T>;
   C alpha;
   explicit add(const at::Scalar& a) : alpha(a.to<C>()) { check_alpha<T>(a); }
-  C operator()(C a, C b) const { return a + alpha * b; }
+  // As CPU rounds it: float16/bfloat16 round alpha * b to T before adding,
+  // float32/float64 fuse the multiply-add.
+  C operator()(C a, C b) const {
+    if (alpha == C(1)) return a + b;
+    if constexpr (!std::is_same_v<T, C>) return a + C(T(alpha * b));
+    else if constexpr (is_float<C>) return std::fma(alpha, b, a);
+    else return a + alpha * b;
+  }
 };
 
 template <class T>
@@ -228,12 +235,18 @@ struct sub {
   using C = at::opmath_type<T>;
   C alpha;
   explicit sub(const at::Scalar& a) : alpha(a.to<C>()) { check_alpha<T>(a); }
-  C operator()(C a, C b) const { return a - alpha * b; }
+  C operator()(C a, C b) const {  // rounding as add's
+    if (alpha == C(1)) return a - b;
+    if constexpr (!std::is_same_v<T, C>) return a - C(T(alpha * b));
+    else if constexpr (is_float<C>) return std::fma(-alpha, b, a);
+    else return a - alpha * b;
+  }
 };
 
 template <class T>
 struct mul {
   using C = at::opmath_type<T>;
+  static constexpr bool kExactHostScalar = true;  // see launch_elementwise
   C operator()(C a, C b) const {
     if constexpr (std::is_same_v<C, bool>) return a && b; else return a * b;
   }
@@ -260,6 +273,7 @@ C floor_divide(C a, C b) {
 template <class T>
 struct div {
   using C = at::opmath_type<T>;
+  static constexpr bool kExactHostScalar = true;
   enum Mode { kTrue, kTrunc, kFloor } mode = kTrue;
   div() = default;
   explicit div(std::optional<c10::string_view> rounding) {
