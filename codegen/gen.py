@@ -56,7 +56,7 @@ def _elementwise_body(e: Entry, v: Variant) -> list[str]:
 
 
 # Tensor arguments whose dtype is fixed by the op (indices, masks), not the data.
-INDEX_ARGS = {"index", "indices", "mask", "condition", "repeats"}
+INDEX_ARGS = {"index", "indices", "mask", "condition", "repeats", "target"}
 
 
 def _kernel_body(e: Entry, v: Variant, root: str) -> list[str]:

@@ -8,8 +8,10 @@
 #include <ATen/ops/_copy_from_and_resize_ops.h>
 #include <ATen/ops/_local_scalar_dense_ops.h>
 #include <ATen/ops/_log_softmax_ops.h>
+#include <ATen/ops/_log_softmax_backward_data_ops.h>
 #include <ATen/ops/_reshape_alias_ops.h>
 #include <ATen/ops/_softmax_ops.h>
+#include <ATen/ops/_softmax_backward_data_ops.h>
 #include <ATen/ops/addmm_ops.h>
 #include <ATen/ops/addmv_ops.h>
 #include <ATen/ops/amax_ops.h>
@@ -40,6 +42,8 @@
 #include <ATen/ops/min_ops.h>
 #include <ATen/ops/mm_ops.h>
 #include <ATen/ops/native_dropout_ops.h>
+#include <ATen/ops/nll_loss_backward_ops.h>
+#include <ATen/ops/nll_loss_forward_ops.h>
 #include <ATen/ops/normal_ops.h>
 #include <ATen/ops/random_ops.h>
 #include <ATen/ops/record_stream_ops.h>
@@ -496,6 +500,86 @@ at::Tensor & wrapper__log_softmax_out(const at::Tensor & self, int64_t dim, bool
   return rbln::kernels::_log_softmax_out(self, dim, half_to_float, out);
 }
 
+at::Tensor wrapper__softmax_backward_data(const at::Tensor & grad_output, const at::Tensor & output, int64_t dim, at::ScalarType input_dtype) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(output.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_softmax_backward_data>::call(grad_output, output, dim, input_dtype);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_softmax_backward_data");
+  return rbln::kernels::_softmax_backward_data(grad_output, output, dim, input_dtype);
+}
+
+at::Tensor & wrapper__softmax_backward_data_out(const at::Tensor & grad_output, const at::Tensor & output, int64_t dim, at::ScalarType input_dtype, at::Tensor & grad_input) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(output.scalar_type()) && dtype_ok(grad_input.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_softmax_backward_data_out>::call(grad_output, output, dim, input_dtype, grad_input);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_softmax_backward_data.out");
+  return rbln::kernels::_softmax_backward_data_out(grad_output, output, dim, input_dtype, grad_input);
+}
+
+at::Tensor wrapper__log_softmax_backward_data(const at::Tensor & grad_output, const at::Tensor & output, int64_t dim, at::ScalarType input_dtype) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(output.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_log_softmax_backward_data>::call(grad_output, output, dim, input_dtype);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_log_softmax_backward_data");
+  return rbln::kernels::_log_softmax_backward_data(grad_output, output, dim, input_dtype);
+}
+
+at::Tensor & wrapper__log_softmax_backward_data_out(const at::Tensor & grad_output, const at::Tensor & output, int64_t dim, at::ScalarType input_dtype, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(output.scalar_type()) && dtype_ok(out.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_log_softmax_backward_data_out>::call(grad_output, output, dim, input_dtype, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_log_softmax_backward_data.out");
+  return rbln::kernels::_log_softmax_backward_data_out(grad_output, output, dim, input_dtype, out);
+}
+
+::std::tuple<at::Tensor,at::Tensor> wrapper_nll_loss_forward(const at::Tensor & self, const at::Tensor & target, const ::std::optional<at::Tensor> & weight, int64_t reduction, c10::SymInt ignore_index) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nll_loss_forward>::call(self, target, weight, reduction, ignore_index);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::nll_loss_forward");
+  return rbln::kernels::nll_loss_forward(self, target, weight, reduction, ignore_index);
+}
+
+::std::tuple<at::Tensor &,at::Tensor &> wrapper_nll_loss_forward_output(const at::Tensor & self, const at::Tensor & target, const ::std::optional<at::Tensor> & weight, int64_t reduction, c10::SymInt ignore_index, at::Tensor & output, at::Tensor & total_weight) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(output.scalar_type()) && dtype_ok(total_weight.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nll_loss_forward_output>::call(self, target, weight, reduction, ignore_index, output, total_weight);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::nll_loss_forward.output");
+  return rbln::kernels::nll_loss_forward_output(self, target, weight, reduction, ignore_index, output, total_weight);
+}
+
+at::Tensor wrapper_nll_loss_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Tensor & target, const ::std::optional<at::Tensor> & weight, int64_t reduction, c10::SymInt ignore_index, const at::Tensor & total_weight) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(self.scalar_type()) && dtype_ok(total_weight.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nll_loss_backward>::call(grad_output, self, target, weight, reduction, ignore_index, total_weight);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::nll_loss_backward");
+  return rbln::kernels::nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight);
+}
+
+at::Tensor & wrapper_nll_loss_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, const at::Tensor & target, const ::std::optional<at::Tensor> & weight, int64_t reduction, c10::SymInt ignore_index, const at::Tensor & total_weight, at::Tensor & grad_input) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(self.scalar_type()) && dtype_ok(total_weight.scalar_type()) && dtype_ok(grad_input.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nll_loss_backward_grad_input>::call(grad_output, self, target, weight, reduction, ignore_index, total_weight, grad_input);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::nll_loss_backward.grad_input");
+  return rbln::kernels::nll_loss_backward_grad_input(grad_output, self, target, weight, reduction, ignore_index, total_weight, grad_input);
+}
+
 at::Tensor wrapper_mm(const at::Tensor & self, const at::Tensor & mat2) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
@@ -836,6 +920,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_softmax.out", TORCH_FN(wrapper__softmax_out));
   m.impl("_log_softmax", TORCH_FN(wrapper__log_softmax));
   m.impl("_log_softmax.out", TORCH_FN(wrapper__log_softmax_out));
+  m.impl("_softmax_backward_data", TORCH_FN(wrapper__softmax_backward_data));
+  m.impl("_softmax_backward_data.out", TORCH_FN(wrapper__softmax_backward_data_out));
+  m.impl("_log_softmax_backward_data", TORCH_FN(wrapper__log_softmax_backward_data));
+  m.impl("_log_softmax_backward_data.out", TORCH_FN(wrapper__log_softmax_backward_data_out));
+  m.impl("nll_loss_forward", TORCH_FN(wrapper_nll_loss_forward));
+  m.impl("nll_loss_forward.output", TORCH_FN(wrapper_nll_loss_forward_output));
+  m.impl("nll_loss_backward", TORCH_FN(wrapper_nll_loss_backward));
+  m.impl("nll_loss_backward.grad_input", TORCH_FN(wrapper_nll_loss_backward_grad_input));
   m.impl("mm", TORCH_FN(wrapper_mm));
   m.impl("mm.out", TORCH_FN(wrapper_mm_out));
   m.impl("bmm", TORCH_FN(wrapper_bmm));

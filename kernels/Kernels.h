@@ -69,6 +69,31 @@ at::Tensor& _softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float
 at::Tensor _log_softmax(const at::Tensor& self, int64_t dim, bool half_to_float);
 at::Tensor& _log_softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out);
 
+at::Tensor _softmax_backward_data(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                  at::ScalarType input_dtype);
+at::Tensor& _softmax_backward_data_out(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                       at::ScalarType input_dtype, at::Tensor& grad_input);
+at::Tensor _log_softmax_backward_data(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                      at::ScalarType input_dtype);
+at::Tensor& _log_softmax_backward_data_out(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                           at::ScalarType input_dtype, at::Tensor& out);
+
+// negative log likelihood (kernels/Loss.cpp)
+std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self, const at::Tensor& target,
+                                                    const std::optional<at::Tensor>& weight, int64_t reduction,
+                                                    c10::SymInt ignore_index);
+std::tuple<at::Tensor&, at::Tensor&> nll_loss_forward_output(const at::Tensor& self, const at::Tensor& target,
+                                                             const std::optional<at::Tensor>& weight,
+                                                             int64_t reduction, c10::SymInt ignore_index,
+                                                             at::Tensor& output, at::Tensor& total_weight);
+at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                             const std::optional<at::Tensor>& weight, int64_t reduction, c10::SymInt ignore_index,
+                             const at::Tensor& total_weight);
+at::Tensor& nll_loss_backward_grad_input(const at::Tensor& grad_output, const at::Tensor& self,
+                                         const at::Tensor& target, const std::optional<at::Tensor>& weight,
+                                         int64_t reduction, c10::SymInt ignore_index, const at::Tensor& total_weight,
+                                         at::Tensor& grad_input);
+
 // matrix multiply
 at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2);
 at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out);

@@ -51,7 +51,68 @@ at::Tensor& softmax_into(const at::Tensor& self, int64_t dim, bool half_to_float
   return out;
 }
 
+// grad_input from grad_output and the forward output over [outer, dim, inner]:
+// softmax: y * (g - sum(g * y)); log_softmax: g - exp(y) * sum(g).
+at::Tensor& softmax_backward_into(const at::Tensor& grad, const at::Tensor& output, int64_t dim, at::Tensor& out,
+                                  bool log, const char* name) {
+  TORCH_CHECK(grad.sizes() == output.sizes(), name, ": grad_output and output must have the same shape");
+  check_same_device({&grad, &output, &out});
+  dim = at::maybe_wrap_dim(dim, std::max<int64_t>(output.dim(), 1));
+  prepare_out(out, output.sizes(), output.scalar_type(), output, name);
+  if (output.numel() == 0) return out;
+  auto g = contiguous(grad), y = contiguous(output);
+  int64_t size = output.dim() ? output.size(dim) : 1;
+  int64_t inner = 1;
+  for (int64_t d = dim + 1; d < output.dim(); ++d) inner *= output.size(d);
+  int64_t outer = output.numel() / (size * inner);
+  write_contiguous(out, [&](const at::Tensor& target) {
+    RBLN_DISPATCH_FLOATING(output.scalar_type(), "softmax_backward", [&] {
+      using acc_t = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
+      const auto* gp = g.const_data_ptr<scalar_t>();
+      const auto* yp = y.const_data_ptr<scalar_t>();
+      auto* gi = target.data_ptr<scalar_t>();
+      launch_on(target, name, [=] {
+        at::parallel_for(0, outer * inner, std::max<int64_t>(1, kGrainSize / size), [&](int64_t b, int64_t e) {
+          for (int64_t r = b; r < e; ++r) {
+            int64_t base = (r / inner) * size * inner + r % inner;
+            acc_t sum = 0;
+            for (int64_t j = 0; j < size; ++j) {
+              auto k = base + j * inner;
+              sum += log ? static_cast<acc_t>(gp[k]) : static_cast<acc_t>(gp[k]) * static_cast<acc_t>(yp[k]);
+            }
+            for (int64_t j = 0; j < size; ++j) {
+              auto k = base + j * inner;
+              acc_t gv = gp[k], yv = yp[k];
+              gi[k] = static_cast<scalar_t>(log ? gv - std::exp(yv) * sum : yv * (gv - sum));
+            }
+          }
+        });
+      });
+    });
+  });
+  return out;
+}
+
 }  // namespace
+
+at::Tensor& _softmax_backward_data_out(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                       at::ScalarType input_dtype, at::Tensor& grad_input) {
+  return softmax_backward_into(grad_output, output, dim, grad_input, false, "aten::_softmax_backward_data");
+}
+at::Tensor _softmax_backward_data(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                  at::ScalarType input_dtype) {
+  auto out = at::empty({0}, output.options());
+  return _softmax_backward_data_out(grad_output, output, dim, input_dtype, out);
+}
+at::Tensor& _log_softmax_backward_data_out(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                           at::ScalarType input_dtype, at::Tensor& out) {
+  return softmax_backward_into(grad_output, output, dim, out, true, "aten::_log_softmax_backward_data");
+}
+at::Tensor _log_softmax_backward_data(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                      at::ScalarType input_dtype) {
+  auto out = at::empty({0}, output.options());
+  return _log_softmax_backward_data_out(grad_output, output, dim, input_dtype, out);
+}
 
 at::Tensor& _softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) {
   return softmax_into(self, dim, half_to_float, out, false, "softmax");

@@ -1,0 +1,74 @@
+"""Training on the device: losses, autograd and optimizers match CPU with no fallback."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+
+def mlp():
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_forward_and_backward_on_device(reduction):
+    x = torch.randn(8, 5, requires_grad=True)
+    target = torch.tensor([0, 4, 2, 1, 3, 3, -100, 0])
+    weight = torch.rand(5)
+    xd = x.detach().rbln().requires_grad_()
+    expected = F.cross_entropy(x, target, weight=weight, reduction=reduction)
+    with torch.rbln.explain() as ex:
+        actual = F.cross_entropy(xd, target.rbln(), weight=weight.rbln(), reduction=reduction)
+        actual.sum().backward()
+    expected.sum().backward()
+    torch.testing.assert_close(actual.cpu(), expected)
+    torch.testing.assert_close(xd.grad.cpu(), x.grad)
+    assert not ex.fallback_ops, ex.fallback_reasons
+    assert {"aten::nll_loss_forward", "aten::nll_loss_backward", "aten::_log_softmax_backward_data"} <= set(
+        ex.device_ops
+    )
+
+
+def test_bad_target_surfaces_at_the_next_sync():
+    loss = F.nll_loss(torch.randn(2, 3).rbln(), torch.tensor([0, 7]).rbln())
+    with pytest.raises(RuntimeError, match="aten::nll_loss_forward: Target 7 is out of bounds"):
+        loss.cpu()
+    assert torch.equal((torch.ones(2, device="rbln") * 2).cpu(), torch.full((2,), 2.0))
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam", "adamw"])
+@pytest.mark.parametrize("foreach", [False, True])
+def test_mlp_training_matches_cpu_with_no_fallback(optimizer, foreach):
+    torch.manual_seed(0)
+    cpu_model = mlp()
+    dev_model = mlp().rbln()
+    dev_model.load_state_dict(cpu_model.state_dict())
+    make = {
+        "sgd": lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, foreach=foreach),
+        "adam": lambda p: torch.optim.Adam(p, lr=0.01, foreach=foreach),
+        "adamw": lambda p: torch.optim.AdamW(p, lr=0.01, foreach=foreach),
+    }[optimizer]
+    cpu_opt, dev_opt = make(cpu_model.parameters()), make(dev_model.parameters())
+    x, y = torch.randn(64, 16), torch.randint(0, 4, (64,))
+    losses = {"cpu": [], "rbln": []}
+    with torch.rbln.explain() as ex:
+        for _ in range(20):
+            for name, model, opt, inputs, labels in (("cpu", cpu_model, cpu_opt, x, y),
+                                                      ("rbln", dev_model, dev_opt, x.rbln(), y.rbln())):
+                opt.zero_grad()
+                loss = F.cross_entropy(model(inputs), labels)
+                loss.backward()
+                opt.step()
+                losses[name].append(loss.item())
+    torch.testing.assert_close(losses["rbln"], losses["cpu"], rtol=1e-4, atol=1e-5)
+    assert losses["cpu"][-1] < losses["cpu"][0]
+    assert not ex.fallback_ops, ex.fallback_reasons
+
+
+def test_dropout_draws_from_the_device_generator():
+    torch.rbln.manual_seed(3)
+    a = F.dropout(torch.ones(10000, device="rbln"), p=0.25)
+    torch.rbln.manual_seed(3)
+    b = F.dropout(torch.ones(10000, device="rbln"), p=0.25)
+    assert torch.equal(a.cpu(), b.cpu())
+    kept = (a != 0).float().mean().item()
+    assert abs(kept - 0.75) < 0.02
+    assert torch.allclose(a[a != 0].cpu(), torch.tensor(1 / 0.75))
