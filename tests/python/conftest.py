@@ -100,9 +100,9 @@ def run_python():
     """
 
     def run(code: str, **env: str):
-        full_env = dict(os.environ)
-        full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "python"), full_env.get("PYTHONPATH")]))
-        full_env.update(env)
+        # The same torch_rbln as this process: the installed package (or whatever
+        # PYTHONPATH already points at).
+        full_env = {**os.environ, **env}
         script = "import json, warnings, torch, torch_rbln\nwarnings.simplefilter('ignore')\n" + textwrap.dedent(code)
         proc = subprocess.run([sys.executable, "-c", script], env=full_env, capture_output=True, text=True,
                               timeout=120, cwd=ROOT)
