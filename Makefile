@@ -9,7 +9,7 @@ BUILD := build/cp311-cp311-linux_x86_64
 PIP_FLAGS := --find-links $(WHEELS) --disable-pip-version-check -q
 export TORCH_DEVICE_BACKEND_AUTOLOAD ?= 1
 
-.PHONY: all deps install demo test test-cpp test-py codegen codegen-check bench clean
+.PHONY: all deps install demo test test-cpp test-py codegen codegen-check conformance bench clean
 
 all: install
 
@@ -48,8 +48,13 @@ test-py: install
 
 test: test-cpp test-py
 
+# Ratios against CPU eager: benchmarks/results.json and docs/performance.md.
 bench: install
 	$(PY) benchmarks/run.py
+
+# The full OpInfo sweep: conformance/report.json and docs/conformance.md.
+conformance: install
+	$(PY) -m conformance
 
 clean:
 	rm -rf build

@@ -131,6 +131,7 @@ def write(files: dict[str, str], root: str) -> list[str]:
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".gen-")
         with os.fdopen(fd, "w") as f:
             f.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp makes files private
         os.replace(tmp, path)
         changed.append(rel)
     return changed

@@ -1,0 +1,222 @@
+"""`make bench`: rbln against CPU eager, measured interleaved in one run.
+
+Every figure is a ratio rbln / CPU for the same work (lower is better, except
+copy bandwidth, which is a ratio to a host memcpy of the same bytes). Each
+pair is timed A B A B ... and the median, min and max of the per-repeat ratios
+are reported. rbln timings end with torch.rbln.synchronize(), so queued work is
+counted. Writes benchmarks/results.json and docs/performance.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+import torch_rbln  # noqa: F401
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+
+
+def timed(fn, device: str) -> float:
+    start = time.perf_counter()
+    fn()
+    if device == "rbln":
+        torch.rbln.synchronize()
+    return time.perf_counter() - start
+
+
+def compare(name, group, make, repeats, target, higher_is_better=False, reference="cpu"):
+    """make(device) returns a zero-argument callable doing the measured work."""
+    fns = {d: make(d) for d in ("cpu", "rbln")}
+    for d, fn in fns.items():  # warm-up: caches, worker threads, allocator
+        timed(fn, d)
+    ratios, times = [], {"cpu": [], "rbln": []}
+    for _ in range(repeats):
+        t = {d: timed(fns[d], d) for d in ("cpu", "rbln")}
+        for d in t:
+            times[d].append(t[d])
+        ratios.append(t["rbln"] / t["cpu"] if not higher_is_better else t["cpu"] / t["rbln"])
+    row = {
+        "name": name, "group": group, "median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
+        "cpu_s": statistics.median(times["cpu"]), "rbln_s": statistics.median(times["rbln"]), "target": target,
+        "higher_is_better": higher_is_better, "reference": reference,
+    }
+    row["meets_target"] = row["median"] >= target if higher_is_better else row["median"] <= target
+    print(f"{group:10s} {name:44s} {row['median']:8.2f} (min {row['min']:.2f}, max {row['max']:.2f})"
+          f"  target {'>=' if higher_is_better else '<='} {target}", flush=True)
+    return row
+
+
+def small_ops(n):
+    """Per-op workloads on tiny tensors: name -> (device -> op(z) -> z). Ops whose
+    result can feed the next call are dependent chains (z = op(z))."""
+    def ops(device):
+        x = torch.randn(n, device=device)
+        y = torch.randn(n, device=device)
+        m = torch.randn(8, 8, device=device)
+        idx = torch.tensor([0], device=device)
+        return {
+            "add": lambda z: torch.add(z, y),
+            "mul": lambda z: torch.mul(z, y),
+            "relu": lambda z: torch.relu(z),
+            "sum": lambda z: torch.sum(x),
+            "mm 8x8": lambda z: torch.mm(m, m),
+            "index_select": lambda z: torch.index_select(x, 0, idx),
+            "cat": lambda z: torch.cat([x, y]),
+            "view + clone": lambda z: z.view(-1).clone(),
+            "fill_": lambda z: z.fill_(1.0),
+            "item": lambda z: (x[0].item(), z)[1],
+        }, x
+    return ops
+
+
+CHAIN = 10_000
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="fewer repeats and smaller sizes")
+    args = p.parse_args()
+    reps = 5 if args.quick else 11
+    rows = []
+
+    # ---- per-op overhead ----
+    for size, label in ((1, "1 element"), (256, "1 KiB")):
+        ops = small_ops(size)
+        for name in ops("cpu")[0]:
+            def chain(device, name=name):
+                table, x = ops(device)
+                op = table[name]
+
+                def run():
+                    z = x.clone()
+                    for _ in range(CHAIN):
+                        z = op(z)
+                return run
+            rows.append(compare(f"{name}, {label}, chain of {CHAIN}", "overhead", chain, reps, 1.5))
+
+            def single(device, name=name):
+                table, x = ops(device)
+                op = table[name]
+                if device == "rbln":
+                    return lambda: [(op(x), torch.rbln.synchronize()) for _ in range(500)]
+                return lambda: [op(x) for _ in range(500)]
+            rows.append(compare(f"{name}, {label}, synchronized", "latency", single, reps, 3.0))
+
+    # ---- large tensors ----
+    n = (4 << 20) if args.quick else (16 << 20)  # floats: 16 or 64 MiB
+    big = {
+        "exp": lambda x, y: torch.exp(x),
+        "add": lambda x, y: x + y,
+        "add, transposed input": lambda x, y: x.view(2048, -1).t() + y.view(2048, -1).t(),
+        "sum": lambda x, y: x.sum(),
+        "softmax over rows of 1024": lambda x, y: torch.softmax(x.view(-1, 1024), -1),
+        "layer_norm over rows of 1024": lambda x, y: F.layer_norm(x.view(-1, 1024), (1024,)),
+    }
+    for name, fn in big.items():
+        def make(device, fn=fn):
+            x, y = torch.randn(n, device=device), torch.randn(n, device=device)
+            return lambda: fn(x, y)
+        rows.append(compare(f"{name}, {n * 4 >> 20} MiB", "large", make, reps, 1.1))
+    for size in ((1024,) if args.quick else (1024, 2048)):
+        def mm(device, size=size):
+            a, b = torch.randn(size, size, device=device), torch.randn(size, size, device=device)
+            return lambda: a @ b
+        rows.append(compare(f"matmul {size}x{size}", "matmul", mm, reps, 1.05))
+    def bmm(device):
+        a, b = torch.randn(16, 256, 256, device=device), torch.randn(16, 256, 256, device=device)
+        return lambda: torch.bmm(a, b)
+    rows.append(compare("bmm 16x256x256", "matmul", bmm, reps, 1.05))
+
+    # ---- copies: bandwidth against a host memcpy of the same bytes ----
+    nbytes = 64 << 20
+    for kind in ("host to device", "device to host", "device to device"):
+        for pinned in ((False, True) if kind != "device to device" else (False,)):
+            def make(device, kind=kind, pinned=pinned):
+                host = torch.empty(nbytes // 4)
+                if pinned:
+                    host = host.pin_memory()
+                if device == "cpu":  # the reference: memcpy between two host buffers
+                    other = torch.empty_like(host)
+                    return lambda: other.copy_(host)
+                dev = torch.empty(nbytes // 4, device="rbln")
+                src = {"host to device": host, "device to host": dev, "device to device": dev}[kind]
+                dst = {"host to device": dev, "device to host": host,
+                       "device to device": torch.empty_like(dev)}[kind]
+                return lambda: dst.copy_(src, non_blocking=pinned)
+            rows.append(compare(f"{kind}, {'pinned' if pinned else 'pageable'}, 64 MiB", "copy", make, reps, 0.8,
+                                higher_is_better=True, reference="host memcpy"))
+
+    # ---- allocator: allocation and free on the cache-hit path ----
+    def alloc(device):
+        return lambda: [torch.empty(1024, device=device) for _ in range(2000)]
+    rows.append(compare("empty(1024) + free, x2000", "allocator", alloc, reps, 1.5))
+
+    # ---- models ----
+    from demo import TinyLlama
+
+    def decode(device):
+        torch.manual_seed(0)
+        model = TinyLlama().eval().to(device)
+        prompt = torch.randint(0, 512, (1, 16), device=device)
+        with torch.no_grad():
+            _, caches = model(prompt)
+        token = prompt[:, -1:]
+        def step():
+            with torch.no_grad():
+                model(token, caches)
+        return step
+    rows.append(compare("Llama-shaped decode step, batch 1, KV cache", "model", decode, reps, 1.2))
+
+    def train_step(device):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)).to(device)
+        opt = torch.optim.Adam(model.parameters())
+        x, y = torch.randn(128, 256, device=device), torch.randint(0, 10, (128,), device=device)
+        def step():
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+        return step
+    rows.append(compare("MLP training step (Adam), batch 128", "model", train_step, reps, 1.2))
+
+    meta = {"torch": torch.__version__, "repeats": reps, "quick": args.quick, "cpus": os.cpu_count(),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    with open(os.path.join(ROOT, "benchmarks", "results.json"), "w") as f:
+        json.dump({"meta": meta, "results": rows}, f, indent=1)
+    with open(os.path.join(ROOT, "docs", "performance.md"), "w") as f:
+        f.write(render(meta, rows))
+    return 0
+
+
+def render(meta, rows) -> str:
+    lines = [
+        "<!-- @generated by `make bench` (benchmarks/run.py). Do not edit. -->",
+        "# Performance: rbln against CPU eager",
+        "",
+        f"Measured {meta['date']}, torch {meta['torch']}, {meta['cpus']} CPUs, {meta['repeats']} interleaved repeats"
+        + (" (--quick)" if meta["quick"] else "") + ".",
+        "Ratios are rbln time / CPU time for the same work (copies: bandwidth / host memcpy bandwidth);",
+        "median of the per-repeat ratios, with min and max. The emulated NPU computes on the same CPU cores,",
+        "so CPU eager is the physical limit for both per-op overhead and kernel throughput.",
+        "",
+        "| group | workload | median | min | max | target | meets |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        op = ">=" if r["higher_is_better"] else "<="
+        lines.append(f"| {r['group']} | {r['name']} | {r['median']:.2f} | {r['min']:.2f} | {r['max']:.2f} | "
+                     f"{op} {r['target']} | {'yes' if r['meets_target'] else 'no'} |")
+    lines += ["", open(os.path.join(ROOT, "benchmarks", "ANALYSIS.md")).read().rstrip()]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
