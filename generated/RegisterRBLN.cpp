@@ -27,14 +27,17 @@
 #include <ATen/ops/convolution_backward_overrideable_ops.h>
 #include <ATen/ops/convolution_overrideable_ops.h>
 #include <ATen/ops/copy_ops.h>
+#include <ATen/ops/cumsum_ops.h>
 #include <ATen/ops/dot_ops.h>
 #include <ATen/ops/embedding_renorm_ops.h>
 #include <ATen/ops/empty_ops.h>
 #include <ATen/ops/empty_strided_ops.h>
+#include <ATen/ops/equal_ops.h>
 #include <ATen/ops/exponential_ops.h>
 #include <ATen/ops/fill_ops.h>
 #include <ATen/ops/index_copy_ops.h>
 #include <ATen/ops/index_select_ops.h>
+#include <ATen/ops/linspace_ops.h>
 #include <ATen/ops/masked_fill_ops.h>
 #include <ATen/ops/masked_select_ops.h>
 #include <ATen/ops/max_ops.h>
@@ -42,6 +45,7 @@
 #include <ATen/ops/min_ops.h>
 #include <ATen/ops/mm_ops.h>
 #include <ATen/ops/native_dropout_ops.h>
+#include <ATen/ops/native_layer_norm_ops.h>
 #include <ATen/ops/nll_loss_backward_ops.h>
 #include <ATen/ops/nll_loss_forward_ops.h>
 #include <ATen/ops/normal_ops.h>
@@ -580,6 +584,56 @@ at::Tensor & wrapper_nll_loss_backward_grad_input(const at::Tensor & grad_output
   return rbln::kernels::nll_loss_backward_grad_input(grad_output, self, target, weight, reduction, ignore_index, total_weight, grad_input);
 }
 
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper_native_layer_norm(const at::Tensor & input, c10::SymIntArrayRef normalized_shape, const ::std::optional<at::Tensor> & weight, const ::std::optional<at::Tensor> & bias, double eps) {
+  const c10::OptionalDeviceGuard guard(at::device_of(input));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(input.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::native_layer_norm>::call(input, normalized_shape, weight, bias, eps);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::native_layer_norm");
+  return rbln::kernels::native_layer_norm(input, normalized_shape, weight, bias, eps);
+}
+
+at::Tensor wrapper_cumsum(const at::Tensor & self, int64_t dim, ::std::optional<at::ScalarType> dtype) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::cumsum>::call(self, dim, dtype);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::cumsum");
+  return rbln::kernels::cumsum(self, dim, dtype);
+}
+
+at::Tensor & wrapper_cumsum_out(const at::Tensor & self, int64_t dim, ::std::optional<at::ScalarType> dtype, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(out.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::cumsum_out>::call(self, dim, dtype, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::cumsum.out");
+  return rbln::kernels::cumsum_out(self, dim, dtype, out);
+}
+
+at::Tensor & wrapper_linspace_out(const at::Scalar & start, const at::Scalar & end, int64_t steps, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(out));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(out.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linspace_out>::call(start, end, steps, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::linspace.out");
+  return rbln::kernels::linspace_out(start, end, steps, out);
+}
+
+bool wrapper_equal(const at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(other.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::equal>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::equal");
+  return rbln::kernels::equal(self, other);
+}
+
 at::Tensor wrapper_mm(const at::Tensor & self, const at::Tensor & mat2) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
@@ -928,6 +982,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nll_loss_forward.output", TORCH_FN(wrapper_nll_loss_forward_output));
   m.impl("nll_loss_backward", TORCH_FN(wrapper_nll_loss_backward));
   m.impl("nll_loss_backward.grad_input", TORCH_FN(wrapper_nll_loss_backward_grad_input));
+  m.impl("native_layer_norm", TORCH_FN(wrapper_native_layer_norm));
+  m.impl("cumsum", TORCH_FN(wrapper_cumsum));
+  m.impl("cumsum.out", TORCH_FN(wrapper_cumsum_out));
+  m.impl("linspace.out", TORCH_FN(wrapper_linspace_out));
+  m.impl("equal", TORCH_FN(wrapper_equal));
   m.impl("mm", TORCH_FN(wrapper_mm));
   m.impl("mm.out", TORCH_FN(wrapper_mm_out));
   m.impl("bmm", TORCH_FN(wrapper_bmm));

@@ -85,6 +85,21 @@ struct hardtanh {
 };
 
 template <class T>
+struct clamp_min {
+  using C = at::opmath_type<T>;
+  C lo;
+  explicit clamp_min(const at::Scalar& min) : lo(min.to<C>()) {}
+  C operator()(C x) const { return is_nan(x) ? x : (x < lo ? lo : x); }
+};
+template <class T>
+struct clamp_max {
+  using C = at::opmath_type<T>;
+  C hi;
+  explicit clamp_max(const at::Scalar& max) : hi(max.to<C>()) {}
+  C operator()(C x) const { return is_nan(x) ? x : (x > hi ? hi : x); }
+};
+
+template <class T>
 struct leaky_relu {
   using C = at::opmath_type<T>;
   C slope;

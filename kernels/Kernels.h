@@ -94,6 +94,16 @@ at::Tensor& nll_loss_backward_grad_input(const at::Tensor& grad_output, const at
                                          int64_t reduction, c10::SymInt ignore_index, const at::Tensor& total_weight,
                                          at::Tensor& grad_input);
 
+// row-wise: layer norm, cumulative sum, linspace, equal (kernels/Norm.cpp)
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(const at::Tensor& input,
+                                                                c10::SymIntArrayRef normalized_shape,
+                                                                const std::optional<at::Tensor>& weight,
+                                                                const std::optional<at::Tensor>& bias, double eps);
+at::Tensor cumsum(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype);
+at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out);
+at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out);
+bool equal(const at::Tensor& self, const at::Tensor& other);
+
 // matrix multiply
 at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2);
 at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out);

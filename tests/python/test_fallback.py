@@ -8,11 +8,11 @@ import torch_rbln
 
 NOT_LISTED, LISTED, DTYPE = "not in ops.yaml", "listed as fallback in ops.yaml", "dtype not supported on the device"
 
-# (op, dtype of the input, the overload that falls back, reason). torch.cumsum reaches the device as
-# aten::cumsum.out: PyTorch's functional cumsum is a composite over it for every backend but CPU.
+# (op, dtype of the input, the overload that falls back, reason). torch.cumprod reaches the device as
+# aten::cumprod.out: PyTorch's functional cumprod is a composite over it for every backend but CPU.
 FALLBACKS = {
     "flip": (lambda x: torch.flip(x, [0]), torch.float32, "aten::flip", NOT_LISTED),
-    "cumsum": (lambda x: torch.cumsum(x, 1), torch.float32, "aten::cumsum.out", NOT_LISTED),
+    "cumprod": (lambda x: torch.cumprod(x, 1), torch.float32, "aten::cumprod.out", NOT_LISTED),
     "sort": (lambda x: torch.sort(x, 1), torch.float32, "aten::sort", LISTED),
     "topk": (lambda x: torch.topk(x, 2), torch.float32, "aten::topk", LISTED),
     # ops.yaml: add.Tensor's dtypes are `all`, which has no int16
@@ -53,11 +53,11 @@ def test_fallback_on_strided_input_and_in_place_on_a_view(cpu_rand):
         with torch.rbln.explain() as ex:
             flipped = torch.flip(d.t()[1:, ::2], [1])
             # unlisted in-place ops writing through non-contiguous views of d
-            d[:, 3].cumsum_(0)
+            d[:, 3].cumprod_(0)
             d[1:, ::2].t().index_fill_(1, torch.tensor([0, 2]).rbln(), -3.0)
-    assert ex.fallback_ops == {"aten::flip": 1, "aten::cumsum.out": 1, "aten::index_fill_.int_Scalar": 1}
+    assert ex.fallback_ops == {"aten::flip": 1, "aten::cumprod.out": 1, "aten::index_fill_.int_Scalar": 1}
     expected = x.clone()
-    expected[:, 3].cumsum_(0)
+    expected[:, 3].cumprod_(0)
     expected[1:, ::2].t().index_fill_(1, torch.tensor([0, 2]), -3.0)
     torch.testing.assert_close(flipped.cpu(), torch.flip(x.t()[1:, ::2], [1]))
     torch.testing.assert_close(d.cpu(), expected)
@@ -107,7 +107,7 @@ def test_disabled_fallback_raises_naming_the_op(run_python):
         """
         x = torch.arange(20.0).view(4, 5).rbln()
         cases = {
-            "aten::cumsum.out": lambda: torch.cumsum(x, 1),
+            "aten::cumprod.out": lambda: torch.cumprod(x, 1),
             "aten::sort": lambda: torch.sort(x),
             "aten::add.Tensor": lambda: x.to(torch.int16) + x.to(torch.int16),
         }

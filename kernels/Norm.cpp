@@ -1,0 +1,146 @@
+// Row-wise kernels over a contiguous [outer, n] view: layer norm and
+// cumulative sums, plus linspace and equal.
+#include <ATen/AccumulateType.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/eq.h>
+
+#include <cmath>
+
+#include "kernels/Common.h"
+#include "kernels/Kernels.h"
+
+namespace rbln::kernels {
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(const at::Tensor& input,
+                                                                c10::SymIntArrayRef normalized_shape,
+                                                                const std::optional<at::Tensor>& weight,
+                                                                const std::optional<at::Tensor>& bias, double eps) {
+  auto shape = C10_AS_INTARRAYREF_SLOW(normalized_shape);
+  int64_t axis = input.dim() - static_cast<int64_t>(shape.size());
+  TORCH_CHECK(axis >= 0 && input.sizes().slice(axis) == shape, "Given normalized_shape=", shape,
+              ", expected input with shape [*, ", shape, "], but got input of size", input.sizes());
+  auto w = weight && weight->defined() ? contiguous(*weight) : at::Tensor();
+  auto b = bias && bias->defined() ? contiguous(*bias) : at::Tensor();
+  check_same_device({&input, &w, &b});
+  int64_t n = 1;
+  for (auto s : shape) n *= s;
+  int64_t rows = n == 0 ? 0 : input.numel() / n;
+  auto x = contiguous(input);
+  auto out = at::empty(input.sizes(), input.options());
+  std::vector<int64_t> stat_shape(input.sizes().begin(), input.sizes().begin() + axis);
+  stat_shape.resize(input.dim(), 1);
+  auto mean = at::empty(stat_shape, input.options()), rstd = at::empty(stat_shape, input.options());
+  if (rows == 0) return {out, mean, rstd};
+  RBLN_DISPATCH_FLOATING(input.scalar_type(), "native_layer_norm", [&] {
+    using acc_t = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
+    const auto* xp = x.const_data_ptr<scalar_t>();
+    const auto* wp = w.defined() ? w.const_data_ptr<scalar_t>() : nullptr;
+    const auto* bp = b.defined() ? b.const_data_ptr<scalar_t>() : nullptr;
+    auto* yp = out.data_ptr<scalar_t>();
+    auto* mp = mean.data_ptr<scalar_t>();
+    auto* rp = rstd.data_ptr<scalar_t>();
+    launch_on(input, "aten::native_layer_norm", [=] {
+      at::parallel_for(0, rows, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1)), [&](int64_t lo, int64_t hi) {
+        for (int64_t r = lo; r < hi; ++r) {
+          const scalar_t* row = xp + r * n;
+          acc_t sum = 0, sq = 0;
+          for (int64_t j = 0; j < n; ++j) sum += static_cast<acc_t>(row[j]);
+          acc_t mu = sum / n;
+          for (int64_t j = 0; j < n; ++j) {
+            acc_t d = static_cast<acc_t>(row[j]) - mu;
+            sq += d * d;
+          }
+          acc_t inv = acc_t(1) / std::sqrt(sq / n + static_cast<acc_t>(eps));
+          for (int64_t j = 0; j < n; ++j) {
+            acc_t v = (static_cast<acc_t>(row[j]) - mu) * inv;
+            if (wp) v *= static_cast<acc_t>(wp[j]);
+            if (bp) v += static_cast<acc_t>(bp[j]);
+            yp[r * n + j] = static_cast<scalar_t>(v);
+          }
+          mp[r] = static_cast<scalar_t>(mu);
+          rp[r] = static_cast<scalar_t>(inv);
+        }
+      });
+    });
+  });
+  return {out, mean, rstd};
+}
+
+at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  auto type = dtype.value_or(out.defined() && out.scalar_type() != self.scalar_type() && !dtype
+                                 ? out.scalar_type()
+                                 : (at::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type()));
+  dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  prepare_out(out, self.sizes(), type, self, "cumsum");
+  if (self.numel() == 0) return out;
+  auto x = at::empty(self.sizes(), self.options().dtype(type));
+  device_copy(x, self);  // contiguous, in the result dtype
+  int64_t size = self.dim() ? self.size(dim) : 1, inner = 1;
+  for (int64_t d = dim + 1; d < self.dim(); ++d) inner *= self.size(d);
+  int64_t outer = self.numel() / (size * inner);
+  write_contiguous(out, [&](const at::Tensor& target) {
+    RBLN_DISPATCH_ALL(type, "cumsum", [&] {
+      using acc_t = at::acc_type<scalar_t, false>;
+      const auto* xp = x.const_data_ptr<scalar_t>();
+      auto* yp = target.data_ptr<scalar_t>();
+      launch_on(target, "aten::cumsum", [=] {
+        at::parallel_for(0, outer * inner, std::max<int64_t>(1, kGrainSize / size), [&](int64_t lo, int64_t hi) {
+          for (int64_t r = lo; r < hi; ++r) {
+            int64_t base = (r / inner) * size * inner + r % inner;
+            acc_t acc = 0;
+            for (int64_t j = 0; j < size; ++j) {
+              acc += static_cast<acc_t>(xp[base + j * inner]);
+              yp[base + j * inner] = static_cast<scalar_t>(acc);
+            }
+          }
+        });
+      });
+    });
+  });
+  return out;
+}
+
+at::Tensor cumsum(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
+  at::Tensor out = at::empty({0}, self.options().dtype(
+                                      dtype.value_or(at::isIntegralType(self.scalar_type(), true) ? at::kLong
+                                                                                                  : self.scalar_type())));
+  return cumsum_out(self, dim, out.scalar_type(), out);
+}
+
+at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
+  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  if (out.numel() != steps) out.resize_({steps});
+  if (steps == 0) return out;
+  write_contiguous(out, [&](const at::Tensor& target) {
+    AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "linspace", [&] {
+      // CPU's formula and types: endpoints in the dtype, step from both ends.
+      using step_t = std::conditional_t<std::is_integral_v<scalar_t>, double, scalar_t>;
+      const scalar_t a = start.to<scalar_t>(), z = end.to<scalar_t>();
+      const step_t step = steps > 1 ? (static_cast<step_t>(z) - static_cast<step_t>(a)) / static_cast<step_t>(steps - 1)
+                                    : step_t(0);
+      int64_t halfway = steps == 1 ? 1 : steps / 2;  // one step is `start`, as on CPU
+      auto* yp = target.data_ptr<scalar_t>();
+      launch_on(target, "aten::linspace", [=] {
+        for (int64_t i = 0; i < steps; ++i) {
+          yp[i] = static_cast<scalar_t>(i < halfway ? a + step * static_cast<step_t>(i)
+                                                    : z - step * static_cast<step_t>(steps - i - 1));
+        }
+      });
+    });
+  });
+  return out;
+}
+
+bool equal(const at::Tensor& self, const at::Tensor& other) {
+  check_same_device({&self, &other});
+  TORCH_CHECK(self.scalar_type() == other.scalar_type(), "Expected object of scalar type ", self.scalar_type(),
+              " but got scalar type ", other.scalar_type(), " for argument 'other'");
+  if (self.sizes() != other.sizes()) return false;
+  if (self.numel() == 0) return true;
+  // Elementwise on the device, then one boolean read back.
+  auto same = at::eq(self, other).logical_not_().sum().item<int64_t>();
+  return same == 0;
+}
+
+}  // namespace rbln::kernels
