@@ -5,32 +5,32 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 #include <ATen/ops/abs_ops.h>
-#include <ATen/ops/atan2_ops.h>
+#include <ATen/ops/addcdiv_ops.h>
 #include <ATen/ops/atanh_ops.h>
-#include <ATen/ops/bitwise_xor_ops.h>
-#include <ATen/ops/clamp_min_ops.h>
-#include <ATen/ops/eq_ops.h>
+#include <ATen/ops/bitwise_and_ops.h>
+#include <ATen/ops/div_ops.h>
 #include <ATen/ops/exp2_ops.h>
-#include <ATen/ops/floor_divide_ops.h>
+#include <ATen/ops/fmax_ops.h>
+#include <ATen/ops/fmod_ops.h>
 #include <ATen/ops/frac_ops.h>
-#include <ATen/ops/gt_ops.h>
+#include <ATen/ops/ge_ops.h>
+#include <ATen/ops/gelu_backward_ops.h>
+#include <ATen/ops/hardsigmoid_backward_ops.h>
 #include <ATen/ops/hardtanh_ops.h>
-#include <ATen/ops/leaky_relu_backward_ops.h>
-#include <ATen/ops/lerp_ops.h>
+#include <ATen/ops/isposinf_ops.h>
+#include <ATen/ops/le_ops.h>
 #include <ATen/ops/log_ops.h>
-#include <ATen/ops/logical_or_ops.h>
-#include <ATen/ops/lt_ops.h>
-#include <ATen/ops/native_dropout_backward_ops.h>
+#include <ATen/ops/logical_not_ops.h>
+#include <ATen/ops/minimum_ops.h>
+#include <ATen/ops/ne_ops.h>
+#include <ATen/ops/pow_ops.h>
 #include <ATen/ops/reciprocal_ops.h>
-#include <ATen/ops/remainder_ops.h>
 #include <ATen/ops/round_ops.h>
-#include <ATen/ops/sigmoid_backward_ops.h>
 #include <ATen/ops/silu_ops.h>
 #include <ATen/ops/sinh_ops.h>
-#include <ATen/ops/sub_ops.h>
 #include <ATen/ops/tanh_ops.h>
 #include <ATen/ops/threshold_ops.h>
-#include <ATen/ops/xlogy_ops.h>
+#include <ATen/ops/threshold_backward_ops.h>
 
 #include "kernels/Elementwise.h"
 #include "kernels/Functors.h"
@@ -591,694 +591,666 @@ at::Tensor & wrapper_threshold_out(const at::Tensor & self, const at::Scalar & t
   return out;
 }
 
-at::Tensor wrapper_clamp_min(const at::Tensor & self, const at::Scalar & min) {
+at::Tensor wrapper_isposinf(const at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
-  auto iter = rbln::kernels::unary_iter(result, self);
+  auto iter = rbln::kernels::logical_iter(result, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::clamp_min", rbln::functors::clamp_min<float>(min)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::clamp_min", rbln::functors::clamp_min<at::Half>(min)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::clamp_min", rbln::functors::clamp_min<at::BFloat16>(min)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::clamp_min", rbln::functors::clamp_min<double>(min)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_min>::call(self, min);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::isposinf", rbln::functors::isposinf<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::isposinf", rbln::functors::isposinf<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::isposinf", rbln::functors::isposinf<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::isposinf", rbln::functors::isposinf<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::isposinf", rbln::functors::isposinf<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::isposinf", rbln::functors::isposinf<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::isposinf", rbln::functors::isposinf<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::isposinf>::call(self);
   }
-  RBLN_COUNT_DEVICE_OP("aten::clamp_min");
+  RBLN_COUNT_DEVICE_OP("aten::isposinf");
   return iter.output();
 }
 
-at::Tensor & wrapper_clamp_min_(at::Tensor & self, const at::Scalar & min) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::unary_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::clamp_min_", rbln::functors::clamp_min<float>(min)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::clamp_min_", rbln::functors::clamp_min<at::Half>(min)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::clamp_min_", rbln::functors::clamp_min<at::BFloat16>(min)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::clamp_min_", rbln::functors::clamp_min<double>(min)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_min_>::call(self, min);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::clamp_min_");
-  return self;
-}
-
-at::Tensor & wrapper_clamp_min_out(const at::Tensor & self, const at::Scalar & min, at::Tensor & out) {
+at::Tensor & wrapper_isposinf_out(const at::Tensor & self, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
-  auto iter = rbln::kernels::unary_iter(result, self);
+  auto iter = rbln::kernels::logical_iter(result, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::clamp_min.out", rbln::functors::clamp_min<float>(min)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::clamp_min.out", rbln::functors::clamp_min<at::Half>(min)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::clamp_min.out", rbln::functors::clamp_min<at::BFloat16>(min)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::clamp_min.out", rbln::functors::clamp_min<double>(min)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_min_out>::call(self, min, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::isposinf.out", rbln::functors::isposinf<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::isposinf.out", rbln::functors::isposinf<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::isposinf.out", rbln::functors::isposinf<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::isposinf.out", rbln::functors::isposinf<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::isposinf.out", rbln::functors::isposinf<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::isposinf.out", rbln::functors::isposinf<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::isposinf.out", rbln::functors::isposinf<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::isposinf_out>::call(self, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::clamp_min.out");
+  RBLN_COUNT_DEVICE_OP("aten::isposinf.out");
   return out;
 }
 
-at::Tensor wrapper_sub_Tensor(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
+at::Tensor wrapper_logical_not(const at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
+  auto iter = rbln::kernels::logical_iter(result, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<float>(alpha)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<at::Half>(alpha)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<at::BFloat16>(alpha)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<double>(alpha)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<int32_t>(alpha)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<int64_t>(alpha)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sub_Tensor>::call(self, other, alpha);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::logical_not", rbln::functors::logical_not<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::logical_not", rbln::functors::logical_not<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::logical_not", rbln::functors::logical_not<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::logical_not", rbln::functors::logical_not<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::logical_not", rbln::functors::logical_not<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::logical_not", rbln::functors::logical_not<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::logical_not", rbln::functors::logical_not<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_not>::call(self);
   }
-  RBLN_COUNT_DEVICE_OP("aten::sub.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::logical_not");
   return iter.output();
 }
 
-at::Tensor & wrapper_sub__Tensor(at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
+at::Tensor & wrapper_logical_not_(at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
+  auto iter = rbln::kernels::logical_iter(result, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<float>(alpha)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<at::Half>(alpha)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<at::BFloat16>(alpha)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<double>(alpha)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<int32_t>(alpha)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<int64_t>(alpha)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sub__Tensor>::call(self, other, alpha);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::logical_not_", rbln::functors::logical_not<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::logical_not_", rbln::functors::logical_not<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::logical_not_", rbln::functors::logical_not<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::logical_not_", rbln::functors::logical_not<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::logical_not_", rbln::functors::logical_not<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::logical_not_", rbln::functors::logical_not<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::logical_not_", rbln::functors::logical_not<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_not_>::call(self);
   }
-  RBLN_COUNT_DEVICE_OP("aten::sub_.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::logical_not_");
   return self;
 }
 
-at::Tensor & wrapper_sub_out(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha, at::Tensor & out) {
+at::Tensor & wrapper_logical_not_out(const at::Tensor & self, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
+  auto iter = rbln::kernels::logical_iter(result, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::sub.out", rbln::functors::sub<float>(alpha)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::sub.out", rbln::functors::sub<at::Half>(alpha)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::sub.out", rbln::functors::sub<at::BFloat16>(alpha)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::sub.out", rbln::functors::sub<double>(alpha)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::sub.out", rbln::functors::sub<int32_t>(alpha)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::sub.out", rbln::functors::sub<int64_t>(alpha)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sub_out>::call(self, other, alpha, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::logical_not.out", rbln::functors::logical_not<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::logical_not.out", rbln::functors::logical_not<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::logical_not.out", rbln::functors::logical_not<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::logical_not.out", rbln::functors::logical_not<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::logical_not.out", rbln::functors::logical_not<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::logical_not.out", rbln::functors::logical_not<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::logical_not.out", rbln::functors::logical_not<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_not_out>::call(self, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::sub.out");
+  RBLN_COUNT_DEVICE_OP("aten::logical_not.out");
   return out;
 }
 
-at::Tensor wrapper_remainder_Tensor(const at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::remainder.Tensor", rbln::functors::remainder<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::remainder.Tensor", rbln::functors::remainder<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::remainder.Tensor", rbln::functors::remainder<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::remainder.Tensor", rbln::functors::remainder<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::remainder.Tensor", rbln::functors::remainder<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::remainder.Tensor", rbln::functors::remainder<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::remainder_Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::remainder.Tensor");
-  return iter.output();
-}
-
-at::Tensor & wrapper_remainder__Tensor(at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::remainder_.Tensor", rbln::functors::remainder<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::remainder_.Tensor", rbln::functors::remainder<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::remainder_.Tensor", rbln::functors::remainder<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::remainder_.Tensor", rbln::functors::remainder<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::remainder_.Tensor", rbln::functors::remainder<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::remainder_.Tensor", rbln::functors::remainder<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::remainder__Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::remainder_.Tensor");
-  return self;
-}
-
-at::Tensor & wrapper_remainder_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::remainder.Tensor_out", rbln::functors::remainder<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::remainder.Tensor_out", rbln::functors::remainder<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::remainder.Tensor_out", rbln::functors::remainder<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::remainder.Tensor_out", rbln::functors::remainder<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::remainder.Tensor_out", rbln::functors::remainder<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::remainder.Tensor_out", rbln::functors::remainder<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::remainder_Tensor_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::remainder.Tensor_out");
-  return out;
-}
-
-at::Tensor wrapper_atan2(const at::Tensor & self, const at::Tensor & other) {
+at::Tensor wrapper_div_Tensor(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::binary_float_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::atan2", rbln::functors::atan2<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::atan2", rbln::functors::atan2<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::atan2", rbln::functors::atan2<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::atan2", rbln::functors::atan2<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::atan2>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::div.Tensor", rbln::functors::div<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::div.Tensor", rbln::functors::div<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::div.Tensor", rbln::functors::div<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::div.Tensor", rbln::functors::div<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::div_Tensor>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::atan2");
+  RBLN_COUNT_DEVICE_OP("aten::div.Tensor");
   return iter.output();
 }
 
-at::Tensor & wrapper_atan2_(at::Tensor & self, const at::Tensor & other) {
+at::Tensor & wrapper_div__Tensor(at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
   auto iter = rbln::kernels::binary_float_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::atan2_", rbln::functors::atan2<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::atan2_", rbln::functors::atan2<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::atan2_", rbln::functors::atan2<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::atan2_", rbln::functors::atan2<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::atan2_>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::div_.Tensor", rbln::functors::div<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::div_.Tensor", rbln::functors::div<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::div_.Tensor", rbln::functors::div<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::div_.Tensor", rbln::functors::div<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::div__Tensor>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::atan2_");
+  RBLN_COUNT_DEVICE_OP("aten::div_.Tensor");
   return self;
 }
 
-at::Tensor & wrapper_atan2_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+at::Tensor & wrapper_div_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::binary_float_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::atan2.out", rbln::functors::atan2<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::atan2.out", rbln::functors::atan2<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::atan2.out", rbln::functors::atan2<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::atan2.out", rbln::functors::atan2<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::atan2_out>::call(self, other, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::div.out", rbln::functors::div<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::div.out", rbln::functors::div<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::div.out", rbln::functors::div<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::div.out", rbln::functors::div<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::div_out>::call(self, other, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::atan2.out");
+  RBLN_COUNT_DEVICE_OP("aten::div.out");
   return out;
 }
 
-at::Tensor wrapper_xlogy_Tensor(const at::Tensor & self, const at::Tensor & other) {
+at::Tensor wrapper_pow_Tensor_Scalar(const at::Tensor & self, const at::Scalar & exponent) {
+  const auto exponent_t = at::native::wrapped_scalar_tensor(exponent);
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
-  auto iter = rbln::kernels::binary_float_iter(result, self, other);
+  auto iter = rbln::kernels::binary_iter(result, self, exponent_t);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::xlogy.Tensor", rbln::functors::xlogy<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::xlogy.Tensor", rbln::functors::xlogy<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::xlogy.Tensor", rbln::functors::xlogy<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::xlogy.Tensor", rbln::functors::xlogy<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::xlogy_Tensor>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::pow.Tensor_Scalar", rbln::functors::pow<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::pow.Tensor_Scalar", rbln::functors::pow<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::pow.Tensor_Scalar", rbln::functors::pow<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow.Tensor_Scalar", rbln::functors::pow<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow.Tensor_Scalar", rbln::functors::pow<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow.Tensor_Scalar", rbln::functors::pow<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow_Tensor_Scalar>::call(self, exponent);
   }
-  RBLN_COUNT_DEVICE_OP("aten::xlogy.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::pow.Tensor_Scalar");
   return iter.output();
 }
 
-at::Tensor & wrapper_xlogy__Tensor(at::Tensor & self, const at::Tensor & other) {
+at::Tensor & wrapper_pow__Scalar(at::Tensor & self, const at::Scalar & exponent) {
+  const auto exponent_t = at::native::wrapped_scalar_tensor(exponent);
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
-  auto iter = rbln::kernels::binary_float_iter(result, self, other);
+  auto iter = rbln::kernels::binary_iter(result, self, exponent_t);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::xlogy_.Tensor", rbln::functors::xlogy<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::xlogy_.Tensor", rbln::functors::xlogy<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::xlogy_.Tensor", rbln::functors::xlogy<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::xlogy_.Tensor", rbln::functors::xlogy<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::xlogy__Tensor>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::pow_.Scalar", rbln::functors::pow<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::pow_.Scalar", rbln::functors::pow<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::pow_.Scalar", rbln::functors::pow<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow_.Scalar", rbln::functors::pow<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow_.Scalar", rbln::functors::pow<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow_.Scalar", rbln::functors::pow<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow__Scalar>::call(self, exponent);
   }
-  RBLN_COUNT_DEVICE_OP("aten::xlogy_.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::pow_.Scalar");
   return self;
 }
 
-at::Tensor & wrapper_xlogy_OutTensor(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+at::Tensor & wrapper_pow_Tensor_Scalar_out(const at::Tensor & self, const at::Scalar & exponent, at::Tensor & out) {
+  const auto exponent_t = at::native::wrapped_scalar_tensor(exponent);
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
-  auto iter = rbln::kernels::binary_float_iter(result, self, other);
+  auto iter = rbln::kernels::binary_iter(result, self, exponent_t);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::xlogy.OutTensor", rbln::functors::xlogy<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::xlogy.OutTensor", rbln::functors::xlogy<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::xlogy.OutTensor", rbln::functors::xlogy<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::xlogy.OutTensor", rbln::functors::xlogy<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::xlogy_OutTensor>::call(self, other, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::pow.Tensor_Scalar_out", rbln::functors::pow<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::pow.Tensor_Scalar_out", rbln::functors::pow<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::pow.Tensor_Scalar_out", rbln::functors::pow<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow.Tensor_Scalar_out", rbln::functors::pow<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow.Tensor_Scalar_out", rbln::functors::pow<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow.Tensor_Scalar_out", rbln::functors::pow<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow_Tensor_Scalar_out>::call(self, exponent, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::xlogy.OutTensor");
+  RBLN_COUNT_DEVICE_OP("aten::pow.Tensor_Scalar_out");
   return out;
 }
 
-at::Tensor wrapper_floor_divide(const at::Tensor & self, const at::Tensor & other) {
+at::Tensor wrapper_fmod_Tensor(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::floor_divide", rbln::functors::floor_divide_op<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::floor_divide", rbln::functors::floor_divide_op<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::floor_divide", rbln::functors::floor_divide_op<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::floor_divide", rbln::functors::floor_divide_op<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::floor_divide", rbln::functors::floor_divide_op<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::floor_divide", rbln::functors::floor_divide_op<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::floor_divide>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::fmod.Tensor", rbln::functors::fmod<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::fmod.Tensor", rbln::functors::fmod<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::fmod.Tensor", rbln::functors::fmod<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::fmod.Tensor", rbln::functors::fmod<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::fmod.Tensor", rbln::functors::fmod<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::fmod.Tensor", rbln::functors::fmod<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fmod_Tensor>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::floor_divide");
+  RBLN_COUNT_DEVICE_OP("aten::fmod.Tensor");
   return iter.output();
 }
 
-at::Tensor & wrapper_floor_divide__Tensor(at::Tensor & self, const at::Tensor & other) {
+at::Tensor & wrapper_fmod__Tensor(at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::floor_divide_.Tensor", rbln::functors::floor_divide_op<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::floor_divide_.Tensor", rbln::functors::floor_divide_op<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::floor_divide_.Tensor", rbln::functors::floor_divide_op<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::floor_divide_.Tensor", rbln::functors::floor_divide_op<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::floor_divide_.Tensor", rbln::functors::floor_divide_op<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::floor_divide_.Tensor", rbln::functors::floor_divide_op<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::floor_divide__Tensor>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::fmod_.Tensor", rbln::functors::fmod<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::fmod_.Tensor", rbln::functors::fmod<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::fmod_.Tensor", rbln::functors::fmod<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::fmod_.Tensor", rbln::functors::fmod<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::fmod_.Tensor", rbln::functors::fmod<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::fmod_.Tensor", rbln::functors::fmod<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fmod__Tensor>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::floor_divide_.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::fmod_.Tensor");
   return self;
 }
 
-at::Tensor & wrapper_floor_divide_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+at::Tensor & wrapper_fmod_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::floor_divide.out", rbln::functors::floor_divide_op<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::floor_divide.out", rbln::functors::floor_divide_op<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::floor_divide.out", rbln::functors::floor_divide_op<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::floor_divide.out", rbln::functors::floor_divide_op<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::floor_divide.out", rbln::functors::floor_divide_op<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::floor_divide.out", rbln::functors::floor_divide_op<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::floor_divide_out>::call(self, other, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::fmod.Tensor_out", rbln::functors::fmod<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::fmod.Tensor_out", rbln::functors::fmod<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::fmod.Tensor_out", rbln::functors::fmod<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::fmod.Tensor_out", rbln::functors::fmod<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::fmod.Tensor_out", rbln::functors::fmod<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::fmod.Tensor_out", rbln::functors::fmod<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fmod_Tensor_out>::call(self, other, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::floor_divide.out");
+  RBLN_COUNT_DEVICE_OP("aten::fmod.Tensor_out");
   return out;
 }
 
-at::Tensor wrapper_lerp_Scalar(const at::Tensor & self, const at::Tensor & end, const at::Scalar & weight) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, self, end);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::lerp.Scalar", rbln::functors::lerp_scalar<float>(weight)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lerp.Scalar", rbln::functors::lerp_scalar<at::Half>(weight)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lerp.Scalar", rbln::functors::lerp_scalar<at::BFloat16>(weight)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lerp.Scalar", rbln::functors::lerp_scalar<double>(weight)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lerp_Scalar>::call(self, end, weight);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::lerp.Scalar");
-  return iter.output();
-}
-
-at::Tensor & wrapper_lerp__Scalar(at::Tensor & self, const at::Tensor & end, const at::Scalar & weight) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::binary_iter(result, self, end);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::lerp_.Scalar", rbln::functors::lerp_scalar<float>(weight)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lerp_.Scalar", rbln::functors::lerp_scalar<at::Half>(weight)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lerp_.Scalar", rbln::functors::lerp_scalar<at::BFloat16>(weight)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lerp_.Scalar", rbln::functors::lerp_scalar<double>(weight)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lerp__Scalar>::call(self, end, weight);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::lerp_.Scalar");
-  return self;
-}
-
-at::Tensor & wrapper_lerp_Scalar_out(const at::Tensor & self, const at::Tensor & end, const at::Scalar & weight, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, self, end);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::lerp.Scalar_out", rbln::functors::lerp_scalar<float>(weight)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lerp.Scalar_out", rbln::functors::lerp_scalar<at::Half>(weight)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lerp.Scalar_out", rbln::functors::lerp_scalar<at::BFloat16>(weight)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lerp.Scalar_out", rbln::functors::lerp_scalar<double>(weight)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lerp_Scalar_out>::call(self, end, weight, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::lerp.Scalar_out");
-  return out;
-}
-
-at::Tensor wrapper_eq_Scalar(const at::Tensor & self, const at::Scalar & other) {
-  const auto other_t = at::native::wrapped_scalar_tensor(other);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::compare_iter(result, self, other_t);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq_Scalar>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::eq.Scalar");
-  return iter.output();
-}
-
-at::Tensor & wrapper_eq__Scalar(at::Tensor & self, const at::Scalar & other) {
-  const auto other_t = at::native::wrapped_scalar_tensor(other);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::compare_iter(result, self, other_t);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq__Scalar>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::eq_.Scalar");
-  return self;
-}
-
-at::Tensor & wrapper_eq_Scalar_out(const at::Tensor & self, const at::Scalar & other, at::Tensor & out) {
-  const auto other_t = at::native::wrapped_scalar_tensor(other);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::compare_iter(result, self, other_t);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq_Scalar_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::eq.Scalar_out");
-  return out;
-}
-
-at::Tensor wrapper_gt_Scalar(const at::Tensor & self, const at::Scalar & other) {
-  const auto other_t = at::native::wrapped_scalar_tensor(other);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::compare_iter(result, self, other_t);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::gt.Scalar", rbln::functors::gt<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::gt.Scalar", rbln::functors::gt<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::gt.Scalar", rbln::functors::gt<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::gt.Scalar", rbln::functors::gt<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::gt.Scalar", rbln::functors::gt<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::gt.Scalar", rbln::functors::gt<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::gt.Scalar", rbln::functors::gt<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gt_Scalar>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::gt.Scalar");
-  return iter.output();
-}
-
-at::Tensor & wrapper_gt__Scalar(at::Tensor & self, const at::Scalar & other) {
-  const auto other_t = at::native::wrapped_scalar_tensor(other);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::compare_iter(result, self, other_t);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::gt_.Scalar", rbln::functors::gt<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::gt_.Scalar", rbln::functors::gt<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::gt_.Scalar", rbln::functors::gt<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::gt_.Scalar", rbln::functors::gt<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::gt_.Scalar", rbln::functors::gt<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::gt_.Scalar", rbln::functors::gt<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::gt_.Scalar", rbln::functors::gt<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gt__Scalar>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::gt_.Scalar");
-  return self;
-}
-
-at::Tensor & wrapper_gt_Scalar_out(const at::Tensor & self, const at::Scalar & other, at::Tensor & out) {
-  const auto other_t = at::native::wrapped_scalar_tensor(other);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::compare_iter(result, self, other_t);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::gt.Scalar_out", rbln::functors::gt<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::gt.Scalar_out", rbln::functors::gt<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::gt.Scalar_out", rbln::functors::gt<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::gt.Scalar_out", rbln::functors::gt<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::gt.Scalar_out", rbln::functors::gt<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::gt.Scalar_out", rbln::functors::gt<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::gt.Scalar_out", rbln::functors::gt<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gt_Scalar_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::gt.Scalar_out");
-  return out;
-}
-
-at::Tensor wrapper_lt_Scalar(const at::Tensor & self, const at::Scalar & other) {
-  const auto other_t = at::native::wrapped_scalar_tensor(other);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::compare_iter(result, self, other_t);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::lt.Scalar", rbln::functors::lt<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lt.Scalar", rbln::functors::lt<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lt.Scalar", rbln::functors::lt<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lt.Scalar", rbln::functors::lt<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::lt.Scalar", rbln::functors::lt<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::lt.Scalar", rbln::functors::lt<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::lt.Scalar", rbln::functors::lt<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lt_Scalar>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::lt.Scalar");
-  return iter.output();
-}
-
-at::Tensor & wrapper_lt__Scalar(at::Tensor & self, const at::Scalar & other) {
-  const auto other_t = at::native::wrapped_scalar_tensor(other);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::compare_iter(result, self, other_t);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::lt_.Scalar", rbln::functors::lt<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lt_.Scalar", rbln::functors::lt<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lt_.Scalar", rbln::functors::lt<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lt_.Scalar", rbln::functors::lt<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::lt_.Scalar", rbln::functors::lt<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::lt_.Scalar", rbln::functors::lt<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::lt_.Scalar", rbln::functors::lt<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lt__Scalar>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::lt_.Scalar");
-  return self;
-}
-
-at::Tensor & wrapper_lt_Scalar_out(const at::Tensor & self, const at::Scalar & other, at::Tensor & out) {
-  const auto other_t = at::native::wrapped_scalar_tensor(other);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::compare_iter(result, self, other_t);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::lt.Scalar_out", rbln::functors::lt<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lt.Scalar_out", rbln::functors::lt<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lt.Scalar_out", rbln::functors::lt<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lt.Scalar_out", rbln::functors::lt<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::lt.Scalar_out", rbln::functors::lt<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::lt.Scalar_out", rbln::functors::lt<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::lt.Scalar_out", rbln::functors::lt<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lt_Scalar_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::lt.Scalar_out");
-  return out;
-}
-
-at::Tensor wrapper_logical_or(const at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logical_or", rbln::functors::logical_or<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logical_or", rbln::functors::logical_or<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logical_or", rbln::functors::logical_or<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logical_or", rbln::functors::logical_or<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::logical_or", rbln::functors::logical_or<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::logical_or", rbln::functors::logical_or<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::logical_or", rbln::functors::logical_or<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_or>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::logical_or");
-  return iter.output();
-}
-
-at::Tensor & wrapper_logical_or_(at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logical_or_", rbln::functors::logical_or<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logical_or_", rbln::functors::logical_or<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logical_or_", rbln::functors::logical_or<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logical_or_", rbln::functors::logical_or<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::logical_or_", rbln::functors::logical_or<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::logical_or_", rbln::functors::logical_or<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::logical_or_", rbln::functors::logical_or<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_or_>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::logical_or_");
-  return self;
-}
-
-at::Tensor & wrapper_logical_or_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logical_or.out", rbln::functors::logical_or<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logical_or.out", rbln::functors::logical_or<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logical_or.out", rbln::functors::logical_or<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logical_or.out", rbln::functors::logical_or<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::logical_or.out", rbln::functors::logical_or<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::logical_or.out", rbln::functors::logical_or<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::logical_or.out", rbln::functors::logical_or<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_or_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::logical_or.out");
-  return out;
-}
-
-at::Tensor wrapper_bitwise_xor_Tensor(const at::Tensor & self, const at::Tensor & other) {
+at::Tensor wrapper_fmax(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_xor.Tensor", rbln::functors::bitwise_xor<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_xor.Tensor", rbln::functors::bitwise_xor<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_xor.Tensor", rbln::functors::bitwise_xor<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_xor_Tensor>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::fmax", rbln::functors::fmax<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::fmax", rbln::functors::fmax<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::fmax", rbln::functors::fmax<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::fmax", rbln::functors::fmax<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::fmax", rbln::functors::fmax<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::fmax", rbln::functors::fmax<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fmax>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::bitwise_xor.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::fmax");
   return iter.output();
 }
 
-at::Tensor & wrapper_bitwise_xor__Tensor(at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_xor_.Tensor", rbln::functors::bitwise_xor<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_xor_.Tensor", rbln::functors::bitwise_xor<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_xor_.Tensor", rbln::functors::bitwise_xor<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_xor__Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::bitwise_xor_.Tensor");
-  return self;
-}
-
-at::Tensor & wrapper_bitwise_xor_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+at::Tensor & wrapper_fmax_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_xor.Tensor_out", rbln::functors::bitwise_xor<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_xor.Tensor_out", rbln::functors::bitwise_xor<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_xor.Tensor_out", rbln::functors::bitwise_xor<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_xor_Tensor_out>::call(self, other, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::fmax.out", rbln::functors::fmax<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::fmax.out", rbln::functors::fmax<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::fmax.out", rbln::functors::fmax<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::fmax.out", rbln::functors::fmax<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::fmax.out", rbln::functors::fmax<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::fmax.out", rbln::functors::fmax<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fmax_out>::call(self, other, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::bitwise_xor.Tensor_out");
+  RBLN_COUNT_DEVICE_OP("aten::fmax.out");
   return out;
 }
 
-at::Tensor wrapper_sigmoid_backward(const at::Tensor & grad_output, const at::Tensor & output) {
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+at::Tensor wrapper_addcdiv(const at::Tensor & self, const at::Tensor & tensor1, const at::Tensor & tensor2, const at::Scalar & value) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, output);
+  auto iter = rbln::kernels::ternary_iter(result, self, tensor1, tensor2);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::sigmoid_backward", rbln::functors::sigmoid_backward<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::sigmoid_backward", rbln::functors::sigmoid_backward<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::sigmoid_backward", rbln::functors::sigmoid_backward<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::sigmoid_backward", rbln::functors::sigmoid_backward<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sigmoid_backward>::call(grad_output, output);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::addcdiv", rbln::functors::addcdiv<float>(value)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::addcdiv", rbln::functors::addcdiv<at::Half>(value)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::addcdiv", rbln::functors::addcdiv<at::BFloat16>(value)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::addcdiv", rbln::functors::addcdiv<double>(value)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addcdiv>::call(self, tensor1, tensor2, value);
   }
-  RBLN_COUNT_DEVICE_OP("aten::sigmoid_backward");
+  RBLN_COUNT_DEVICE_OP("aten::addcdiv");
   return iter.output();
 }
 
-at::Tensor & wrapper_sigmoid_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & output, at::Tensor & grad_input) {
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result = grad_input;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, output);
+at::Tensor & wrapper_addcdiv_(at::Tensor & self, const at::Tensor & tensor1, const at::Tensor & tensor2, const at::Scalar & value) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::ternary_iter(result, self, tensor1, tensor2);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::sigmoid_backward.grad_input", rbln::functors::sigmoid_backward<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::sigmoid_backward.grad_input", rbln::functors::sigmoid_backward<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::sigmoid_backward.grad_input", rbln::functors::sigmoid_backward<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::sigmoid_backward.grad_input", rbln::functors::sigmoid_backward<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sigmoid_backward_grad_input>::call(grad_output, output, grad_input);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::addcdiv_", rbln::functors::addcdiv<float>(value)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::addcdiv_", rbln::functors::addcdiv<at::Half>(value)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::addcdiv_", rbln::functors::addcdiv<at::BFloat16>(value)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::addcdiv_", rbln::functors::addcdiv<double>(value)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addcdiv_>::call(self, tensor1, tensor2, value);
   }
-  RBLN_COUNT_DEVICE_OP("aten::sigmoid_backward.grad_input");
-  return grad_input;
+  RBLN_COUNT_DEVICE_OP("aten::addcdiv_");
+  return self;
 }
 
-at::Tensor wrapper_leaky_relu_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & negative_slope, bool self_is_result) {
+at::Tensor & wrapper_addcdiv_out(const at::Tensor & self, const at::Tensor & tensor1, const at::Tensor & tensor2, const at::Scalar & value, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::ternary_iter(result, self, tensor1, tensor2);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::addcdiv.out", rbln::functors::addcdiv<float>(value)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::addcdiv.out", rbln::functors::addcdiv<at::Half>(value)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::addcdiv.out", rbln::functors::addcdiv<at::BFloat16>(value)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::addcdiv.out", rbln::functors::addcdiv<double>(value)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addcdiv_out>::call(self, tensor1, tensor2, value, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::addcdiv.out");
+  return out;
+}
+
+at::Tensor wrapper_minimum(const at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::minimum", rbln::functors::minimum<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::minimum", rbln::functors::minimum<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::minimum", rbln::functors::minimum<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::minimum", rbln::functors::minimum<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::minimum", rbln::functors::minimum<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::minimum", rbln::functors::minimum<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::minimum", rbln::functors::minimum<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::minimum>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::minimum");
+  return iter.output();
+}
+
+at::Tensor & wrapper_minimum_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::minimum.out", rbln::functors::minimum<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::minimum.out", rbln::functors::minimum<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::minimum.out", rbln::functors::minimum<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::minimum.out", rbln::functors::minimum<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::minimum.out", rbln::functors::minimum<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::minimum.out", rbln::functors::minimum<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::minimum.out", rbln::functors::minimum<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::minimum_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::minimum.out");
+  return out;
+}
+
+at::Tensor wrapper_ne_Scalar(const at::Tensor & self, const at::Scalar & other) {
+  const auto other_t = at::native::wrapped_scalar_tensor(other);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::compare_iter(result, self, other_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne_Scalar>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::ne.Scalar");
+  return iter.output();
+}
+
+at::Tensor & wrapper_ne__Scalar(at::Tensor & self, const at::Scalar & other) {
+  const auto other_t = at::native::wrapped_scalar_tensor(other);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::compare_iter(result, self, other_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne__Scalar>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::ne_.Scalar");
+  return self;
+}
+
+at::Tensor & wrapper_ne_Scalar_out(const at::Tensor & self, const at::Scalar & other, at::Tensor & out) {
+  const auto other_t = at::native::wrapped_scalar_tensor(other);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::compare_iter(result, self, other_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne_Scalar_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::ne.Scalar_out");
+  return out;
+}
+
+at::Tensor wrapper_ge_Scalar(const at::Tensor & self, const at::Scalar & other) {
+  const auto other_t = at::native::wrapped_scalar_tensor(other);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::compare_iter(result, self, other_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ge.Scalar", rbln::functors::ge<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ge.Scalar", rbln::functors::ge<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ge.Scalar", rbln::functors::ge<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ge.Scalar", rbln::functors::ge<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ge.Scalar", rbln::functors::ge<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ge.Scalar", rbln::functors::ge<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ge.Scalar", rbln::functors::ge<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ge_Scalar>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::ge.Scalar");
+  return iter.output();
+}
+
+at::Tensor & wrapper_ge__Scalar(at::Tensor & self, const at::Scalar & other) {
+  const auto other_t = at::native::wrapped_scalar_tensor(other);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::compare_iter(result, self, other_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ge_.Scalar", rbln::functors::ge<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ge_.Scalar", rbln::functors::ge<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ge_.Scalar", rbln::functors::ge<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ge_.Scalar", rbln::functors::ge<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ge_.Scalar", rbln::functors::ge<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ge_.Scalar", rbln::functors::ge<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ge_.Scalar", rbln::functors::ge<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ge__Scalar>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::ge_.Scalar");
+  return self;
+}
+
+at::Tensor & wrapper_ge_Scalar_out(const at::Tensor & self, const at::Scalar & other, at::Tensor & out) {
+  const auto other_t = at::native::wrapped_scalar_tensor(other);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::compare_iter(result, self, other_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ge.Scalar_out", rbln::functors::ge<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ge.Scalar_out", rbln::functors::ge<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ge.Scalar_out", rbln::functors::ge<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ge.Scalar_out", rbln::functors::ge<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ge.Scalar_out", rbln::functors::ge<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ge.Scalar_out", rbln::functors::ge<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ge.Scalar_out", rbln::functors::ge<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ge_Scalar_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::ge.Scalar_out");
+  return out;
+}
+
+at::Tensor wrapper_le_Scalar(const at::Tensor & self, const at::Scalar & other) {
+  const auto other_t = at::native::wrapped_scalar_tensor(other);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::compare_iter(result, self, other_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::le.Scalar", rbln::functors::le<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::le.Scalar", rbln::functors::le<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::le.Scalar", rbln::functors::le<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::le.Scalar", rbln::functors::le<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::le.Scalar", rbln::functors::le<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::le.Scalar", rbln::functors::le<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::le.Scalar", rbln::functors::le<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::le_Scalar>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::le.Scalar");
+  return iter.output();
+}
+
+at::Tensor & wrapper_le__Scalar(at::Tensor & self, const at::Scalar & other) {
+  const auto other_t = at::native::wrapped_scalar_tensor(other);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::compare_iter(result, self, other_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::le_.Scalar", rbln::functors::le<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::le_.Scalar", rbln::functors::le<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::le_.Scalar", rbln::functors::le<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::le_.Scalar", rbln::functors::le<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::le_.Scalar", rbln::functors::le<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::le_.Scalar", rbln::functors::le<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::le_.Scalar", rbln::functors::le<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::le__Scalar>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::le_.Scalar");
+  return self;
+}
+
+at::Tensor & wrapper_le_Scalar_out(const at::Tensor & self, const at::Scalar & other, at::Tensor & out) {
+  const auto other_t = at::native::wrapped_scalar_tensor(other);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::compare_iter(result, self, other_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::le.Scalar_out", rbln::functors::le<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::le.Scalar_out", rbln::functors::le<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::le.Scalar_out", rbln::functors::le<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::le.Scalar_out", rbln::functors::le<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::le.Scalar_out", rbln::functors::le<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::le.Scalar_out", rbln::functors::le<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::le.Scalar_out", rbln::functors::le<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::le_Scalar_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::le.Scalar_out");
+  return out;
+}
+
+at::Tensor wrapper_bitwise_and_Tensor(const at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_and.Tensor", rbln::functors::bitwise_and<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_and.Tensor", rbln::functors::bitwise_and<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_and.Tensor", rbln::functors::bitwise_and<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_and_Tensor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::bitwise_and.Tensor");
+  return iter.output();
+}
+
+at::Tensor & wrapper_bitwise_and__Tensor(at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_and_.Tensor", rbln::functors::bitwise_and<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_and_.Tensor", rbln::functors::bitwise_and<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_and_.Tensor", rbln::functors::bitwise_and<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_and__Tensor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::bitwise_and_.Tensor");
+  return self;
+}
+
+at::Tensor & wrapper_bitwise_and_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_and.Tensor_out", rbln::functors::bitwise_and<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_and.Tensor_out", rbln::functors::bitwise_and<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_and.Tensor_out", rbln::functors::bitwise_and<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_and_Tensor_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::bitwise_and.Tensor_out");
+  return out;
+}
+
+at::Tensor wrapper_threshold_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & threshold) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::leaky_relu_backward", rbln::functors::leaky_relu_backward<float>(negative_slope, self_is_result)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::leaky_relu_backward", rbln::functors::leaky_relu_backward<at::Half>(negative_slope, self_is_result)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::leaky_relu_backward", rbln::functors::leaky_relu_backward<at::BFloat16>(negative_slope, self_is_result)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::leaky_relu_backward", rbln::functors::leaky_relu_backward<double>(negative_slope, self_is_result)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::leaky_relu_backward>::call(grad_output, self, negative_slope, self_is_result);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::threshold_backward", rbln::functors::threshold_backward<float>(threshold)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::threshold_backward", rbln::functors::threshold_backward<at::Half>(threshold)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::threshold_backward", rbln::functors::threshold_backward<at::BFloat16>(threshold)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::threshold_backward", rbln::functors::threshold_backward<double>(threshold)); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::threshold_backward", rbln::functors::threshold_backward<int32_t>(threshold)); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::threshold_backward", rbln::functors::threshold_backward<int64_t>(threshold)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::threshold_backward>::call(grad_output, self, threshold);
   }
-  RBLN_COUNT_DEVICE_OP("aten::leaky_relu_backward");
+  RBLN_COUNT_DEVICE_OP("aten::threshold_backward");
   return iter.output();
 }
 
-at::Tensor & wrapper_leaky_relu_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & negative_slope, bool self_is_result, at::Tensor & grad_input) {
+at::Tensor & wrapper_threshold_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & threshold, at::Tensor & grad_input) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result = grad_input;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::leaky_relu_backward.grad_input", rbln::functors::leaky_relu_backward<float>(negative_slope, self_is_result)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::leaky_relu_backward.grad_input", rbln::functors::leaky_relu_backward<at::Half>(negative_slope, self_is_result)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::leaky_relu_backward.grad_input", rbln::functors::leaky_relu_backward<at::BFloat16>(negative_slope, self_is_result)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::leaky_relu_backward.grad_input", rbln::functors::leaky_relu_backward<double>(negative_slope, self_is_result)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::leaky_relu_backward_grad_input>::call(grad_output, self, negative_slope, self_is_result, grad_input);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::threshold_backward.grad_input", rbln::functors::threshold_backward<float>(threshold)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::threshold_backward.grad_input", rbln::functors::threshold_backward<at::Half>(threshold)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::threshold_backward.grad_input", rbln::functors::threshold_backward<at::BFloat16>(threshold)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::threshold_backward.grad_input", rbln::functors::threshold_backward<double>(threshold)); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::threshold_backward.grad_input", rbln::functors::threshold_backward<int32_t>(threshold)); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::threshold_backward.grad_input", rbln::functors::threshold_backward<int64_t>(threshold)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::threshold_backward_grad_input>::call(grad_output, self, threshold, grad_input);
   }
-  RBLN_COUNT_DEVICE_OP("aten::leaky_relu_backward.grad_input");
+  RBLN_COUNT_DEVICE_OP("aten::threshold_backward.grad_input");
   return grad_input;
 }
 
-at::Tensor wrapper_native_dropout_backward(const at::Tensor & grad_output, const at::Tensor & mask, double scale) {
+at::Tensor wrapper_gelu_backward(const at::Tensor & grad_output, const at::Tensor & self, c10::string_view approximate) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, mask);
+  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::native_dropout_backward", rbln::functors::dropout_backward<float>(scale)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::native_dropout_backward", rbln::functors::dropout_backward<at::Half>(scale)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::native_dropout_backward", rbln::functors::dropout_backward<at::BFloat16>(scale)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::native_dropout_backward", rbln::functors::dropout_backward<double>(scale)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::native_dropout_backward>::call(grad_output, mask, scale);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::gelu_backward", rbln::functors::gelu_backward<float>(approximate)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::gelu_backward", rbln::functors::gelu_backward<at::Half>(approximate)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::gelu_backward", rbln::functors::gelu_backward<at::BFloat16>(approximate)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::gelu_backward", rbln::functors::gelu_backward<double>(approximate)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gelu_backward>::call(grad_output, self, approximate);
   }
-  RBLN_COUNT_DEVICE_OP("aten::native_dropout_backward");
+  RBLN_COUNT_DEVICE_OP("aten::gelu_backward");
   return iter.output();
 }
 
-at::Tensor & wrapper_native_dropout_backward_out(const at::Tensor & grad_output, const at::Tensor & mask, double scale, at::Tensor & out) {
+at::Tensor & wrapper_gelu_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, c10::string_view approximate, at::Tensor & grad_input) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, mask);
+  at::Tensor result = grad_input;
+  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::native_dropout_backward.out", rbln::functors::dropout_backward<float>(scale)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::native_dropout_backward.out", rbln::functors::dropout_backward<at::Half>(scale)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::native_dropout_backward.out", rbln::functors::dropout_backward<at::BFloat16>(scale)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::native_dropout_backward.out", rbln::functors::dropout_backward<double>(scale)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::native_dropout_backward_out>::call(grad_output, mask, scale, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::gelu_backward.grad_input", rbln::functors::gelu_backward<float>(approximate)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::gelu_backward.grad_input", rbln::functors::gelu_backward<at::Half>(approximate)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::gelu_backward.grad_input", rbln::functors::gelu_backward<at::BFloat16>(approximate)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::gelu_backward.grad_input", rbln::functors::gelu_backward<double>(approximate)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gelu_backward_grad_input>::call(grad_output, self, approximate, grad_input);
   }
-  RBLN_COUNT_DEVICE_OP("aten::native_dropout_backward.out");
-  return out;
+  RBLN_COUNT_DEVICE_OP("aten::gelu_backward.grad_input");
+  return grad_input;
+}
+
+at::Tensor wrapper_hardsigmoid_backward(const at::Tensor & grad_output, const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hardsigmoid_backward", rbln::functors::hardsigmoid_backward<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hardsigmoid_backward", rbln::functors::hardsigmoid_backward<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hardsigmoid_backward", rbln::functors::hardsigmoid_backward<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hardsigmoid_backward", rbln::functors::hardsigmoid_backward<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardsigmoid_backward>::call(grad_output, self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::hardsigmoid_backward");
+  return iter.output();
+}
+
+at::Tensor & wrapper_hardsigmoid_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, at::Tensor & grad_input) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  at::Tensor result = grad_input;
+  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hardsigmoid_backward.grad_input", rbln::functors::hardsigmoid_backward<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hardsigmoid_backward.grad_input", rbln::functors::hardsigmoid_backward<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hardsigmoid_backward.grad_input", rbln::functors::hardsigmoid_backward<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hardsigmoid_backward.grad_input", rbln::functors::hardsigmoid_backward<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardsigmoid_backward_grad_input>::call(grad_output, self, grad_input);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::hardsigmoid_backward.grad_input");
+  return grad_input;
 }
 
 }  // namespace
@@ -1320,48 +1292,45 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("threshold", TORCH_FN(wrapper_threshold));
   m.impl("threshold_", TORCH_FN(wrapper_threshold_));
   m.impl("threshold.out", TORCH_FN(wrapper_threshold_out));
-  m.impl("clamp_min", TORCH_FN(wrapper_clamp_min));
-  m.impl("clamp_min_", TORCH_FN(wrapper_clamp_min_));
-  m.impl("clamp_min.out", TORCH_FN(wrapper_clamp_min_out));
-  m.impl("sub.Tensor", TORCH_FN(wrapper_sub_Tensor));
-  m.impl("sub_.Tensor", TORCH_FN(wrapper_sub__Tensor));
-  m.impl("sub.out", TORCH_FN(wrapper_sub_out));
-  m.impl("remainder.Tensor", TORCH_FN(wrapper_remainder_Tensor));
-  m.impl("remainder_.Tensor", TORCH_FN(wrapper_remainder__Tensor));
-  m.impl("remainder.Tensor_out", TORCH_FN(wrapper_remainder_Tensor_out));
-  m.impl("atan2", TORCH_FN(wrapper_atan2));
-  m.impl("atan2_", TORCH_FN(wrapper_atan2_));
-  m.impl("atan2.out", TORCH_FN(wrapper_atan2_out));
-  m.impl("xlogy.Tensor", TORCH_FN(wrapper_xlogy_Tensor));
-  m.impl("xlogy_.Tensor", TORCH_FN(wrapper_xlogy__Tensor));
-  m.impl("xlogy.OutTensor", TORCH_FN(wrapper_xlogy_OutTensor));
-  m.impl("floor_divide", TORCH_FN(wrapper_floor_divide));
-  m.impl("floor_divide_.Tensor", TORCH_FN(wrapper_floor_divide__Tensor));
-  m.impl("floor_divide.out", TORCH_FN(wrapper_floor_divide_out));
-  m.impl("lerp.Scalar", TORCH_FN(wrapper_lerp_Scalar));
-  m.impl("lerp_.Scalar", TORCH_FN(wrapper_lerp__Scalar));
-  m.impl("lerp.Scalar_out", TORCH_FN(wrapper_lerp_Scalar_out));
-  m.impl("eq.Scalar", TORCH_FN(wrapper_eq_Scalar));
-  m.impl("eq_.Scalar", TORCH_FN(wrapper_eq__Scalar));
-  m.impl("eq.Scalar_out", TORCH_FN(wrapper_eq_Scalar_out));
-  m.impl("gt.Scalar", TORCH_FN(wrapper_gt_Scalar));
-  m.impl("gt_.Scalar", TORCH_FN(wrapper_gt__Scalar));
-  m.impl("gt.Scalar_out", TORCH_FN(wrapper_gt_Scalar_out));
-  m.impl("lt.Scalar", TORCH_FN(wrapper_lt_Scalar));
-  m.impl("lt_.Scalar", TORCH_FN(wrapper_lt__Scalar));
-  m.impl("lt.Scalar_out", TORCH_FN(wrapper_lt_Scalar_out));
-  m.impl("logical_or", TORCH_FN(wrapper_logical_or));
-  m.impl("logical_or_", TORCH_FN(wrapper_logical_or_));
-  m.impl("logical_or.out", TORCH_FN(wrapper_logical_or_out));
-  m.impl("bitwise_xor.Tensor", TORCH_FN(wrapper_bitwise_xor_Tensor));
-  m.impl("bitwise_xor_.Tensor", TORCH_FN(wrapper_bitwise_xor__Tensor));
-  m.impl("bitwise_xor.Tensor_out", TORCH_FN(wrapper_bitwise_xor_Tensor_out));
-  m.impl("sigmoid_backward", TORCH_FN(wrapper_sigmoid_backward));
-  m.impl("sigmoid_backward.grad_input", TORCH_FN(wrapper_sigmoid_backward_grad_input));
-  m.impl("leaky_relu_backward", TORCH_FN(wrapper_leaky_relu_backward));
-  m.impl("leaky_relu_backward.grad_input", TORCH_FN(wrapper_leaky_relu_backward_grad_input));
-  m.impl("native_dropout_backward", TORCH_FN(wrapper_native_dropout_backward));
-  m.impl("native_dropout_backward.out", TORCH_FN(wrapper_native_dropout_backward_out));
+  m.impl("isposinf", TORCH_FN(wrapper_isposinf));
+  m.impl("isposinf.out", TORCH_FN(wrapper_isposinf_out));
+  m.impl("logical_not", TORCH_FN(wrapper_logical_not));
+  m.impl("logical_not_", TORCH_FN(wrapper_logical_not_));
+  m.impl("logical_not.out", TORCH_FN(wrapper_logical_not_out));
+  m.impl("div.Tensor", TORCH_FN(wrapper_div_Tensor));
+  m.impl("div_.Tensor", TORCH_FN(wrapper_div__Tensor));
+  m.impl("div.out", TORCH_FN(wrapper_div_out));
+  m.impl("pow.Tensor_Scalar", TORCH_FN(wrapper_pow_Tensor_Scalar));
+  m.impl("pow_.Scalar", TORCH_FN(wrapper_pow__Scalar));
+  m.impl("pow.Tensor_Scalar_out", TORCH_FN(wrapper_pow_Tensor_Scalar_out));
+  m.impl("fmod.Tensor", TORCH_FN(wrapper_fmod_Tensor));
+  m.impl("fmod_.Tensor", TORCH_FN(wrapper_fmod__Tensor));
+  m.impl("fmod.Tensor_out", TORCH_FN(wrapper_fmod_Tensor_out));
+  m.impl("fmax", TORCH_FN(wrapper_fmax));
+  m.impl("fmax.out", TORCH_FN(wrapper_fmax_out));
+  m.impl("addcdiv", TORCH_FN(wrapper_addcdiv));
+  m.impl("addcdiv_", TORCH_FN(wrapper_addcdiv_));
+  m.impl("addcdiv.out", TORCH_FN(wrapper_addcdiv_out));
+  m.impl("minimum", TORCH_FN(wrapper_minimum));
+  m.impl("minimum.out", TORCH_FN(wrapper_minimum_out));
+  m.impl("ne.Scalar", TORCH_FN(wrapper_ne_Scalar));
+  m.impl("ne_.Scalar", TORCH_FN(wrapper_ne__Scalar));
+  m.impl("ne.Scalar_out", TORCH_FN(wrapper_ne_Scalar_out));
+  m.impl("ge.Scalar", TORCH_FN(wrapper_ge_Scalar));
+  m.impl("ge_.Scalar", TORCH_FN(wrapper_ge__Scalar));
+  m.impl("ge.Scalar_out", TORCH_FN(wrapper_ge_Scalar_out));
+  m.impl("le.Scalar", TORCH_FN(wrapper_le_Scalar));
+  m.impl("le_.Scalar", TORCH_FN(wrapper_le__Scalar));
+  m.impl("le.Scalar_out", TORCH_FN(wrapper_le_Scalar_out));
+  m.impl("bitwise_and.Tensor", TORCH_FN(wrapper_bitwise_and_Tensor));
+  m.impl("bitwise_and_.Tensor", TORCH_FN(wrapper_bitwise_and__Tensor));
+  m.impl("bitwise_and.Tensor_out", TORCH_FN(wrapper_bitwise_and_Tensor_out));
+  m.impl("threshold_backward", TORCH_FN(wrapper_threshold_backward));
+  m.impl("threshold_backward.grad_input", TORCH_FN(wrapper_threshold_backward_grad_input));
+  m.impl("gelu_backward", TORCH_FN(wrapper_gelu_backward));
+  m.impl("gelu_backward.grad_input", TORCH_FN(wrapper_gelu_backward_grad_input));
+  m.impl("hardsigmoid_backward", TORCH_FN(wrapper_hardsigmoid_backward));
+  m.impl("hardsigmoid_backward.grad_input", TORCH_FN(wrapper_hardsigmoid_backward_grad_input));
 }
 
 }  // namespace rbln::generated

@@ -6,30 +6,30 @@
 #include <torch/library.h>
 #include <ATen/ops/acos_ops.h>
 #include <ATen/ops/acosh_ops.h>
-#include <ATen/ops/add_ops.h>
-#include <ATen/ops/bitwise_or_ops.h>
-#include <ATen/ops/copysign_ops.h>
-#include <ATen/ops/div_ops.h>
-#include <ATen/ops/eq_ops.h>
+#include <ATen/ops/addcmul_ops.h>
+#include <ATen/ops/bitwise_not_ops.h>
+#include <ATen/ops/clamp_max_ops.h>
 #include <ATen/ops/exp_ops.h>
 #include <ATen/ops/floor_ops.h>
-#include <ATen/ops/fmin_ops.h>
-#include <ATen/ops/gt_ops.h>
-#include <ATen/ops/hardswish_backward_ops.h>
-#include <ATen/ops/hardtanh_backward_ops.h>
+#include <ATen/ops/ge_ops.h>
+#include <ATen/ops/hypot_ops.h>
 #include <ATen/ops/isnan_ops.h>
-#include <ATen/ops/lerp_ops.h>
+#include <ATen/ops/le_ops.h>
 #include <ATen/ops/lgamma_ops.h>
-#include <ATen/ops/logical_and_ops.h>
-#include <ATen/ops/lt_ops.h>
+#include <ATen/ops/logaddexp_ops.h>
+#include <ATen/ops/logical_xor_ops.h>
+#include <ATen/ops/maximum_ops.h>
 #include <ATen/ops/mish_ops.h>
+#include <ATen/ops/mul_ops.h>
+#include <ATen/ops/ne_ops.h>
 #include <ATen/ops/pow_ops.h>
 #include <ATen/ops/relu_ops.h>
 #include <ATen/ops/rsqrt_ops.h>
 #include <ATen/ops/sigmoid_ops.h>
-#include <ATen/ops/silu_backward_ops.h>
 #include <ATen/ops/softplus_ops.h>
+#include <ATen/ops/softplus_backward_ops.h>
 #include <ATen/ops/tan_ops.h>
+#include <ATen/ops/tanh_backward_ops.h>
 
 #include "kernels/Elementwise.h"
 #include "kernels/Functors.h"
@@ -566,617 +566,634 @@ at::Tensor & wrapper_isnan_out(const at::Tensor & self, at::Tensor & out) {
   return out;
 }
 
-at::Tensor wrapper_add_Tensor(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
+at::Tensor wrapper_clamp_max(const at::Tensor & self, const at::Scalar & max) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::clamp_max", rbln::functors::clamp_max<float>(max)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::clamp_max", rbln::functors::clamp_max<at::Half>(max)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::clamp_max", rbln::functors::clamp_max<at::BFloat16>(max)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::clamp_max", rbln::functors::clamp_max<double>(max)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_max>::call(self, max);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::clamp_max");
+  return iter.output();
+}
+
+at::Tensor & wrapper_clamp_max_(at::Tensor & self, const at::Scalar & max) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::unary_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::clamp_max_", rbln::functors::clamp_max<float>(max)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::clamp_max_", rbln::functors::clamp_max<at::Half>(max)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::clamp_max_", rbln::functors::clamp_max<at::BFloat16>(max)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::clamp_max_", rbln::functors::clamp_max<double>(max)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_max_>::call(self, max);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::clamp_max_");
+  return self;
+}
+
+at::Tensor & wrapper_clamp_max_out(const at::Tensor & self, const at::Scalar & max, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::clamp_max.out", rbln::functors::clamp_max<float>(max)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::clamp_max.out", rbln::functors::clamp_max<at::Half>(max)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::clamp_max.out", rbln::functors::clamp_max<at::BFloat16>(max)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::clamp_max.out", rbln::functors::clamp_max<double>(max)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_max_out>::call(self, max, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::clamp_max.out");
+  return out;
+}
+
+at::Tensor wrapper_mul_Tensor(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::add.Tensor", rbln::functors::add<float>(alpha)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::add.Tensor", rbln::functors::add<at::Half>(alpha)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::add.Tensor", rbln::functors::add<at::BFloat16>(alpha)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::add.Tensor", rbln::functors::add<double>(alpha)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::add.Tensor", rbln::functors::add<int32_t>(alpha)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::add.Tensor", rbln::functors::add<int64_t>(alpha)); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::add.Tensor", rbln::functors::add<bool>(alpha)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::add_Tensor>::call(self, other, alpha);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mul_Tensor>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::add.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::mul.Tensor");
   return iter.output();
 }
 
-at::Tensor & wrapper_add__Tensor(at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
+at::Tensor & wrapper_mul__Tensor(at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::add_.Tensor", rbln::functors::add<float>(alpha)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::add_.Tensor", rbln::functors::add<at::Half>(alpha)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::add_.Tensor", rbln::functors::add<at::BFloat16>(alpha)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::add_.Tensor", rbln::functors::add<double>(alpha)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::add_.Tensor", rbln::functors::add<int32_t>(alpha)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::add_.Tensor", rbln::functors::add<int64_t>(alpha)); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::add_.Tensor", rbln::functors::add<bool>(alpha)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::add__Tensor>::call(self, other, alpha);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mul__Tensor>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::add_.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::mul_.Tensor");
   return self;
 }
 
-at::Tensor & wrapper_add_out(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha, at::Tensor & out) {
+at::Tensor & wrapper_mul_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::add.out", rbln::functors::add<float>(alpha)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::add.out", rbln::functors::add<at::Half>(alpha)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::add.out", rbln::functors::add<at::BFloat16>(alpha)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::add.out", rbln::functors::add<double>(alpha)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::add.out", rbln::functors::add<int32_t>(alpha)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::add.out", rbln::functors::add<int64_t>(alpha)); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::add.out", rbln::functors::add<bool>(alpha)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::add_out>::call(self, other, alpha, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::mul.out", rbln::functors::mul<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::mul.out", rbln::functors::mul<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::mul.out", rbln::functors::mul<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::mul.out", rbln::functors::mul<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::mul.out", rbln::functors::mul<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::mul.out", rbln::functors::mul<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::mul.out", rbln::functors::mul<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mul_out>::call(self, other, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::add.out");
+  RBLN_COUNT_DEVICE_OP("aten::mul.out");
   return out;
 }
 
-at::Tensor wrapper_div_Tensor_mode(const at::Tensor & self, const at::Tensor & other, ::std::optional<c10::string_view> rounding_mode) {
+at::Tensor wrapper_pow_Tensor_Tensor(const at::Tensor & self, const at::Tensor & exponent) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, self, exponent);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::pow.Tensor_Tensor", rbln::functors::pow<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::pow.Tensor_Tensor", rbln::functors::pow<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::pow.Tensor_Tensor", rbln::functors::pow<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow.Tensor_Tensor", rbln::functors::pow<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow.Tensor_Tensor", rbln::functors::pow<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow.Tensor_Tensor", rbln::functors::pow<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow_Tensor_Tensor>::call(self, exponent);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::pow.Tensor_Tensor");
+  return iter.output();
+}
+
+at::Tensor & wrapper_pow__Tensor(at::Tensor & self, const at::Tensor & exponent) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::binary_iter(result, self, exponent);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::pow_.Tensor", rbln::functors::pow<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::pow_.Tensor", rbln::functors::pow<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::pow_.Tensor", rbln::functors::pow<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow_.Tensor", rbln::functors::pow<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow_.Tensor", rbln::functors::pow<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow_.Tensor", rbln::functors::pow<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow__Tensor>::call(self, exponent);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::pow_.Tensor");
+  return self;
+}
+
+at::Tensor & wrapper_pow_Tensor_Tensor_out(const at::Tensor & self, const at::Tensor & exponent, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_iter(result, self, exponent);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::pow.Tensor_Tensor_out", rbln::functors::pow<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::pow.Tensor_Tensor_out", rbln::functors::pow<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::pow.Tensor_Tensor_out", rbln::functors::pow<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow.Tensor_Tensor_out", rbln::functors::pow<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow.Tensor_Tensor_out", rbln::functors::pow<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow.Tensor_Tensor_out", rbln::functors::pow<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow_Tensor_Tensor_out>::call(self, exponent, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::pow.Tensor_Tensor_out");
+  return out;
+}
+
+at::Tensor wrapper_hypot(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::div.Tensor_mode", rbln::functors::div<float>(rounding_mode)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::div.Tensor_mode", rbln::functors::div<at::Half>(rounding_mode)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::div.Tensor_mode", rbln::functors::div<at::BFloat16>(rounding_mode)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::div.Tensor_mode", rbln::functors::div<double>(rounding_mode)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::div.Tensor_mode", rbln::functors::div<int32_t>(rounding_mode)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::div.Tensor_mode", rbln::functors::div<int64_t>(rounding_mode)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::div_Tensor_mode>::call(self, other, rounding_mode);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hypot", rbln::functors::hypot<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hypot", rbln::functors::hypot<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hypot", rbln::functors::hypot<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hypot", rbln::functors::hypot<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hypot>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::div.Tensor_mode");
+  RBLN_COUNT_DEVICE_OP("aten::hypot");
   return iter.output();
 }
 
-at::Tensor & wrapper_div__Tensor_mode(at::Tensor & self, const at::Tensor & other, ::std::optional<c10::string_view> rounding_mode) {
+at::Tensor & wrapper_hypot_(at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::div_.Tensor_mode", rbln::functors::div<float>(rounding_mode)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::div_.Tensor_mode", rbln::functors::div<at::Half>(rounding_mode)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::div_.Tensor_mode", rbln::functors::div<at::BFloat16>(rounding_mode)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::div_.Tensor_mode", rbln::functors::div<double>(rounding_mode)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::div_.Tensor_mode", rbln::functors::div<int32_t>(rounding_mode)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::div_.Tensor_mode", rbln::functors::div<int64_t>(rounding_mode)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::div__Tensor_mode>::call(self, other, rounding_mode);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hypot_", rbln::functors::hypot<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hypot_", rbln::functors::hypot<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hypot_", rbln::functors::hypot<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hypot_", rbln::functors::hypot<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hypot_>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::div_.Tensor_mode");
+  RBLN_COUNT_DEVICE_OP("aten::hypot_");
   return self;
 }
 
-at::Tensor & wrapper_div_out_mode(const at::Tensor & self, const at::Tensor & other, ::std::optional<c10::string_view> rounding_mode, at::Tensor & out) {
+at::Tensor & wrapper_hypot_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::div.out_mode", rbln::functors::div<float>(rounding_mode)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::div.out_mode", rbln::functors::div<at::Half>(rounding_mode)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::div.out_mode", rbln::functors::div<at::BFloat16>(rounding_mode)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::div.out_mode", rbln::functors::div<double>(rounding_mode)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::div.out_mode", rbln::functors::div<int32_t>(rounding_mode)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::div.out_mode", rbln::functors::div<int64_t>(rounding_mode)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::div_out_mode>::call(self, other, rounding_mode, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hypot.out", rbln::functors::hypot<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hypot.out", rbln::functors::hypot<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hypot.out", rbln::functors::hypot<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hypot.out", rbln::functors::hypot<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hypot_out>::call(self, other, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::div.out_mode");
+  RBLN_COUNT_DEVICE_OP("aten::hypot.out");
   return out;
 }
 
-at::Tensor wrapper_pow_Scalar(const at::Scalar & self, const at::Tensor & exponent) {
-  const auto self_t = at::native::wrapped_scalar_tensor(self);
-  const c10::OptionalDeviceGuard guard(at::device_of(exponent));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, self_t, exponent);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::pow.Scalar", rbln::functors::pow<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::pow.Scalar", rbln::functors::pow<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::pow.Scalar", rbln::functors::pow<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow.Scalar", rbln::functors::pow<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow.Scalar", rbln::functors::pow<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow.Scalar", rbln::functors::pow<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow_Scalar>::call(self, exponent);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::pow.Scalar");
-  return iter.output();
-}
-
-at::Tensor & wrapper_pow_Scalar_out(const at::Scalar & self, const at::Tensor & exponent, at::Tensor & out) {
-  const auto self_t = at::native::wrapped_scalar_tensor(self);
-  const c10::OptionalDeviceGuard guard(at::device_of(exponent));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, self_t, exponent);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::pow.Scalar_out", rbln::functors::pow<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::pow.Scalar_out", rbln::functors::pow<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::pow.Scalar_out", rbln::functors::pow<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow.Scalar_out", rbln::functors::pow<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow.Scalar_out", rbln::functors::pow<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow.Scalar_out", rbln::functors::pow<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow_Scalar_out>::call(self, exponent, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::pow.Scalar_out");
-  return out;
-}
-
-at::Tensor wrapper_copysign_Tensor(const at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_float_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::copysign.Tensor", rbln::functors::copysign<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::copysign.Tensor", rbln::functors::copysign<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::copysign.Tensor", rbln::functors::copysign<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::copysign.Tensor", rbln::functors::copysign<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::copysign_Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::copysign.Tensor");
-  return iter.output();
-}
-
-at::Tensor & wrapper_copysign__Tensor(at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::binary_float_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::copysign_.Tensor", rbln::functors::copysign<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::copysign_.Tensor", rbln::functors::copysign<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::copysign_.Tensor", rbln::functors::copysign<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::copysign_.Tensor", rbln::functors::copysign<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::copysign__Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::copysign_.Tensor");
-  return self;
-}
-
-at::Tensor & wrapper_copysign_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_float_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::copysign.out", rbln::functors::copysign<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::copysign.out", rbln::functors::copysign<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::copysign.out", rbln::functors::copysign<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::copysign.out", rbln::functors::copysign<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::copysign_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::copysign.out");
-  return out;
-}
-
-at::Tensor wrapper_fmin(const at::Tensor & self, const at::Tensor & other) {
+at::Tensor wrapper_logaddexp(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::fmin", rbln::functors::fmin<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::fmin", rbln::functors::fmin<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::fmin", rbln::functors::fmin<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::fmin", rbln::functors::fmin<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::fmin", rbln::functors::fmin<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::fmin", rbln::functors::fmin<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fmin>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logaddexp", rbln::functors::logaddexp<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logaddexp", rbln::functors::logaddexp<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logaddexp", rbln::functors::logaddexp<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logaddexp", rbln::functors::logaddexp<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logaddexp>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::fmin");
+  RBLN_COUNT_DEVICE_OP("aten::logaddexp");
   return iter.output();
 }
 
-at::Tensor & wrapper_fmin_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+at::Tensor & wrapper_logaddexp_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::fmin.out", rbln::functors::fmin<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::fmin.out", rbln::functors::fmin<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::fmin.out", rbln::functors::fmin<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::fmin.out", rbln::functors::fmin<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::fmin.out", rbln::functors::fmin<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::fmin.out", rbln::functors::fmin<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fmin_out>::call(self, other, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logaddexp.out", rbln::functors::logaddexp<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logaddexp.out", rbln::functors::logaddexp<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logaddexp.out", rbln::functors::logaddexp<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logaddexp.out", rbln::functors::logaddexp<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logaddexp_out>::call(self, other, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::fmin.out");
+  RBLN_COUNT_DEVICE_OP("aten::logaddexp.out");
   return out;
 }
 
-at::Tensor wrapper_lerp_Tensor(const at::Tensor & self, const at::Tensor & end, const at::Tensor & weight) {
+at::Tensor wrapper_addcmul(const at::Tensor & self, const at::Tensor & tensor1, const at::Tensor & tensor2, const at::Scalar & value) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
-  auto iter = rbln::kernels::ternary_iter(result, self, end, weight);
+  auto iter = rbln::kernels::ternary_iter(result, self, tensor1, tensor2);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::lerp.Tensor", rbln::functors::lerp<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::lerp.Tensor", rbln::functors::lerp<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::lerp.Tensor", rbln::functors::lerp<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::lerp.Tensor", rbln::functors::lerp<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lerp_Tensor>::call(self, end, weight);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::addcmul", rbln::functors::addcmul<float>(value)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::addcmul", rbln::functors::addcmul<at::Half>(value)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::addcmul", rbln::functors::addcmul<at::BFloat16>(value)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::addcmul", rbln::functors::addcmul<double>(value)); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 4>(iter, "aten::addcmul", rbln::functors::addcmul<int32_t>(value)); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 4>(iter, "aten::addcmul", rbln::functors::addcmul<int64_t>(value)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addcmul>::call(self, tensor1, tensor2, value);
   }
-  RBLN_COUNT_DEVICE_OP("aten::lerp.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::addcmul");
   return iter.output();
 }
 
-at::Tensor & wrapper_lerp__Tensor(at::Tensor & self, const at::Tensor & end, const at::Tensor & weight) {
+at::Tensor & wrapper_addcmul_(at::Tensor & self, const at::Tensor & tensor1, const at::Tensor & tensor2, const at::Scalar & value) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
-  auto iter = rbln::kernels::ternary_iter(result, self, end, weight);
+  auto iter = rbln::kernels::ternary_iter(result, self, tensor1, tensor2);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::lerp_.Tensor", rbln::functors::lerp<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::lerp_.Tensor", rbln::functors::lerp<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::lerp_.Tensor", rbln::functors::lerp<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::lerp_.Tensor", rbln::functors::lerp<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lerp__Tensor>::call(self, end, weight);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<float>(value)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<at::Half>(value)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<at::BFloat16>(value)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<double>(value)); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<int32_t>(value)); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<int64_t>(value)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addcmul_>::call(self, tensor1, tensor2, value);
   }
-  RBLN_COUNT_DEVICE_OP("aten::lerp_.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::addcmul_");
   return self;
 }
 
-at::Tensor & wrapper_lerp_Tensor_out(const at::Tensor & self, const at::Tensor & end, const at::Tensor & weight, at::Tensor & out) {
+at::Tensor & wrapper_addcmul_out(const at::Tensor & self, const at::Tensor & tensor1, const at::Tensor & tensor2, const at::Scalar & value, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
-  auto iter = rbln::kernels::ternary_iter(result, self, end, weight);
+  auto iter = rbln::kernels::ternary_iter(result, self, tensor1, tensor2);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::lerp.Tensor_out", rbln::functors::lerp<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::lerp.Tensor_out", rbln::functors::lerp<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::lerp.Tensor_out", rbln::functors::lerp<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::lerp.Tensor_out", rbln::functors::lerp<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lerp_Tensor_out>::call(self, end, weight, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<float>(value)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<at::Half>(value)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<at::BFloat16>(value)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<double>(value)); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<int32_t>(value)); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<int64_t>(value)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addcmul_out>::call(self, tensor1, tensor2, value, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::lerp.Tensor_out");
+  RBLN_COUNT_DEVICE_OP("aten::addcmul.out");
   return out;
 }
 
-at::Tensor wrapper_eq_Tensor(const at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq_Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::eq.Tensor");
-  return iter.output();
-}
-
-at::Tensor & wrapper_eq__Tensor(at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq__Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::eq_.Tensor");
-  return self;
-}
-
-at::Tensor & wrapper_eq_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq_Tensor_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::eq.Tensor_out");
-  return out;
-}
-
-at::Tensor wrapper_gt_Tensor(const at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::gt.Tensor", rbln::functors::gt<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::gt.Tensor", rbln::functors::gt<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::gt.Tensor", rbln::functors::gt<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::gt.Tensor", rbln::functors::gt<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::gt.Tensor", rbln::functors::gt<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::gt.Tensor", rbln::functors::gt<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::gt.Tensor", rbln::functors::gt<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gt_Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::gt.Tensor");
-  return iter.output();
-}
-
-at::Tensor & wrapper_gt__Tensor(at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::gt_.Tensor", rbln::functors::gt<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::gt_.Tensor", rbln::functors::gt<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::gt_.Tensor", rbln::functors::gt<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::gt_.Tensor", rbln::functors::gt<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::gt_.Tensor", rbln::functors::gt<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::gt_.Tensor", rbln::functors::gt<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::gt_.Tensor", rbln::functors::gt<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gt__Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::gt_.Tensor");
-  return self;
-}
-
-at::Tensor & wrapper_gt_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::gt.Tensor_out", rbln::functors::gt<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::gt.Tensor_out", rbln::functors::gt<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::gt.Tensor_out", rbln::functors::gt<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::gt.Tensor_out", rbln::functors::gt<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::gt.Tensor_out", rbln::functors::gt<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::gt.Tensor_out", rbln::functors::gt<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::gt.Tensor_out", rbln::functors::gt<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gt_Tensor_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::gt.Tensor_out");
-  return out;
-}
-
-at::Tensor wrapper_lt_Tensor(const at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::lt.Tensor", rbln::functors::lt<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lt.Tensor", rbln::functors::lt<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lt.Tensor", rbln::functors::lt<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lt.Tensor", rbln::functors::lt<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::lt.Tensor", rbln::functors::lt<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::lt.Tensor", rbln::functors::lt<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::lt.Tensor", rbln::functors::lt<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lt_Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::lt.Tensor");
-  return iter.output();
-}
-
-at::Tensor & wrapper_lt__Tensor(at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::lt_.Tensor", rbln::functors::lt<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lt_.Tensor", rbln::functors::lt<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lt_.Tensor", rbln::functors::lt<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lt_.Tensor", rbln::functors::lt<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::lt_.Tensor", rbln::functors::lt<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::lt_.Tensor", rbln::functors::lt<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::lt_.Tensor", rbln::functors::lt<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lt__Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::lt_.Tensor");
-  return self;
-}
-
-at::Tensor & wrapper_lt_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::lt.Tensor_out", rbln::functors::lt<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lt.Tensor_out", rbln::functors::lt<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lt.Tensor_out", rbln::functors::lt<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lt.Tensor_out", rbln::functors::lt<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::lt.Tensor_out", rbln::functors::lt<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::lt.Tensor_out", rbln::functors::lt<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::lt.Tensor_out", rbln::functors::lt<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lt_Tensor_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::lt.Tensor_out");
-  return out;
-}
-
-at::Tensor wrapper_logical_and(const at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logical_and", rbln::functors::logical_and<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logical_and", rbln::functors::logical_and<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logical_and", rbln::functors::logical_and<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logical_and", rbln::functors::logical_and<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::logical_and", rbln::functors::logical_and<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::logical_and", rbln::functors::logical_and<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::logical_and", rbln::functors::logical_and<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_and>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::logical_and");
-  return iter.output();
-}
-
-at::Tensor & wrapper_logical_and_(at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logical_and_", rbln::functors::logical_and<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logical_and_", rbln::functors::logical_and<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logical_and_", rbln::functors::logical_and<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logical_and_", rbln::functors::logical_and<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::logical_and_", rbln::functors::logical_and<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::logical_and_", rbln::functors::logical_and<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::logical_and_", rbln::functors::logical_and<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_and_>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::logical_and_");
-  return self;
-}
-
-at::Tensor & wrapper_logical_and_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logical_and.out", rbln::functors::logical_and<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logical_and.out", rbln::functors::logical_and<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logical_and.out", rbln::functors::logical_and<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logical_and.out", rbln::functors::logical_and<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::logical_and.out", rbln::functors::logical_and<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::logical_and.out", rbln::functors::logical_and<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::logical_and.out", rbln::functors::logical_and<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_and_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::logical_and.out");
-  return out;
-}
-
-at::Tensor wrapper_bitwise_or_Tensor(const at::Tensor & self, const at::Tensor & other) {
+at::Tensor wrapper_maximum(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_or.Tensor", rbln::functors::bitwise_or<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_or.Tensor", rbln::functors::bitwise_or<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_or.Tensor", rbln::functors::bitwise_or<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_or_Tensor>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::maximum", rbln::functors::maximum<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::maximum", rbln::functors::maximum<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::maximum", rbln::functors::maximum<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::maximum", rbln::functors::maximum<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::maximum", rbln::functors::maximum<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::maximum", rbln::functors::maximum<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::maximum", rbln::functors::maximum<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::maximum>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::bitwise_or.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::maximum");
   return iter.output();
 }
 
-at::Tensor & wrapper_bitwise_or__Tensor(at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_or_.Tensor", rbln::functors::bitwise_or<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_or_.Tensor", rbln::functors::bitwise_or<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_or_.Tensor", rbln::functors::bitwise_or<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_or__Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::bitwise_or_.Tensor");
-  return self;
-}
-
-at::Tensor & wrapper_bitwise_or_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+at::Tensor & wrapper_maximum_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_or.Tensor_out", rbln::functors::bitwise_or<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_or.Tensor_out", rbln::functors::bitwise_or<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_or.Tensor_out", rbln::functors::bitwise_or<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_or_Tensor_out>::call(self, other, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::maximum.out", rbln::functors::maximum<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::maximum.out", rbln::functors::maximum<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::maximum.out", rbln::functors::maximum<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::maximum.out", rbln::functors::maximum<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::maximum.out", rbln::functors::maximum<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::maximum.out", rbln::functors::maximum<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::maximum.out", rbln::functors::maximum<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::maximum_out>::call(self, other, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::bitwise_or.Tensor_out");
+  RBLN_COUNT_DEVICE_OP("aten::maximum.out");
   return out;
 }
 
-at::Tensor wrapper_silu_backward(const at::Tensor & grad_output, const at::Tensor & self) {
+at::Tensor wrapper_ne_Tensor(const at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::compare_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne_Tensor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::ne.Tensor");
+  return iter.output();
+}
+
+at::Tensor & wrapper_ne__Tensor(at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::compare_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne__Tensor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::ne_.Tensor");
+  return self;
+}
+
+at::Tensor & wrapper_ne_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::compare_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne_Tensor_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::ne.Tensor_out");
+  return out;
+}
+
+at::Tensor wrapper_ge_Tensor(const at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::compare_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ge.Tensor", rbln::functors::ge<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ge.Tensor", rbln::functors::ge<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ge.Tensor", rbln::functors::ge<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ge.Tensor", rbln::functors::ge<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ge.Tensor", rbln::functors::ge<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ge.Tensor", rbln::functors::ge<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ge.Tensor", rbln::functors::ge<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ge_Tensor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::ge.Tensor");
+  return iter.output();
+}
+
+at::Tensor & wrapper_ge__Tensor(at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::compare_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ge_.Tensor", rbln::functors::ge<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ge_.Tensor", rbln::functors::ge<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ge_.Tensor", rbln::functors::ge<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ge_.Tensor", rbln::functors::ge<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ge_.Tensor", rbln::functors::ge<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ge_.Tensor", rbln::functors::ge<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ge_.Tensor", rbln::functors::ge<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ge__Tensor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::ge_.Tensor");
+  return self;
+}
+
+at::Tensor & wrapper_ge_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::compare_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ge.Tensor_out", rbln::functors::ge<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ge.Tensor_out", rbln::functors::ge<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ge.Tensor_out", rbln::functors::ge<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ge.Tensor_out", rbln::functors::ge<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ge.Tensor_out", rbln::functors::ge<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ge.Tensor_out", rbln::functors::ge<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ge.Tensor_out", rbln::functors::ge<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ge_Tensor_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::ge.Tensor_out");
+  return out;
+}
+
+at::Tensor wrapper_le_Tensor(const at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::compare_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::le.Tensor", rbln::functors::le<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::le.Tensor", rbln::functors::le<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::le.Tensor", rbln::functors::le<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::le.Tensor", rbln::functors::le<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::le.Tensor", rbln::functors::le<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::le.Tensor", rbln::functors::le<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::le.Tensor", rbln::functors::le<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::le_Tensor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::le.Tensor");
+  return iter.output();
+}
+
+at::Tensor & wrapper_le__Tensor(at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::compare_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::le_.Tensor", rbln::functors::le<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::le_.Tensor", rbln::functors::le<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::le_.Tensor", rbln::functors::le<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::le_.Tensor", rbln::functors::le<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::le_.Tensor", rbln::functors::le<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::le_.Tensor", rbln::functors::le<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::le_.Tensor", rbln::functors::le<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::le__Tensor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::le_.Tensor");
+  return self;
+}
+
+at::Tensor & wrapper_le_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::compare_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::le.Tensor_out", rbln::functors::le<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::le.Tensor_out", rbln::functors::le<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::le.Tensor_out", rbln::functors::le<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::le.Tensor_out", rbln::functors::le<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::le.Tensor_out", rbln::functors::le<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::le.Tensor_out", rbln::functors::le<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::le.Tensor_out", rbln::functors::le<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::le_Tensor_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::le.Tensor_out");
+  return out;
+}
+
+at::Tensor wrapper_logical_xor(const at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::compare_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_xor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::logical_xor");
+  return iter.output();
+}
+
+at::Tensor & wrapper_logical_xor_(at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::compare_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_xor_>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::logical_xor_");
+  return self;
+}
+
+at::Tensor & wrapper_logical_xor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::compare_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_xor_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::logical_xor.out");
+  return out;
+}
+
+at::Tensor wrapper_bitwise_not(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::bitwise_not", rbln::functors::bitwise_not<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::bitwise_not", rbln::functors::bitwise_not<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::bitwise_not", rbln::functors::bitwise_not<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_not>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::bitwise_not");
+  return iter.output();
+}
+
+at::Tensor & wrapper_bitwise_not_(at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::unary_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::bitwise_not_", rbln::functors::bitwise_not<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::bitwise_not_", rbln::functors::bitwise_not<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::bitwise_not_", rbln::functors::bitwise_not<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_not_>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::bitwise_not_");
+  return self;
+}
+
+at::Tensor & wrapper_bitwise_not_out(const at::Tensor & self, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::bitwise_not.out", rbln::functors::bitwise_not<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::bitwise_not.out", rbln::functors::bitwise_not<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::bitwise_not.out", rbln::functors::bitwise_not<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_not_out>::call(self, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::bitwise_not.out");
+  return out;
+}
+
+at::Tensor wrapper_tanh_backward(const at::Tensor & grad_output, const at::Tensor & output) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, grad_output, output);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::tanh_backward", rbln::functors::tanh_backward<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::tanh_backward", rbln::functors::tanh_backward<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::tanh_backward", rbln::functors::tanh_backward<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::tanh_backward", rbln::functors::tanh_backward<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::tanh_backward>::call(grad_output, output);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::tanh_backward");
+  return iter.output();
+}
+
+at::Tensor & wrapper_tanh_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & output, at::Tensor & grad_input) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  at::Tensor result = grad_input;
+  auto iter = rbln::kernels::binary_iter(result, grad_output, output);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::tanh_backward.grad_input", rbln::functors::tanh_backward<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::tanh_backward.grad_input", rbln::functors::tanh_backward<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::tanh_backward.grad_input", rbln::functors::tanh_backward<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::tanh_backward.grad_input", rbln::functors::tanh_backward<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::tanh_backward_grad_input>::call(grad_output, output, grad_input);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::tanh_backward.grad_input");
+  return grad_input;
+}
+
+at::Tensor wrapper_softplus_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & beta, const at::Scalar & threshold) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::silu_backward", rbln::functors::silu_backward<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::silu_backward", rbln::functors::silu_backward<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::silu_backward", rbln::functors::silu_backward<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::silu_backward", rbln::functors::silu_backward<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::silu_backward>::call(grad_output, self);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::softplus_backward", rbln::functors::softplus_backward<float>(beta, threshold)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::softplus_backward", rbln::functors::softplus_backward<at::Half>(beta, threshold)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::softplus_backward", rbln::functors::softplus_backward<at::BFloat16>(beta, threshold)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::softplus_backward", rbln::functors::softplus_backward<double>(beta, threshold)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::softplus_backward>::call(grad_output, self, beta, threshold);
   }
-  RBLN_COUNT_DEVICE_OP("aten::silu_backward");
+  RBLN_COUNT_DEVICE_OP("aten::softplus_backward");
   return iter.output();
 }
 
-at::Tensor & wrapper_silu_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, at::Tensor & grad_input) {
+at::Tensor & wrapper_softplus_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & beta, const at::Scalar & threshold, at::Tensor & grad_input) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result = grad_input;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::silu_backward.grad_input", rbln::functors::silu_backward<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::silu_backward.grad_input", rbln::functors::silu_backward<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::silu_backward.grad_input", rbln::functors::silu_backward<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::silu_backward.grad_input", rbln::functors::silu_backward<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::silu_backward_grad_input>::call(grad_output, self, grad_input);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::softplus_backward.grad_input", rbln::functors::softplus_backward<float>(beta, threshold)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::softplus_backward.grad_input", rbln::functors::softplus_backward<at::Half>(beta, threshold)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::softplus_backward.grad_input", rbln::functors::softplus_backward<at::BFloat16>(beta, threshold)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::softplus_backward.grad_input", rbln::functors::softplus_backward<double>(beta, threshold)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::softplus_backward_grad_input>::call(grad_output, self, beta, threshold, grad_input);
   }
-  RBLN_COUNT_DEVICE_OP("aten::silu_backward.grad_input");
+  RBLN_COUNT_DEVICE_OP("aten::softplus_backward.grad_input");
   return grad_input;
-}
-
-at::Tensor wrapper_hardtanh_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & min_val, const at::Scalar & max_val) {
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hardtanh_backward", rbln::functors::hardtanh_backward<float>(min_val, max_val)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hardtanh_backward", rbln::functors::hardtanh_backward<at::Half>(min_val, max_val)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hardtanh_backward", rbln::functors::hardtanh_backward<at::BFloat16>(min_val, max_val)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hardtanh_backward", rbln::functors::hardtanh_backward<double>(min_val, max_val)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardtanh_backward>::call(grad_output, self, min_val, max_val);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::hardtanh_backward");
-  return iter.output();
-}
-
-at::Tensor & wrapper_hardtanh_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & min_val, const at::Scalar & max_val, at::Tensor & grad_input) {
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result = grad_input;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hardtanh_backward.grad_input", rbln::functors::hardtanh_backward<float>(min_val, max_val)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hardtanh_backward.grad_input", rbln::functors::hardtanh_backward<at::Half>(min_val, max_val)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hardtanh_backward.grad_input", rbln::functors::hardtanh_backward<at::BFloat16>(min_val, max_val)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hardtanh_backward.grad_input", rbln::functors::hardtanh_backward<double>(min_val, max_val)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardtanh_backward_grad_input>::call(grad_output, self, min_val, max_val, grad_input);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::hardtanh_backward.grad_input");
-  return grad_input;
-}
-
-at::Tensor wrapper_hardswish_backward(const at::Tensor & grad_output, const at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hardswish_backward", rbln::functors::hardswish_backward<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hardswish_backward", rbln::functors::hardswish_backward<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hardswish_backward", rbln::functors::hardswish_backward<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hardswish_backward", rbln::functors::hardswish_backward<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardswish_backward>::call(grad_output, self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::hardswish_backward");
-  return iter.output();
-}
-
-at::Tensor & wrapper_hardswish_backward_out(const at::Tensor & grad_output, const at::Tensor & self, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hardswish_backward.out", rbln::functors::hardswish_backward<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hardswish_backward.out", rbln::functors::hardswish_backward<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hardswish_backward.out", rbln::functors::hardswish_backward<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hardswish_backward.out", rbln::functors::hardswish_backward<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardswish_backward_out>::call(grad_output, self, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::hardswish_backward.out");
-  return out;
 }
 
 }  // namespace
@@ -1216,43 +1233,44 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("softplus.out", TORCH_FN(wrapper_softplus_out));
   m.impl("isnan", TORCH_FN(wrapper_isnan));
   m.impl("isnan.out", TORCH_FN(wrapper_isnan_out));
-  m.impl("add.Tensor", TORCH_FN(wrapper_add_Tensor));
-  m.impl("add_.Tensor", TORCH_FN(wrapper_add__Tensor));
-  m.impl("add.out", TORCH_FN(wrapper_add_out));
-  m.impl("div.Tensor_mode", TORCH_FN(wrapper_div_Tensor_mode));
-  m.impl("div_.Tensor_mode", TORCH_FN(wrapper_div__Tensor_mode));
-  m.impl("div.out_mode", TORCH_FN(wrapper_div_out_mode));
-  m.impl("pow.Scalar", TORCH_FN(wrapper_pow_Scalar));
-  m.impl("pow.Scalar_out", TORCH_FN(wrapper_pow_Scalar_out));
-  m.impl("copysign.Tensor", TORCH_FN(wrapper_copysign_Tensor));
-  m.impl("copysign_.Tensor", TORCH_FN(wrapper_copysign__Tensor));
-  m.impl("copysign.out", TORCH_FN(wrapper_copysign_out));
-  m.impl("fmin", TORCH_FN(wrapper_fmin));
-  m.impl("fmin.out", TORCH_FN(wrapper_fmin_out));
-  m.impl("lerp.Tensor", TORCH_FN(wrapper_lerp_Tensor));
-  m.impl("lerp_.Tensor", TORCH_FN(wrapper_lerp__Tensor));
-  m.impl("lerp.Tensor_out", TORCH_FN(wrapper_lerp_Tensor_out));
-  m.impl("eq.Tensor", TORCH_FN(wrapper_eq_Tensor));
-  m.impl("eq_.Tensor", TORCH_FN(wrapper_eq__Tensor));
-  m.impl("eq.Tensor_out", TORCH_FN(wrapper_eq_Tensor_out));
-  m.impl("gt.Tensor", TORCH_FN(wrapper_gt_Tensor));
-  m.impl("gt_.Tensor", TORCH_FN(wrapper_gt__Tensor));
-  m.impl("gt.Tensor_out", TORCH_FN(wrapper_gt_Tensor_out));
-  m.impl("lt.Tensor", TORCH_FN(wrapper_lt_Tensor));
-  m.impl("lt_.Tensor", TORCH_FN(wrapper_lt__Tensor));
-  m.impl("lt.Tensor_out", TORCH_FN(wrapper_lt_Tensor_out));
-  m.impl("logical_and", TORCH_FN(wrapper_logical_and));
-  m.impl("logical_and_", TORCH_FN(wrapper_logical_and_));
-  m.impl("logical_and.out", TORCH_FN(wrapper_logical_and_out));
-  m.impl("bitwise_or.Tensor", TORCH_FN(wrapper_bitwise_or_Tensor));
-  m.impl("bitwise_or_.Tensor", TORCH_FN(wrapper_bitwise_or__Tensor));
-  m.impl("bitwise_or.Tensor_out", TORCH_FN(wrapper_bitwise_or_Tensor_out));
-  m.impl("silu_backward", TORCH_FN(wrapper_silu_backward));
-  m.impl("silu_backward.grad_input", TORCH_FN(wrapper_silu_backward_grad_input));
-  m.impl("hardtanh_backward", TORCH_FN(wrapper_hardtanh_backward));
-  m.impl("hardtanh_backward.grad_input", TORCH_FN(wrapper_hardtanh_backward_grad_input));
-  m.impl("hardswish_backward", TORCH_FN(wrapper_hardswish_backward));
-  m.impl("hardswish_backward.out", TORCH_FN(wrapper_hardswish_backward_out));
+  m.impl("clamp_max", TORCH_FN(wrapper_clamp_max));
+  m.impl("clamp_max_", TORCH_FN(wrapper_clamp_max_));
+  m.impl("clamp_max.out", TORCH_FN(wrapper_clamp_max_out));
+  m.impl("mul.Tensor", TORCH_FN(wrapper_mul_Tensor));
+  m.impl("mul_.Tensor", TORCH_FN(wrapper_mul__Tensor));
+  m.impl("mul.out", TORCH_FN(wrapper_mul_out));
+  m.impl("pow.Tensor_Tensor", TORCH_FN(wrapper_pow_Tensor_Tensor));
+  m.impl("pow_.Tensor", TORCH_FN(wrapper_pow__Tensor));
+  m.impl("pow.Tensor_Tensor_out", TORCH_FN(wrapper_pow_Tensor_Tensor_out));
+  m.impl("hypot", TORCH_FN(wrapper_hypot));
+  m.impl("hypot_", TORCH_FN(wrapper_hypot_));
+  m.impl("hypot.out", TORCH_FN(wrapper_hypot_out));
+  m.impl("logaddexp", TORCH_FN(wrapper_logaddexp));
+  m.impl("logaddexp.out", TORCH_FN(wrapper_logaddexp_out));
+  m.impl("addcmul", TORCH_FN(wrapper_addcmul));
+  m.impl("addcmul_", TORCH_FN(wrapper_addcmul_));
+  m.impl("addcmul.out", TORCH_FN(wrapper_addcmul_out));
+  m.impl("maximum", TORCH_FN(wrapper_maximum));
+  m.impl("maximum.out", TORCH_FN(wrapper_maximum_out));
+  m.impl("ne.Tensor", TORCH_FN(wrapper_ne_Tensor));
+  m.impl("ne_.Tensor", TORCH_FN(wrapper_ne__Tensor));
+  m.impl("ne.Tensor_out", TORCH_FN(wrapper_ne_Tensor_out));
+  m.impl("ge.Tensor", TORCH_FN(wrapper_ge_Tensor));
+  m.impl("ge_.Tensor", TORCH_FN(wrapper_ge__Tensor));
+  m.impl("ge.Tensor_out", TORCH_FN(wrapper_ge_Tensor_out));
+  m.impl("le.Tensor", TORCH_FN(wrapper_le_Tensor));
+  m.impl("le_.Tensor", TORCH_FN(wrapper_le__Tensor));
+  m.impl("le.Tensor_out", TORCH_FN(wrapper_le_Tensor_out));
+  m.impl("logical_xor", TORCH_FN(wrapper_logical_xor));
+  m.impl("logical_xor_", TORCH_FN(wrapper_logical_xor_));
+  m.impl("logical_xor.out", TORCH_FN(wrapper_logical_xor_out));
+  m.impl("bitwise_not", TORCH_FN(wrapper_bitwise_not));
+  m.impl("bitwise_not_", TORCH_FN(wrapper_bitwise_not_));
+  m.impl("bitwise_not.out", TORCH_FN(wrapper_bitwise_not_out));
+  m.impl("tanh_backward", TORCH_FN(wrapper_tanh_backward));
+  m.impl("tanh_backward.grad_input", TORCH_FN(wrapper_tanh_backward_grad_input));
+  m.impl("softplus_backward", TORCH_FN(wrapper_softplus_backward));
+  m.impl("softplus_backward.grad_input", TORCH_FN(wrapper_softplus_backward_grad_input));
 }
 
 }  // namespace rbln::generated

@@ -60,6 +60,8 @@ ENTRIES = [
     ("nan_to_num", ["nan_to_num", "nan_to_num.out", "nan_to_num_"], ["nan_to_num"], ["float32", "float16", "bfloat16", "float64"], "kernel"),
     ("signbit", ["signbit", "signbit.out"], ["signbit"], ["float32", "float16", "bfloat16", "float64", "int32", "int64"], "kernel"),
     ("isnan", ["isnan", "isnan.out"], ["isnan"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"], "kernel"),
+    ("isposinf", ["isposinf", "isposinf.out"], ["isposinf"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"], "kernel"),
+    ("isneginf", ["isneginf", "isneginf.out"], ["isneginf"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"], "kernel"),
     ("clamp", ["clamp", "clamp.Tensor", "clamp.Tensor_out", "clamp.out", "clamp_", "clamp_.Tensor"], ["clamp"], ["float32", "float16", "bfloat16", "float64", "int32", "int64"], "kernel"),
     ("logical_not", ["logical_not", "logical_not.out", "logical_not_"], ["logical_not"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"], "kernel"),
     ("add.Tensor", ["add.Tensor", "add.out", "add_.Tensor"], ["add"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"], "kernel"),

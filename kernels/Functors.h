@@ -168,6 +168,16 @@ struct signbit {
   }
 };
 template <class T>
+struct isposinf {
+  using C = at::opmath_type<T>;
+  bool operator()(C x) const { if constexpr (is_float<C>) return x == std::numeric_limits<C>::infinity(); else return false; }
+};
+template <class T>
+struct isneginf {
+  using C = at::opmath_type<T>;
+  bool operator()(C x) const { if constexpr (is_float<C>) return x == -std::numeric_limits<C>::infinity(); else return false; }
+};
+template <class T>
 struct isnan {
   using C = at::opmath_type<T>;
   bool operator()(C x) const { return is_nan(x); }
