@@ -30,6 +30,7 @@ SKIP = {
     "random output": ("rand", "randn", "randint", "randperm", "normal", "uniform", "bernoulli", "multinomial",
                       "exponential", "geometric", "cauchy", "log_normal", "nn.functional.dropout",
                       "nn.functional.alpha_dropout", "nn.functional.feature_alpha_dropout", "nn.functional.rrelu",
+                      "nn.functional.dropout1d", "nn.functional.dropout2d", "nn.functional.dropout3d",
                       "nn.functional.gumbel_softmax", "dropout", "randint_like", "randn_like", "rand_like",
                       "nn.functional.fractional_max_pool2d", "nn.functional.fractional_max_pool3d",
                       "nn.functional.multi_head_attention_forward", "svd_lowrank", "pca_lowrank"),
@@ -48,7 +49,7 @@ def opinfo_name(op) -> str:
 
 def skip_reason(name: str) -> str | None:
     for reason, names in SKIP.items():
-        if name in names or name.split(".")[0] in names:
+        if name in names:
             return reason
     return None
 
@@ -117,7 +118,7 @@ def sweep(ops, dtypes, max_seconds_per_case: float):
     results = []
     for op in ops:
         name = opinfo_name(op)
-        reason = skip_reason(name)
+        reason = skip_reason(op.name) or skip_reason(name)
         supported = op.supported_dtypes("cpu")
         for dtype_name in dtypes:
             dtype = DTYPES[dtype_name]

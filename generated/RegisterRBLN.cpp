@@ -60,6 +60,8 @@
 #include <ATen/ops/unfold_ops.h>
 #include <ATen/ops/uniform_ops.h>
 #include <ATen/ops/view_ops.h>
+#include <ATen/ops/view_as_complex_ops.h>
+#include <ATen/ops/view_as_real_ops.h>
 #include <ATen/ops/where_ops.h>
 #include <ATen/ops/zero_ops.h>
 
@@ -102,6 +104,18 @@ at::Tensor wrapper_unfold(const at::Tensor & self, int64_t dimension, int64_t si
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   RBLN_COUNT_DEVICE_OP("aten::unfold");
   return rbln::unfold(self, dimension, size, step);
+}
+
+at::Tensor wrapper_view_as_real(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::view_as_real");
+  return rbln::view_as_real(self);
+}
+
+at::Tensor wrapper_view_as_complex(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::view_as_complex");
+  return rbln::view_as_complex(self);
 }
 
 const at::Tensor & wrapper_resize_(const at::Tensor & self, c10::SymIntArrayRef size, ::std::optional<at::MemoryFormat> memory_format) {
@@ -930,6 +944,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("view", TORCH_FN(wrapper_view));
   m.impl("_reshape_alias", TORCH_FN(wrapper__reshape_alias));
   m.impl("unfold", TORCH_FN(wrapper_unfold));
+  m.impl("view_as_real", TORCH_FN(wrapper_view_as_real));
+  m.impl("view_as_complex", TORCH_FN(wrapper_view_as_complex));
   m.impl("resize_", TORCH_FN(wrapper_resize_));
   m.impl("set_", TORCH_FN(wrapper_set_));
   m.impl("set_.source_Storage", TORCH_FN(wrapper_set__source_Storage));

@@ -10,6 +10,8 @@
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/DeviceGuard.h>
@@ -101,6 +103,10 @@ at::Tensor _reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size, c10:
 at::Tensor unfold(const at::Tensor& self, int64_t dimension, int64_t size, int64_t step) {
   return at::native::unfold(self, dimension, size, step);
 }
+
+at::Tensor view_as_real(const at::Tensor& self) { return at::native::view_as_real(self); }
+
+at::Tensor view_as_complex(const at::Tensor& self) { return at::native::view_as_complex(self); }
 
 void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
   auto* impl = storage.unsafeGetStorageImpl();
