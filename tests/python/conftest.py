@@ -7,6 +7,7 @@ through `run_python`.
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -38,8 +39,10 @@ def configured():
 
 @pytest.fixture(autouse=True)
 def _isolate_device_state():
-    """Each test starts on rbln:0 with default streams, and its async errors surface in it."""
+    """Each test starts on rbln:0 with default streams, its async errors surface in it, and
+    its garbage (tensors in reference cycles) is freed before the next test reads memory stats."""
     yield
+    gc.collect()
     for i in range(torch.rbln.device_count()):
         torch.rbln.set_stream(torch.rbln.default_stream(i))  # also makes device i current, as in torch.cuda
     torch.rbln.set_device(0)
