@@ -203,7 +203,8 @@ def render(meta, rows) -> str:
         "",
         f"Measured {meta['date']}, torch {meta['torch']}, {meta['cpus']} CPUs, {meta['repeats']} interleaved repeats"
         + (" (--quick)" if meta["quick"] else "") + ".",
-        "Ratios are rbln time / CPU time for the same work (copies: bandwidth / host memcpy bandwidth);",
+        "Ratios are rbln time / CPU time for the same work (copies: rbln bandwidth / the bandwidth of a host-to-host",
+        "`copy_` of the same bytes, which PyTorch runs as a memcpy split across the cores);",
         "median of the per-repeat ratios, with min and max. The emulated NPU computes on the same CPU cores,",
         "so CPU eager is the physical limit for both per-op overhead and kernel throughput.",
         "",
