@@ -58,6 +58,14 @@ void update(c10::CachingAllocator::StatArray& stat, size_t size, int64_t delta) 
   }
 }
 
+template <class F>
+void for_each_stat(DeviceStats& s, F f) {
+  for (auto* array : {&s.allocation, &s.segment, &s.active, &s.allocated_bytes, &s.reserved_bytes, &s.active_bytes,
+                      &s.requested_bytes}) {
+    for (auto& stat : *array) f(stat);
+  }
+}
+
 struct DevicePool {
   std::mutex mutex;
   // Free blocks by (stream, size): a block is only reused on its own stream.
@@ -147,22 +155,15 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
   void resetAccumulatedStats(c10::DeviceIndex device) override {
     auto& pool = get_pool(resolve_device(device));
     std::lock_guard<std::mutex> lock(pool.mutex);
+    for_each_stat(pool.stats, [](c10::CachingAllocator::Stat& stat) { stat.reset_accumulated(); });
     auto& s = pool.stats;
-    for (auto* array : {&s.allocation, &s.segment, &s.active, &s.allocated_bytes, &s.reserved_bytes,
-                        &s.active_bytes, &s.requested_bytes}) {
-      for (auto& stat : *array) stat.reset_accumulated();
-    }
     s.num_alloc_retries = s.num_ooms = s.num_device_alloc = s.num_device_free = 0;
   }
 
   void resetPeakStats(c10::DeviceIndex device) override {
     auto& pool = get_pool(resolve_device(device));
     std::lock_guard<std::mutex> lock(pool.mutex);
-    auto& s = pool.stats;
-    for (auto* array : {&s.allocation, &s.segment, &s.active, &s.allocated_bytes, &s.reserved_bytes,
-                        &s.active_bytes, &s.requested_bytes}) {
-      for (auto& stat : *array) stat.reset_peak();
-    }
+    for_each_stat(pool.stats, [](c10::CachingAllocator::Stat& stat) { stat.reset_peak(); });
   }
 
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
