@@ -3,6 +3,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from side_by_side import train_side_by_side
+
 
 def mlp():
     return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
@@ -37,30 +39,19 @@ def test_bad_target_surfaces_at_the_next_sync():
 @pytest.mark.parametrize("optimizer", ["sgd", "adam", "adamw"])
 @pytest.mark.parametrize("foreach", [False, True])
 def test_mlp_training_matches_cpu_with_no_fallback(optimizer, foreach):
-    torch.manual_seed(0)
-    cpu_model = mlp()
-    dev_model = mlp().rbln()
-    dev_model.load_state_dict(cpu_model.state_dict())
     make = {
         "sgd": lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, foreach=foreach),
         "adam": lambda p: torch.optim.Adam(p, lr=0.01, foreach=foreach),
         "adamw": lambda p: torch.optim.AdamW(p, lr=0.01, foreach=foreach),
     }[optimizer]
-    cpu_opt, dev_opt = make(cpu_model.parameters()), make(dev_model.parameters())
+    torch.manual_seed(0)
     x, y = torch.randn(64, 16), torch.randint(0, 4, (64,))
-    losses = {"cpu": [], "rbln": []}
-    with torch.rbln.explain() as ex:
-        for _ in range(20):
-            for name, model, opt, inputs, labels in (("cpu", cpu_model, cpu_opt, x, y),
-                                                      ("rbln", dev_model, dev_opt, x.rbln(), y.rbln())):
-                opt.zero_grad()
-                loss = F.cross_entropy(model(inputs), labels)
-                loss.backward()
-                opt.step()
-                losses[name].append(loss.item())
+    losses, models, ex = train_side_by_side(mlp, make, [(x, y)] * 20,
+                                            lambda model, inputs, target: F.cross_entropy(model(inputs), target))
     torch.testing.assert_close(losses["rbln"], losses["cpu"], rtol=1e-4, atol=1e-5)
     assert losses["cpu"][-1] < losses["cpu"][0]
     assert not ex.fallback_ops, ex.fallback_reasons
+    # The CNN and transformer versions (with their listed fallbacks) are in test_models.py.
 
 
 def test_dropout_draws_from_the_device_generator():
