@@ -1,0 +1,309 @@
+"""Real models on rbln against CPU, with identical weights.
+
+Hugging Face `transformers` models built from configs with random weights (nothing is
+downloaded): ResNet-18 (inference and one SGD step), BERT (encoder forward with an
+attention mask), Llama (forward and greedy generation with a KV cache); and two models
+trained for 20 steps whose loss curves must match CPU's: a small CNN and a small
+transformer. Every test records its fallbacks with torch.rbln.explain(): the ops that
+fall back must be in the model's entry of LISTED_FALLBACKS (docs/models.md lists the
+same), and the rest must have run on the device. Run with -s to see each summary.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+os.environ["HF_HUB_OFFLINE"] = "1"  # configs only, random weights: nothing may be fetched
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from side_by_side import assert_close_to_scale, train_side_by_side, twin
+
+# The ops each model may run through the CPU fallback today: everything else runs on the
+# device. A kernel that lands makes its op disappear from the observed set (the check is
+# "observed <= listed"); remove it here and in docs/models.md then.
+_CONV = {"aten::convolution_overrideable"}  # counted CPU wrapper, no device convolution kernel yet
+_CONV_TRAIN = _CONV | {"aten::convolution_backward_overrideable"}
+_BATCH_NORM = {"aten::native_batch_norm"}
+_BATCH_NORM_TRAIN = _BATCH_NORM | {"aten::native_batch_norm_backward"}
+LISTED_FALLBACKS = {
+    "resnet18": _CONV | _BATCH_NORM | {"aten::max_pool2d_with_indices.out"},
+    "resnet18-train": _CONV_TRAIN | _BATCH_NORM_TRAIN
+    | {"aten::max_pool2d_with_indices.out", "aten::max_pool2d_with_indices_backward.grad_input"},
+    # token_type_ids gathered from a buffer; the padding mask checked with all() and indexed
+    "bert": {"aten::gather.out", "aten::index.Tensor_out", "aten::all.out", "aten::all.all_out"},
+    # causal mask built with tril and checked with all()/any(); generate() checks EOS with isin()
+    "llama": {"aten::tril.out", "aten::all.out", "aten::all.all_out", "aten::any.out", "aten::any.all_out",
+              "aten::isin.Tensor_Tensor_out"},
+    "cnn": _CONV_TRAIN | _BATCH_NORM_TRAIN
+    | {"aten::max_pool2d_with_indices.out", "aten::max_pool2d_with_indices_backward.grad_input"},
+    # scaled_dot_product_attention's math path: causal mask from tril, all() on the mask;
+    # two backward kernels not on the device yet
+    "transformer": {"aten::tril.out", "aten::all.out", "aten::native_layer_norm_backward",
+                    "aten::embedding_dense_backward"},
+}
+
+
+def check_ops(key: str, ex, expected_device_ops=()):
+    """Prints the summary; fallbacks must be listed for the model, and work must have run on the device."""
+    fallbacks = dict(sorted(ex.fallback_ops.items()))
+    print(f"\n[{key}] {sum(ex.device_ops.values())} device op calls ({len(ex.device_ops)} ops); "
+          f"fallback: {fallbacks or 'none'}")
+    unlisted = set(fallbacks) - LISTED_FALLBACKS[key]
+    assert not unlisted, f"{key}: unlisted fallbacks {sorted(unlisted)}: {ex.fallback_reasons}"
+    assert ex.device_ops and all(count > 0 for count in ex.device_ops.values())
+    missing = set(expected_device_ops) - set(ex.device_ops)
+    assert not missing, f"{key}: expected on the device: {sorted(missing)}"
+
+
+# ---------------------------------------------------------------- ResNet-18
+
+
+def resnet18():
+    from transformers import ResNetConfig, ResNetForImageClassification
+
+    config = ResNetConfig(num_channels=3, embedding_size=64, hidden_sizes=[64, 128, 256, 512], depths=[2, 2, 2, 2],
+                          layer_type="basic", hidden_act="relu", num_labels=10)
+    return ResNetForImageClassification(config)
+
+
+def test_resnet18_inference_matches_cpu():
+    torch.manual_seed(0)
+    cpu_model, dev_model = twin(resnet18)
+    cpu_model.eval(), dev_model.eval()
+    # Non-default running statistics, so eval-mode batch norm is not an identity map.
+    with torch.no_grad():
+        for name, buf in cpu_model.named_buffers():
+            if name.endswith("running_mean"):
+                buf.uniform_(-0.1, 0.1)
+            elif name.endswith("running_var"):
+                buf.uniform_(0.5, 2.0)
+        dev_model.load_state_dict(cpu_model.state_dict())
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        expected = cpu_model(x).logits
+        with torch.rbln.explain() as ex:
+            actual = dev_model(x.rbln()).logits
+            assert actual.device.type == "rbln"
+            actual = actual.cpu()
+    assert_close_to_scale(actual, expected, rtol=1e-5)
+    assert expected.std() > 0
+    check_ops("resnet18", ex, {"aten::relu", "aten::add_.Tensor", "aten::addmm", "aten::mean.dim"})
+
+
+def test_resnet18_training_step_matches_cpu():
+    torch.manual_seed(0)
+    cpu_model, dev_model = twin(resnet18)
+    cpu_model.train(), dev_model.train()
+    opts = {m: torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9) for m in (cpu_model, dev_model)}
+    x, labels = torch.randn(2, 3, 64, 64), torch.tensor([1, 7])
+    cpu_params = dict(cpu_model.named_parameters())
+    before = {name: p.detach().clone() for name, p in cpu_params.items()}
+
+    with torch.rbln.explain() as ex:
+        out = dev_model(x.rbln(), labels=labels.rbln())
+        out.loss.backward()
+        opts[dev_model].step()
+        dev_loss = out.loss.item()
+    out = cpu_model(x, labels=labels)
+    out.loss.backward()
+    opts[cpu_model].step()
+
+    torch.testing.assert_close(dev_loss, out.loss.item(), rtol=1e-5, atol=1e-6)
+    dev_params = dict(dev_model.named_parameters())
+    names = ["resnet.embedder.embedder.convolution.weight", "resnet.embedder.embedder.normalization.weight",
+             "resnet.encoder.stages.1.layers.0.shortcut.convolution.weight",
+             "resnet.encoder.stages.3.layers.1.layer.1.convolution.weight", "classifier.1.weight", "classifier.1.bias"]
+    for name in names:
+        # Gradients are sums over the batch and the image: the rounding error of the device's
+        # summation order scales with the largest gradient, so the check is relative to it.
+        assert_close_to_scale(dev_params[name].grad, cpu_params[name].grad, rtol=1e-5, msg=f"grad of {name}")
+        assert_close_to_scale(dev_params[name], cpu_params[name], rtol=1e-5, msg=f"updated {name}")
+        assert not torch.equal(cpu_params[name].detach(), before[name]), f"{name} was not updated"
+    check_ops("resnet18-train", ex, {"aten::relu", "aten::threshold_backward", "aten::addmm", "aten::mm",
+                                     "aten::nll_loss_forward", "aten::nll_loss_backward"})
+
+
+@pytest.mark.xfail(strict=True, reason="backend bug: the CPU fallback of aten::native_batch_norm computes the "
+                   "running statistics on host copies and never writes them back (the schema does not mark "
+                   "running_mean/running_var as mutated), so rbln's running stats stay at their initial values")
+def test_batch_norm_training_updates_running_stats():
+    torch.manual_seed(0)
+    cpu_bn, dev_bn = twin(lambda: nn.BatchNorm2d(3))
+    x = torch.randn(4, 3, 5, 5) + 2
+    cpu_bn(x), dev_bn(x.rbln())
+    for name, buf in cpu_bn.named_buffers():
+        torch.testing.assert_close(dict(dev_bn.named_buffers())[name].cpu(), buf, msg=lambda m: f"{name}: {m}")
+
+
+# ---------------------------------------------------------------- BERT
+
+
+def test_bert_encoder_matches_cpu():
+    from transformers import BertConfig, BertModel
+
+    config = BertConfig(vocab_size=100, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=128, max_position_embeddings=64, hidden_dropout_prob=0.0,
+                        attention_probs_dropout_prob=0.0)
+    torch.manual_seed(0)
+    cpu_model, dev_model = twin(lambda: BertModel(config))
+    cpu_model.eval(), dev_model.eval()
+    ids = torch.randint(0, 100, (2, 16))
+    mask = torch.ones(2, 16, dtype=torch.long)
+    mask[1, 10:] = 0  # the second sequence is padded
+    with torch.no_grad():
+        expected = cpu_model(input_ids=ids, attention_mask=mask).last_hidden_state
+        with torch.rbln.explain() as ex:
+            actual = dev_model(input_ids=ids.rbln(), attention_mask=mask.rbln()).last_hidden_state.cpu()
+    torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-5)
+    # The mask matters: the same padded sequence without it gives other outputs.
+    with torch.no_grad():
+        unmasked = dev_model(input_ids=ids.rbln()).last_hidden_state.cpu()
+    assert not torch.allclose(unmasked[1, :10], expected[1, :10], atol=1e-3)
+    check_ops("bert", ex, {"aten::addmm", "aten::native_layer_norm", "aten::gelu", "aten::index_select"})
+
+
+# ---------------------------------------------------------------- Llama
+
+
+def tiny_llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    return LlamaForCausalLM(config)
+
+
+def test_llama_forward_and_greedy_generation_match_cpu():
+    torch.manual_seed(0)
+    cpu_model, dev_model = twin(tiny_llama)
+    cpu_model.eval(), dev_model.eval()
+    prompt = torch.randint(3, 128, (1, 8))
+    with torch.no_grad():
+        expected_logits = cpu_model(prompt).logits
+        expected_tokens = cpu_model.generate(prompt, do_sample=False, max_new_tokens=8, use_cache=True)
+        with torch.rbln.explain() as ex:
+            logits = dev_model(prompt.rbln()).logits.cpu()
+            tokens = dev_model.generate(prompt.rbln(), do_sample=False, max_new_tokens=8, use_cache=True)
+            assert tokens.device.type == "rbln"
+            tokens = tokens.cpu()
+    torch.testing.assert_close(logits, expected_logits, rtol=1e-4, atol=1e-5)
+    assert expected_tokens.shape == (1, 16)
+    assert torch.equal(tokens, expected_tokens), (tokens, expected_tokens)
+    check_ops("llama", ex, {"aten::mm", "aten::bmm", "aten::index_select", "aten::rsqrt", "aten::silu", "aten::cat",
+                            "aten::argmax"})
+
+
+# ---------------------------------------------------------------- loss curves
+
+
+class SmallCNN(nn.Module):
+    """Conv2d/BatchNorm2d/ReLU/MaxPool2d blocks, a Conv1d over the flattened feature map, pooling and a head."""
+
+    def __init__(self, classes=4):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+        )
+        self.mix = nn.Conv1d(16, 16, 3, padding=1)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.head = nn.Linear(16, classes)
+
+    def forward(self, x):
+        x = self.features(x)
+        n, c, h, w = x.shape
+        x = F.relu(self.mix(x.flatten(2))).view(n, c, h, w)
+        return self.head(self.pool(x).flatten(1))
+
+
+class SmallTransformer(nn.Module):
+    """Embedding + positions, a torch TransformerEncoderLayer, a hand-written causal attention block
+    on F.scaled_dot_product_attention, layer norms and a vocabulary head. No dropout."""
+
+    def __init__(self, vocab=32, d=32, heads=4, seq=16):
+        super().__init__()
+        self.heads = heads
+        self.embed = nn.Embedding(vocab, d)
+        self.pos = nn.Parameter(torch.randn(seq, d) * 0.02)
+        self.encoder = nn.TransformerEncoderLayer(d, heads, dim_feedforward=64, dropout=0.0, batch_first=True,
+                                                  norm_first=True)
+        self.attn_norm = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, ids):
+        x = self.embed(ids) + self.pos[: ids.shape[1]]
+        x = self.encoder(x)
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.attn_norm(x)).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+        return self.head(self.norm(x))
+
+
+def assert_loss_curves_match(losses, models, rtol, atol, noise_driven=None):
+    """Losses step by step, then the trained parameters. noise_driven: name -> slice of a parameter
+    whose exact gradient is zero, left out of the parameter check (see the transformer test)."""
+    torch.testing.assert_close(losses["rbln"], losses["cpu"], rtol=rtol, atol=atol)
+    assert losses["cpu"][-1] < 0.5 * losses["cpu"][0], losses["cpu"]  # it learned something
+    cpu_state = models["cpu"].state_dict()
+    for name, value in models["rbln"].state_dict().items():
+        if "running_" in name or "num_batches_tracked" in name:
+            continue  # see test_batch_norm_training_updates_running_stats
+        expected = cpu_state[name]
+        if noise_driven and name in noise_driven:
+            keep = torch.ones(expected.shape[0], dtype=torch.bool)
+            keep[noise_driven[name]] = False
+            value, expected = value.cpu()[keep], expected[keep]
+        assert_close_to_scale(value, expected, rtol=1e-4, msg=f"trained {name}")
+
+
+def test_cnn_loss_curve_matches_cpu():
+    torch.manual_seed(0)
+    x = torch.randn(16, 3, 16, 16)
+    y = (x[:, 0].mean((1, 2)) > 0).long() + 2 * (x[:, 1].mean((1, 2)) > 0).long()  # learnable labels
+    losses, models, ex = train_side_by_side(
+        SmallCNN, lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9), [(x, y)] * 20,
+        lambda model, inputs, target: F.cross_entropy(model(inputs), target))
+    assert_loss_curves_match(losses, models, rtol=1e-4, atol=1e-5)
+    check_ops("cnn", ex, {"aten::relu", "aten::threshold_backward", "aten::addmm", "aten::mean.dim"})
+
+
+def test_transformer_loss_curve_matches_cpu():
+    torch.manual_seed(0)
+    start = torch.randint(0, 32, (8, 1))
+    ids = (start + 3 * torch.arange(17)) % 32  # next token = previous + 3 (mod 32)
+    batch = (ids[:, :-1], ids[:, 1:])
+    losses, models, ex = train_side_by_side(
+        SmallTransformer, lambda p: torch.optim.Adam(p, lr=1e-2), [batch] * 20,
+        lambda model, inputs, target: F.cross_entropy(model(inputs).flatten(0, 1), target.flatten()))
+    # The attention key bias has an exact gradient of zero (softmax ignores a shift shared by all
+    # keys), so what reaches it is rounding noise, which Adam normalizes into full-size steps in
+    # arbitrary directions: on CPU and rbln alike it drifts by ~lr per step, differently. It cannot
+    # change the outputs, so the losses still match; only its values are left out of the comparison.
+    key_bias = slice(32, 64)
+    assert_loss_curves_match(losses, models, rtol=1e-4, atol=1e-5,
+                             noise_driven={"encoder.self_attn.in_proj_bias": key_bias, "qkv.bias": key_bias})
+    check_ops("transformer", ex, {"aten::native_layer_norm", "aten::bmm", "aten::addmm", "aten::_softmax",
+                                  "aten::_softmax_backward_data"})
+
+
+# ---------------------------------------------------------------- docs
+
+
+def test_docs_list_the_same_fallbacks():
+    """docs/models.md has one line per model key: `| key | ... | `op`, `op` |` with exactly the listed ops."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "models.md").read_text()
+    for key, ops in LISTED_FALLBACKS.items():
+        rows = [line for line in text.splitlines() if line.startswith(f"| `{key}` |")]
+        assert len(rows) == 1, f"docs/models.md: no single row for `{key}`"
+        documented = set(re.findall(r"`(aten::[^`]+)`", rows[0].rsplit("|", 2)[-2]))
+        assert documented == ops, f"docs/models.md `{key}`: {sorted(documented ^ ops)}"
