@@ -4,7 +4,8 @@ Every figure is a ratio rbln / CPU for the same work (lower is better, except
 copy bandwidth, which is a ratio to a host memcpy of the same bytes). Each
 pair is timed A B A B ... and the median, min and max of the per-repeat ratios
 are reported. rbln timings end with torch.rbln.synchronize(), so queued work is
-counted. Writes benchmarks/results.json and docs/performance.md.
+counted. Writes benchmarks/results.json and docs/performance.md; with --only,
+runs the matching rows and writes nothing (a partial run must not replace them).
 """
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ import os
 import statistics
 import sys
 import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # transformers models are built from configs: nothing is fetched
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import torch
 import torch.nn.functional as F
@@ -32,8 +36,13 @@ def timed(fn, device: str) -> float:
     return time.perf_counter() - start
 
 
+ONLY: list[str] = []  # --only: substrings of "group name"; a row runs if any matches
+
+
 def compare(name, group, make, repeats, target, higher_is_better=False, reference="cpu"):
-    """make(device) returns a zero-argument callable doing the measured work."""
+    """make(device) returns a zero-argument callable doing the measured work. None if --only skips the row."""
+    if ONLY and not any(s.lower() in f"{group} {name}".lower() for s in ONLY):
+        return None
     fns = {d: make(d) for d in ("cpu", "rbln")}
     for d, fn in fns.items():  # warm-up: caches, worker threads, allocator
         timed(fn, d)
@@ -83,9 +92,14 @@ CHAIN = 10_000
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer repeats and smaller sizes")
+    p.add_argument("--only", action="append", default=[], metavar="TEXT",
+                   help="run only the rows whose 'group name' contains TEXT (repeatable; case-insensitive); "
+                        "prints, writes no results")
+    p.add_argument("--repeats", type=int, help="interleaved repeats per row (default 11, 5 with --quick)")
     args = p.parse_args()
-    reps = 5 if args.quick else 11
-    rows = []
+    ONLY[:] = args.only
+    reps = args.repeats or (5 if args.quick else 11)
+    rows = _Rows()
 
     # ---- per-op overhead ----
     for size, label in ((1, "1 element"), (256, "1 KiB")):
@@ -187,6 +201,38 @@ def main() -> int:
         return step
     rows.append(compare("MLP training step (Adam), batch 128", "model", train_step, reps, 1.2))
 
+    def resnet18(device):
+        from transformers import ResNetConfig, ResNetForImageClassification
+
+        torch.manual_seed(0)
+        config = ResNetConfig(embedding_size=64, hidden_sizes=[64, 128, 256, 512], depths=[2, 2, 2, 2],
+                              layer_type="basic", num_labels=1000)
+        model = ResNetForImageClassification(config).eval().to(device)
+        x = torch.randn(8, 3, 224, 224, device=device)
+        def forward():
+            with torch.no_grad():
+                model(x)
+        return forward
+    rows.append(compare("ResNet-18 inference, batch 8, 224x224", "model", resnet18, reps, 1.2))
+
+    def bert_base(device):
+        from transformers import BertConfig, BertModel
+
+        torch.manual_seed(0)
+        config = BertConfig(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
+        model = BertModel(config, add_pooling_layer=False).eval().to(device)
+        ids = torch.randint(0, config.vocab_size, (1, 128), device=device)
+        mask = torch.ones(1, 128, dtype=torch.long, device=device)
+        def forward():
+            with torch.no_grad():
+                model(input_ids=ids, attention_mask=mask)
+        return forward
+    rows.append(compare("BERT-base encoder forward, batch 1, seq 128", "model", bert_base, reps, 1.2))
+
+    if ONLY:
+        print(f"--only: {len(rows)} rows measured; benchmarks/results.json and docs/performance.md left as they are")
+        return 0 if rows else 1
+
     meta = {"torch": torch.__version__, "repeats": reps, "quick": args.quick, "cpus": os.cpu_count(),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     with open(os.path.join(ROOT, "benchmarks", "results.json"), "w") as f:
@@ -194,6 +240,14 @@ def main() -> int:
     with open(os.path.join(ROOT, "docs", "performance.md"), "w") as f:
         f.write(render(meta, rows))
     return 0
+
+
+class _Rows(list):
+    """The measured rows: append() drops the None of a row that --only skipped."""
+
+    def append(self, row):
+        if row is not None:
+            super().append(row)
 
 
 def render(meta, rows) -> str:
