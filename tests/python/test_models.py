@@ -91,7 +91,7 @@ def test_resnet18_inference_matches_cpu():
             actual = dev_model(x.rbln()).logits
             assert actual.device.type == "rbln"
             actual = actual.cpu()
-    assert_close_to_scale(actual, expected, rtol=1e-5)
+    assert_close_to_scale(actual, expected, rtol=1e-4)
     assert expected.std() > 0
     check_ops("resnet18", ex, {"aten::relu", "aten::add_.Tensor", "aten::addmm", "aten::mean.dim"})
 
@@ -114,7 +114,7 @@ def test_resnet18_training_step_matches_cpu():
     out.loss.backward()
     opts[cpu_model].step()
 
-    torch.testing.assert_close(dev_loss, out.loss.item(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(dev_loss, out.loss.item(), rtol=1e-4, atol=1e-5)
     dev_params = dict(dev_model.named_parameters())
     names = ["resnet.embedder.embedder.convolution.weight", "resnet.embedder.embedder.normalization.weight",
              "resnet.encoder.stages.1.layers.0.shortcut.convolution.weight",
@@ -122,8 +122,8 @@ def test_resnet18_training_step_matches_cpu():
     for name in names:
         # Gradients are sums over the batch and the image: the rounding error of the device's
         # summation order scales with the largest gradient, so the check is relative to it.
-        assert_close_to_scale(dev_params[name].grad, cpu_params[name].grad, rtol=1e-5, msg=f"grad of {name}")
-        assert_close_to_scale(dev_params[name], cpu_params[name], rtol=1e-5, msg=f"updated {name}")
+        assert_close_to_scale(dev_params[name].grad, cpu_params[name].grad, rtol=1e-4, msg=f"grad of {name}")
+        assert_close_to_scale(dev_params[name], cpu_params[name], rtol=1e-4, msg=f"updated {name}")
         assert not torch.equal(cpu_params[name].detach(), before[name]), f"{name} was not updated"
     check_ops("resnet18-train", ex, {"aten::relu", "aten::threshold_backward", "aten::addmm", "aten::mm",
                                      "aten::nll_loss_forward", "aten::nll_loss_backward"})
