@@ -52,9 +52,12 @@ test: test-cpp test-py
 bench: install
 	$(PY) benchmarks/run.py
 
-# The full OpInfo sweep: conformance/report.json and docs/conformance.md.
+# The full OpInfo sweep (forward and gradient columns), then PyTorch's device-generic tests over
+# all of op_db/module_db/optim_db (tests/python/test_upstream.py; make test runs a bounded subset):
+# conformance/report.json and docs/conformance.md.
 conformance: install
 	$(PY) -m conformance
+	$(PY) -m conformance --upstream
 
 clean:
 	rm -rf build

@@ -1,10 +1,18 @@
-"""python -m conformance [--slice] [--ops NAME ...] [--dtypes ...] [--report PATH] [--docs PATH]
+"""python -m conformance [--slice] [--ops NAME ...] [--dtypes ...] [--no-grad] [--merge] [--upstream] [--report PATH]
 
 Runs every OpInfo entry's sample (and reference) inputs on CPU and on rbln with
 identical inputs, through the function, method, in-place and out= variants the
 OpInfo declares, and records for each (op, variant, dtype) whether it ran on the
 device and matched, fell back and matched (naming the fallback ops), mismatched,
 raised where CPU did not, or was skipped (with the reason).
+
+The gradient column (variant "gradient", float32; conformance/gradients.py):
+per differentiable entry, the gradients of its samples on rbln against CPU's,
+and whether the backward ran on the device.
+
+`--upstream` runs PyTorch's own device-generic test classes instantiated for rbln
+(tests/python/test_upstream.py, every op_db/module_db/optim_db entry; conformance/upstream.py)
+and records them in their own section; `make conformance` runs both.
 """
 from __future__ import annotations
 
@@ -19,6 +27,7 @@ import torch
 import torch_rbln  # noqa: F401  (before torch.testing._internal)
 from torch_rbln.testing import TOLERANCES, to_cpu
 
+from .gradients import grad_sweep
 from .render import render_markdown
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "int64": torch.int64,
@@ -162,26 +171,59 @@ def main() -> int:
     p.add_argument("--dtypes", nargs="*", default=list(DTYPES), choices=list(DTYPES))
     p.add_argument("--seconds-per-case", type=float, default=20.0,
                    help="stop adding samples to one (op, variant, dtype) after this long")
+    p.add_argument("--no-grad", action="store_true", help="leave out the gradient column")
+    p.add_argument("--no-forward", action="store_true", help="only the gradient column")
+    p.add_argument("--merge", action="store_true",
+                   help="update the existing report: replace the entries this run produces, keep the others")
+    p.add_argument("--upstream", nargs="?", const="full", choices=["full", "subset"],
+                   help="instead of the sweep: run PyTorch's device-generic tests (tests/python/test_upstream.py; "
+                        "full: every op_db/module_db/optim_db entry) and update their section of the report")
     p.add_argument("--report", default=None, help="JSON report path (default: conformance/report.json)")
     p.add_argument("--docs", default=None, help="markdown report path (default: docs/conformance.md)")
     args = p.parse_args()
-    from torch.testing._internal.common_methods_invocations import op_db
-
-    wanted = set(args.ops or (SLICE if args.slice else ()))
-    ops = [op for op in op_db if not wanted or opinfo_name(op) in wanted]
-    start = time.perf_counter()
-    results = sweep(ops, args.dtypes, args.seconds_per_case)
-    elapsed = time.perf_counter() - start
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     suffix = "_slice" if args.slice else ""
     report = args.report or os.path.join(root, "conformance", f"report{suffix}.json")
     docs = args.docs or os.path.join(root, "docs", f"conformance{suffix}.md")
-    meta = {"torch": torch.__version__, "entries": len(ops), "seconds": round(elapsed, 1), "slice": args.slice}
+    old = {}
+    if os.path.exists(report):
+        with open(report) as f:
+            old = json.load(f)
+
+    if args.upstream:
+        from .upstream import run as run_upstream
+
+        meta, results = old.get("meta", {"torch": torch.__version__, "entries": 0, "seconds": 0}), old.get("results", [])
+        upstream = run_upstream(args.upstream)
+    else:
+        from torch.testing._internal.common_methods_invocations import op_db
+
+        wanted = set(args.ops or (SLICE if args.slice else ()))
+        ops = [op for op in op_db if not wanted or opinfo_name(op) in wanted]
+        meta = {"torch": torch.__version__, "entries": len(ops), "slice": args.slice}
+        results = []
+        if not args.no_forward:
+            start = time.perf_counter()
+            results += sweep(ops, args.dtypes, args.seconds_per_case)
+            meta["seconds"] = round(time.perf_counter() - start, 1)
+        if not args.no_grad:
+            start = time.perf_counter()
+            results += grad_sweep(ops, opinfo_name, lambda op: skip_reason(op.name) or skip_reason(opinfo_name(op)),
+                                  args.seconds_per_case)
+            meta["gradient_seconds"] = round(time.perf_counter() - start, 1)
+        if args.merge and old:
+            produced = {(r["op"], r["variant"], r["dtype"]) for r in results}
+            results = [r for r in old["results"] if (r["op"], r["variant"], r["dtype"]) not in produced] + results
+            meta = {**old["meta"], **{k: v for k, v in meta.items() if k != "entries"}}
+        upstream = old.get("upstream")  # the upstream stage's results stay until it runs again
+    out = {"meta": meta, "results": results}
+    if upstream:
+        out["upstream"] = upstream
     with open(report, "w") as f:
-        json.dump({"meta": meta, "results": results}, f, indent=1)
+        json.dump(out, f, indent=1)
     with open(docs, "w") as f:
-        f.write(render_markdown(meta, results))
-    print(open(docs).read().split("\n## ")[0])
+        f.write(render_markdown(meta, results, upstream))
+    print(open(docs).read().split("\n## Per op")[0])
     return 0
 
 

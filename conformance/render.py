@@ -25,13 +25,114 @@ def summary_line(dtype: str, c: dict[str, int]) -> str:
             f"{c['skipped']} |")
 
 
-def render_markdown(meta, results) -> str:
-    dtypes = list(dict.fromkeys(r["dtype"] for r in results))
+def gradient_summary(results, seconds=None) -> list[str]:
+    """The gradient column's summary: how many differentiable entries agree with CPU, and on the device."""
+    grads = [r for r in results if r["variant"] == "gradient"]
+    if not grads:
+        return []
+    c = defaultdict(int)
+    for r in grads:
+        c[r["status"]] += 1
+    ran = sum(c[s] for s in ("device", "fallback", "mismatch", "error"))
+    agree = c["device"] + c["fallback"]
+    pct = lambda n: f"{100 * n / ran:.1f}%" if ran else "-"  # noqa: E731
+    reasons = defaultdict(int)
+    for r in grads:
+        if r["status"] == "skipped":
+            reasons[r.get("reason", "").split(" (")[0]] += 1
+    skipped = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items(), key=lambda kv: -kv[1]))
+    dtype = grads[0]["dtype"]
+    return [
+        "",
+        f"### Gradients ({dtype}" + (f", {seconds} s)" if seconds is not None else ")"),
+        "",
+        "Per differentiable entry (autograd supported in float32): each sample made on rbln with `requires_grad=True`,",
+        "the same values on CPU; the same pseudo-random grad_output backpropagated (`torch.autograd.grad`) through",
+        "every differentiable floating output to every input that requires grad. D = gradients match and every op",
+        "of the backward ran on the device, F = match but some backward op fell back (named per op below),",
+        "M = mismatch, E = rbln raised where CPU did not. Samples CPU cannot differentiate are not counted.",
+        "",
+        f"**{pct(agree)} of differentiable entries' gradients agree with CPU ({agree} of {ran}); "
+        f"{pct(c['device'])} with the backward on the device ({c['device']} of {ran}).**"
+        + (f" Skipped: {skipped}." if skipped else ""),
+        "",
+        "| dtype | differentiable entries run | backward on device (D) | backward fell back (F) | agree (D+F) "
+        "| mismatch | error | skipped |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| {dtype} | {ran} | {c['device']} ({pct(c['device'])}) | {c['fallback']} | {agree} ({pct(agree)}) "
+        f"| {c['mismatch']} | {c['error']} | {c['skipped']} |",
+    ] + _gradient_failures(grads)
+
+
+def _gradient_failures(grads) -> list[str]:
+    bad = [r for r in grads if r["status"] in ("mismatch", "error")]
+    if not bad:
+        return []
+    lines = ["", "Gradient mismatches and errors (first failing sample):", ""]
+    for r in sorted(bad, key=lambda r: r["op"]):
+        detail = "; ".join(r.get("detail", [])) or r.get("reason", "")
+        lines.append(f"- `{r['op']}` {SYMBOL[r['status']]}: " + detail.replace("|", "/").replace("\n", " ")[:300])
+    return lines
+
+
+UPSTREAM_NOTES = [
+    "The torch wheel ships the machinery of PyTorch's device-generic suites (`torch.testing._internal`), not",
+    "the suites in PyTorch's test/ directory. tests/python/test_upstream.py instantiates, for rbln through",
+    "`instantiate_device_type_tests(..., only_for=\"privateuse1\")` and `PrivateUse1TestBase`:",
+    "",
+    "- `TestCommon.test_compare_cpu` (`@ops(op_db)`, one dtype per op as upstream picks it): each OpInfo's",
+    "  reference inputs made on rbln, compared with the op on CPU copies at upstream's 1e-3 tolerances;",
+    "- `TestBwdGradients.test_fn_grad` (`@ops(op_db)`, float64 and complex128): gradcheck on the device;",
+    "- `TestModule.test_cpu_gpu_parity` (`@modules(module_db)`): forward, input and parameter gradients",
+    "  against CPU;",
+    "- `TestOptim.test_step_matches_cpu` (`@optims(optim_db)`): three optimizer steps against CPU, per",
+    "  optimizer input (fused and capturable inputs are CUDA's and left out);",
+    "- `TestAutocastRBLN`: upstream's `TestAutocast` helper over `AutocastTestLists` built on rbln.",
+    "",
+    "The classes keep upstream's class and test names, so the OpInfo/ModuleInfo entries' own skips and",
+    "expected failures apply. Not instantiated: common_nn's module_tests (hard-wired to CUDA through",
+    "`test_cuda`), the distributed, FSDP, JIT and quantization bases (no rbln backend for them).",
+    "`make test` runs a bounded subset of the same classes; known failures there are strict expected",
+    "failures (xfail below), each naming its backend bug.",
+]
+
+
+def upstream_section(upstream) -> list[str]:
+    if not upstream:
+        return []
+    lines = ["", "## PyTorch's device-generic tests on rbln", "",
+             f"`python -m conformance --upstream` ({'every op_db, module_db and optim_db entry' if upstream['mode'] == 'full' else 'the bounded subset make test runs'}"
+             f", {upstream['seconds']} s).", ""]
+    lines += UPSTREAM_NOTES
+    lines += ["", "| class | tests | passed | failed | expected failure (known bug) | skipped |", "|---|---|---|---|---|---|"]
+    total = defaultdict(int)
+    for cls, c in upstream["classes"].items():
+        n = sum(c.values())
+        for k, v in c.items():
+            total[k] += v
+        total["tests"] += n
+        lines.append(f"| {cls} | {n} | {c.get('passed', 0)} | {c.get('failed', 0)} | {c.get('xfailed', 0)} "
+                     f"| {c.get('skipped', 0)} |")
+    lines.append(f"| all | {total['tests']} | {total['passed']} | {total['failed']} | {total['xfailed']} "
+                 f"| {total['skipped']} |")
+    if upstream["causes"]:
+        lines += ["", "Failures and expected failures by cause (tests named by op, module or optimizer):", "",
+                  "| class | outcome | count | cause | tests |", "|---|---|---|---|---|"]
+        for r in upstream["causes"]:
+            cause = r["cause"].replace("|", "/")
+            tests = ", ".join(r["tests"]) + (", ..." if r["count"] > len(r["tests"]) else "")
+            lines.append(f"| {r['class']} | {r['outcome']} | {r['count']} | {cause} | {tests} |")
+    return lines
+
+
+def render_markdown(meta, results, upstream=None) -> str:
+    has_grad = any(r["variant"] == "gradient" for r in results)
+    dtypes = list(dict.fromkeys(r["dtype"] for r in results if r["variant"] != "gradient"))
     lines = [
         "<!-- @generated by `make conformance` (python -m conformance). Do not edit. -->",
         "# Conformance: PyTorch's OpInfo database on rbln",
         "",
-        f"{meta['entries']} OpInfo entries, torch {meta['torch']}, {meta['seconds']} s"
+        f"{meta['entries']} OpInfo entries, torch {meta['torch']}, {meta.get('seconds', '-')} s"
         + (" (the bounded slice `make test` runs)" if meta.get("slice") else "") + ".",
         "Each entry's sample and reference inputs run on CPU and on rbln with identical inputs;",
         "outputs are compared with `torch.testing.assert_close` (tolerances in `torch_rbln/testing.py`).",
@@ -43,13 +144,23 @@ def render_markdown(meta, results) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     lines += [summary_line(d, summarize(results, d)) for d in dtypes]
-    lines += ["", "## Per op", "", "Status per dtype as function/method/in-place/out= (`-`: variant not declared).", "",
-              "| op | " + " | ".join(dtypes) + " | fell back through |", "|---|" + "---|" * (len(dtypes) + 1)]
+    lines += gradient_summary(results, meta.get("gradient_seconds"))
+    grad_cols = " | grad | backward fell back through" if has_grad else ""
+    lines += ["", "## Per op", "", "Status per dtype as function/method/in-place/out= (`-`: variant not declared)"
+              + ("; grad: the float32 gradient column (blank: not differentiable)." if has_grad else "."), "",
+              "| op | " + " | ".join(dtypes) + " | fell back through" + grad_cols + " |",
+              "|---|" + "---|" * (len(dtypes) + 1 + 2 * has_grad)]
     by_op = defaultdict(dict)
     fallbacks = defaultdict(set)
+    grad = {}
     for r in results:
+        if r["variant"] == "gradient":
+            grad[r["op"]] = r
+            continue
         by_op[r["op"]].setdefault(r["dtype"], {})[r["variant"]] = r["status"]
         fallbacks[r["op"]].update(r.get("fallback_ops", []))
+    for op in grad:
+        by_op.setdefault(op, {})
     for op in sorted(by_op):
         cells = []
         for d in dtypes:
@@ -60,5 +171,14 @@ def render_markdown(meta, results) -> str:
                 cells.append(SYMBOL[v["all"]])
             else:
                 cells.append("".join(SYMBOL[v[k]] if k in v else "-" for k in ("function", "method", "inplace", "out")))
-        lines.append(f"| {op} | " + " | ".join(cells) + " | " + ", ".join(sorted(fallbacks[op])) + " |")
-    return "\n".join(lines) + "\n"
+        row = f"| {op} | " + " | ".join(cells) + " | " + ", ".join(sorted(fallbacks[op]))
+        if has_grad:
+            g = grad.get(op)
+            row += " | " + (SYMBOL[g["status"]] if g else "") + " | " + (", ".join(g.get("fallback_ops", [])) if g else "")
+        lines.append(row + " |")
+    return "\n".join(lines[:_per_op_start(lines)] + upstream_section(upstream) + lines[_per_op_start(lines):]) + "\n"
+
+
+def _per_op_start(lines) -> int:
+    """The upstream section goes before the long per-op table."""
+    return lines.index("## Per op") - 1
