@@ -49,7 +49,7 @@ FAMILIES = {
     "ternary": 3,
 }
 STRATEGIES = ("kernel", "composite", "fallback", "compile")
-KEYS = {"func", "strategy", "kernel", "functor", "dtypes", "notes", "opinfo"}
+KEYS = {"func", "strategy", "kernel", "functor", "dtypes", "notes", "opinfo", "tolerance"}
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNEL_HEADERS = ("kernels/Kernels.h", "runtime/RBLNOps.h")
 FUNCTOR_HEADER = "kernels/Functors.h"
@@ -82,6 +82,7 @@ class Entry:
     notes: str
     opinfo: list[str]
     variants: list[Variant] = field(default_factory=list)
+    tolerance: dict[str, list[float]] = field(default_factory=dict)  # dtype -> [atol, rtol] in the generated tests
 
     @property
     def family(self) -> str | None:
@@ -226,6 +227,14 @@ def load(path: str, root: str = ROOT) -> list[Entry]:
                 else:
                     err(f"{func}: unknown dtype '{d}'; known: {', '.join(list(DTYPES) + list(DTYPE_GROUPS) + ['any'])}")
             dtypes = list(dict.fromkeys(dtypes))
+            tolerance = item.get("tolerance", {})
+            if isinstance(tolerance, dict):
+                tolerance = {d: v for d, v in tolerance.items() if d != "__line__"}
+            if not isinstance(tolerance, dict) or not all(
+                    d in DTYPES and isinstance(v, list) and len(v) == 2
+                    and all(isinstance(x, (int, float)) and x > 0 for x in v) for d, v in tolerance.items()):
+                err(f"{func}: 'tolerance' must map dtypes to [atol, rtol] (positive numbers), got {tolerance!r}")
+                continue
 
             if kernel in FAMILIES:
                 group = group_of[func]
@@ -237,7 +246,7 @@ def load(path: str, root: str = ROOT) -> list[Entry]:
             else:
                 variants = [f]
             entry = Entry(func, line, strategy, kernel, functor, dtypes, str(item.get("notes", "")).strip(),
-                          _opinfo_names(item, func), [_variant(v) for v in variants])
+                          _opinfo_names(item, func), [_variant(v) for v in variants], tolerance)
             dup = [o for o in entry.overloads if o in seen]
             if dup:
                 err(f"duplicate entry: {', '.join(dup)} already registered by the entry at line {seen[dup[0]]}")

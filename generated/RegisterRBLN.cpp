@@ -4,14 +4,24 @@
 #include <ATen/native/CPUFallback.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
+#include <ATen/ops/_adaptive_avg_pool2d_ops.h>
+#include <ATen/ops/_adaptive_avg_pool2d_backward_ops.h>
+#include <ATen/ops/_adaptive_avg_pool3d_ops.h>
+#include <ATen/ops/_adaptive_avg_pool3d_backward_ops.h>
+#include <ATen/ops/_batch_norm_with_update_ops.h>
 #include <ATen/ops/_copy_from_ops.h>
 #include <ATen/ops/_copy_from_and_resize_ops.h>
 #include <ATen/ops/_local_scalar_dense_ops.h>
 #include <ATen/ops/_log_softmax_ops.h>
 #include <ATen/ops/_log_softmax_backward_data_ops.h>
+#include <ATen/ops/_native_batch_norm_legit_ops.h>
 #include <ATen/ops/_reshape_alias_ops.h>
 #include <ATen/ops/_softmax_ops.h>
 #include <ATen/ops/_softmax_backward_data_ops.h>
+#include <ATen/ops/adaptive_max_pool2d_ops.h>
+#include <ATen/ops/adaptive_max_pool2d_backward_ops.h>
+#include <ATen/ops/adaptive_max_pool3d_ops.h>
+#include <ATen/ops/adaptive_max_pool3d_backward_ops.h>
 #include <ATen/ops/addmm_ops.h>
 #include <ATen/ops/addmv_ops.h>
 #include <ATen/ops/amax_ops.h>
@@ -20,6 +30,11 @@
 #include <ATen/ops/argmax_ops.h>
 #include <ATen/ops/argmin_ops.h>
 #include <ATen/ops/as_strided_ops.h>
+#include <ATen/ops/avg_pool2d_ops.h>
+#include <ATen/ops/avg_pool2d_backward_ops.h>
+#include <ATen/ops/avg_pool3d_ops.h>
+#include <ATen/ops/avg_pool3d_backward_ops.h>
+#include <ATen/ops/batch_norm_backward_ops.h>
 #include <ATen/ops/bernoulli_ops.h>
 #include <ATen/ops/bmm_ops.h>
 #include <ATen/ops/cat_ops.h>
@@ -29,6 +44,7 @@
 #include <ATen/ops/copy_ops.h>
 #include <ATen/ops/cumsum_ops.h>
 #include <ATen/ops/dot_ops.h>
+#include <ATen/ops/embedding_dense_backward_ops.h>
 #include <ATen/ops/embedding_renorm_ops.h>
 #include <ATen/ops/empty_ops.h>
 #include <ATen/ops/empty_strided_ops.h>
@@ -41,11 +57,18 @@
 #include <ATen/ops/masked_fill_ops.h>
 #include <ATen/ops/masked_select_ops.h>
 #include <ATen/ops/max_ops.h>
+#include <ATen/ops/max_pool2d_with_indices_ops.h>
+#include <ATen/ops/max_pool2d_with_indices_backward_ops.h>
+#include <ATen/ops/max_pool3d_with_indices_ops.h>
+#include <ATen/ops/max_pool3d_with_indices_backward_ops.h>
 #include <ATen/ops/mean_ops.h>
 #include <ATen/ops/min_ops.h>
 #include <ATen/ops/mm_ops.h>
+#include <ATen/ops/native_batch_norm_ops.h>
+#include <ATen/ops/native_batch_norm_backward_ops.h>
 #include <ATen/ops/native_dropout_ops.h>
 #include <ATen/ops/native_layer_norm_ops.h>
+#include <ATen/ops/native_layer_norm_backward_ops.h>
 #include <ATen/ops/nll_loss_backward_ops.h>
 #include <ATen/ops/nll_loss_forward_ops.h>
 #include <ATen/ops/normal_ops.h>
@@ -608,6 +631,16 @@ at::Tensor & wrapper_nll_loss_backward_grad_input(const at::Tensor & grad_output
   return rbln::kernels::native_layer_norm(input, normalized_shape, weight, bias, eps);
 }
 
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper_native_layer_norm_backward(const at::Tensor & grad_out, const at::Tensor & input, c10::SymIntArrayRef normalized_shape, const at::Tensor & mean, const at::Tensor & rstd, const ::std::optional<at::Tensor> & weight, const ::std::optional<at::Tensor> & bias, ::std::array<bool,3> output_mask) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_out));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_out.scalar_type()) && dtype_ok(input.scalar_type()) && dtype_ok(mean.scalar_type()) && dtype_ok(rstd.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::native_layer_norm_backward>::call(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::native_layer_norm_backward");
+  return rbln::kernels::native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask);
+}
+
 at::Tensor wrapper_cumsum(const at::Tensor & self, int64_t dim, ::std::optional<at::ScalarType> dtype) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
@@ -849,6 +882,248 @@ at::Tensor & wrapper_embedding_renorm_(at::Tensor & self, const at::Tensor & ind
   return rbln::kernels::embedding_renorm_(self, indices, max_norm, norm_type);
 }
 
+at::Tensor wrapper_embedding_dense_backward(const at::Tensor & grad_output, const at::Tensor & indices, c10::SymInt num_weights, c10::SymInt padding_idx, bool scale_grad_by_freq) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::embedding_dense_backward>::call(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::embedding_dense_backward");
+  return rbln::kernels::embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq);
+}
+
+at::Tensor wrapper_convolution_overrideable(const at::Tensor & input, const at::Tensor & weight, const ::std::optional<at::Tensor> & bias, c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups) {
+  const c10::OptionalDeviceGuard guard(at::device_of(input));
+  RBLN_COUNT_DEVICE_OP("aten::convolution_overrideable");
+  return rbln::kernels::convolution_overrideable(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
+}
+
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper_convolution_backward_overrideable(const at::Tensor & grad_output, const at::Tensor & input, const at::Tensor & weight, c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups, ::std::array<bool,3> output_mask) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  RBLN_COUNT_DEVICE_OP("aten::convolution_backward_overrideable");
+  return rbln::kernels::convolution_backward_overrideable(grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups, output_mask);
+}
+
+::std::tuple<at::Tensor,at::Tensor> wrapper_max_pool2d_with_indices(const at::Tensor & self, at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::max_pool2d_with_indices>::call(self, kernel_size, stride, padding, dilation, ceil_mode);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::max_pool2d_with_indices");
+  return rbln::kernels::max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode);
+}
+
+at::Tensor wrapper_max_pool2d_with_indices_backward(const at::Tensor & grad_output, const at::Tensor & self, at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode, const at::Tensor & indices) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::max_pool2d_with_indices_backward>::call(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::max_pool2d_with_indices_backward");
+  return rbln::kernels::max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices);
+}
+
+::std::tuple<at::Tensor,at::Tensor> wrapper_max_pool3d_with_indices(const at::Tensor & self, at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::max_pool3d_with_indices>::call(self, kernel_size, stride, padding, dilation, ceil_mode);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::max_pool3d_with_indices");
+  return rbln::kernels::max_pool3d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode);
+}
+
+at::Tensor wrapper_max_pool3d_with_indices_backward(const at::Tensor & grad_output, const at::Tensor & self, at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode, const at::Tensor & indices) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::max_pool3d_with_indices_backward>::call(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::max_pool3d_with_indices_backward");
+  return rbln::kernels::max_pool3d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices);
+}
+
+at::Tensor wrapper_avg_pool2d(const at::Tensor & self, at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode, bool count_include_pad, ::std::optional<int64_t> divisor_override) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::avg_pool2d>::call(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::avg_pool2d");
+  return rbln::kernels::avg_pool2d(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+}
+
+at::Tensor wrapper_avg_pool2d_backward(const at::Tensor & grad_output, const at::Tensor & self, at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode, bool count_include_pad, ::std::optional<int64_t> divisor_override) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::avg_pool2d_backward>::call(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::avg_pool2d_backward");
+  return rbln::kernels::avg_pool2d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+}
+
+at::Tensor wrapper_avg_pool3d(const at::Tensor & self, at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode, bool count_include_pad, ::std::optional<int64_t> divisor_override) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::avg_pool3d>::call(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::avg_pool3d");
+  return rbln::kernels::avg_pool3d(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+}
+
+at::Tensor wrapper_avg_pool3d_backward(const at::Tensor & grad_output, const at::Tensor & self, at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode, bool count_include_pad, ::std::optional<int64_t> divisor_override) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::avg_pool3d_backward>::call(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::avg_pool3d_backward");
+  return rbln::kernels::avg_pool3d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+}
+
+at::Tensor wrapper__adaptive_avg_pool2d(const at::Tensor & self, c10::SymIntArrayRef output_size) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_adaptive_avg_pool2d>::call(self, output_size);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_adaptive_avg_pool2d");
+  return rbln::kernels::_adaptive_avg_pool2d(self, output_size);
+}
+
+at::Tensor wrapper__adaptive_avg_pool2d_backward(const at::Tensor & grad_output, const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_adaptive_avg_pool2d_backward>::call(grad_output, self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_adaptive_avg_pool2d_backward");
+  return rbln::kernels::_adaptive_avg_pool2d_backward(grad_output, self);
+}
+
+at::Tensor wrapper__adaptive_avg_pool3d(const at::Tensor & self, c10::SymIntArrayRef output_size) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_adaptive_avg_pool3d>::call(self, output_size);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_adaptive_avg_pool3d");
+  return rbln::kernels::_adaptive_avg_pool3d(self, output_size);
+}
+
+at::Tensor wrapper__adaptive_avg_pool3d_backward(const at::Tensor & grad_output, const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_adaptive_avg_pool3d_backward>::call(grad_output, self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_adaptive_avg_pool3d_backward");
+  return rbln::kernels::_adaptive_avg_pool3d_backward(grad_output, self);
+}
+
+::std::tuple<at::Tensor,at::Tensor> wrapper_adaptive_max_pool2d(const at::Tensor & self, at::IntArrayRef output_size) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::adaptive_max_pool2d>::call(self, output_size);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::adaptive_max_pool2d");
+  return rbln::kernels::adaptive_max_pool2d(self, output_size);
+}
+
+at::Tensor wrapper_adaptive_max_pool2d_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Tensor & indices) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::adaptive_max_pool2d_backward>::call(grad_output, self, indices);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::adaptive_max_pool2d_backward");
+  return rbln::kernels::adaptive_max_pool2d_backward(grad_output, self, indices);
+}
+
+::std::tuple<at::Tensor,at::Tensor> wrapper_adaptive_max_pool3d(const at::Tensor & self, at::IntArrayRef output_size) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::adaptive_max_pool3d>::call(self, output_size);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::adaptive_max_pool3d");
+  return rbln::kernels::adaptive_max_pool3d(self, output_size);
+}
+
+at::Tensor wrapper_adaptive_max_pool3d_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Tensor & indices) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::adaptive_max_pool3d_backward>::call(grad_output, self, indices);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::adaptive_max_pool3d_backward");
+  return rbln::kernels::adaptive_max_pool3d_backward(grad_output, self, indices);
+}
+
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper_native_batch_norm(const at::Tensor & input, const ::std::optional<at::Tensor> & weight, const ::std::optional<at::Tensor> & bias, const ::std::optional<at::Tensor> & running_mean, const ::std::optional<at::Tensor> & running_var, bool training, double momentum, double eps) {
+  const c10::OptionalDeviceGuard guard(at::device_of(input));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(input.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::native_batch_norm>::call(input, weight, bias, running_mean, running_var, training, momentum, eps);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::native_batch_norm");
+  return rbln::kernels::native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps);
+}
+
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper_native_batch_norm_backward(const at::Tensor & grad_out, const at::Tensor & input, const ::std::optional<at::Tensor> & weight, const ::std::optional<at::Tensor> & running_mean, const ::std::optional<at::Tensor> & running_var, const ::std::optional<at::Tensor> & save_mean, const ::std::optional<at::Tensor> & save_invstd, bool train, double eps, ::std::array<bool,3> output_mask) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_out));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_out.scalar_type()) && dtype_ok(input.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::native_batch_norm_backward>::call(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::native_batch_norm_backward");
+  return rbln::kernels::native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask);
+}
+
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper__native_batch_norm_legit(const at::Tensor & input, const ::std::optional<at::Tensor> & weight, const ::std::optional<at::Tensor> & bias, at::Tensor & running_mean, at::Tensor & running_var, bool training, double momentum, double eps) {
+  const c10::OptionalDeviceGuard guard(at::device_of(input));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(input.scalar_type()) && dtype_ok(running_mean.scalar_type()) && dtype_ok(running_var.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_native_batch_norm_legit>::call(input, weight, bias, running_mean, running_var, training, momentum, eps);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_native_batch_norm_legit");
+  return rbln::kernels::_native_batch_norm_legit(input, weight, bias, running_mean, running_var, training, momentum, eps);
+}
+
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper__native_batch_norm_legit_no_stats(const at::Tensor & input, const ::std::optional<at::Tensor> & weight, const ::std::optional<at::Tensor> & bias, bool training, double momentum, double eps) {
+  const c10::OptionalDeviceGuard guard(at::device_of(input));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(input.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_native_batch_norm_legit_no_stats>::call(input, weight, bias, training, momentum, eps);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_native_batch_norm_legit.no_stats");
+  return rbln::kernels::_native_batch_norm_legit_no_stats(input, weight, bias, training, momentum, eps);
+}
+
+::std::tuple<at::Tensor,at::Tensor,at::Tensor,at::Tensor> wrapper__batch_norm_with_update(const at::Tensor & input, const ::std::optional<at::Tensor> & weight, const ::std::optional<at::Tensor> & bias, at::Tensor & running_mean, at::Tensor & running_var, double momentum, double eps) {
+  const c10::OptionalDeviceGuard guard(at::device_of(input));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(input.scalar_type()) && dtype_ok(running_mean.scalar_type()) && dtype_ok(running_var.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_batch_norm_with_update>::call(input, weight, bias, running_mean, running_var, momentum, eps);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_batch_norm_with_update");
+  return rbln::kernels::_batch_norm_with_update(input, weight, bias, running_mean, running_var, momentum, eps);
+}
+
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper_batch_norm_backward(const at::Tensor & grad_out, const at::Tensor & input, const at::Tensor & weight, const ::std::optional<at::Tensor> & running_mean, const ::std::optional<at::Tensor> & running_var, const ::std::optional<at::Tensor> & save_mean, const ::std::optional<at::Tensor> & save_var, bool update, double eps, ::std::array<bool,3> output_mask, const at::Tensor & reserve) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_out));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_out.scalar_type()) && dtype_ok(input.scalar_type()) && dtype_ok(weight.scalar_type()) && dtype_ok(reserve.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::batch_norm_backward>::call(grad_out, input, weight, running_mean, running_var, save_mean, save_var, update, eps, output_mask, reserve);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::batch_norm_backward");
+  return rbln::kernels::batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_var, update, eps, output_mask, reserve);
+}
+
 at::Tensor & wrapper_uniform_(at::Tensor & self, double from, double to, ::std::optional<at::Generator> generator) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
@@ -927,14 +1202,6 @@ at::Tensor & wrapper_random__to(at::Tensor & self, int64_t to, ::std::optional<a
   return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::topk>::call(self, k, dim, largest, sorted);
 }
 
-at::Tensor wrapper_convolution_overrideable(const at::Tensor & input, const at::Tensor & weight, const ::std::optional<at::Tensor> & bias, c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups) {
-  return rbln::convolution_overrideable(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
-}
-
-::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper_convolution_backward_overrideable(const at::Tensor & grad_output, const at::Tensor & input, const at::Tensor & weight, c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups, ::std::array<bool,3> output_mask) {
-  return rbln::convolution_backward_overrideable(grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups, output_mask);
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -999,6 +1266,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nll_loss_backward", TORCH_FN(wrapper_nll_loss_backward));
   m.impl("nll_loss_backward.grad_input", TORCH_FN(wrapper_nll_loss_backward_grad_input));
   m.impl("native_layer_norm", TORCH_FN(wrapper_native_layer_norm));
+  m.impl("native_layer_norm_backward", TORCH_FN(wrapper_native_layer_norm_backward));
   m.impl("cumsum", TORCH_FN(wrapper_cumsum));
   m.impl("cumsum.out", TORCH_FN(wrapper_cumsum_out));
   m.impl("linspace.out", TORCH_FN(wrapper_linspace_out));
@@ -1024,6 +1292,31 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("masked_select", TORCH_FN(wrapper_masked_select));
   m.impl("repeat_interleave.Tensor", TORCH_FN(wrapper_repeat_interleave_Tensor));
   m.impl("embedding_renorm_", TORCH_FN(wrapper_embedding_renorm_));
+  m.impl("embedding_dense_backward", TORCH_FN(wrapper_embedding_dense_backward));
+  m.impl("convolution_overrideable", TORCH_FN(wrapper_convolution_overrideable));
+  m.impl("convolution_backward_overrideable", TORCH_FN(wrapper_convolution_backward_overrideable));
+  m.impl("max_pool2d_with_indices", TORCH_FN(wrapper_max_pool2d_with_indices));
+  m.impl("max_pool2d_with_indices_backward", TORCH_FN(wrapper_max_pool2d_with_indices_backward));
+  m.impl("max_pool3d_with_indices", TORCH_FN(wrapper_max_pool3d_with_indices));
+  m.impl("max_pool3d_with_indices_backward", TORCH_FN(wrapper_max_pool3d_with_indices_backward));
+  m.impl("avg_pool2d", TORCH_FN(wrapper_avg_pool2d));
+  m.impl("avg_pool2d_backward", TORCH_FN(wrapper_avg_pool2d_backward));
+  m.impl("avg_pool3d", TORCH_FN(wrapper_avg_pool3d));
+  m.impl("avg_pool3d_backward", TORCH_FN(wrapper_avg_pool3d_backward));
+  m.impl("_adaptive_avg_pool2d", TORCH_FN(wrapper__adaptive_avg_pool2d));
+  m.impl("_adaptive_avg_pool2d_backward", TORCH_FN(wrapper__adaptive_avg_pool2d_backward));
+  m.impl("_adaptive_avg_pool3d", TORCH_FN(wrapper__adaptive_avg_pool3d));
+  m.impl("_adaptive_avg_pool3d_backward", TORCH_FN(wrapper__adaptive_avg_pool3d_backward));
+  m.impl("adaptive_max_pool2d", TORCH_FN(wrapper_adaptive_max_pool2d));
+  m.impl("adaptive_max_pool2d_backward", TORCH_FN(wrapper_adaptive_max_pool2d_backward));
+  m.impl("adaptive_max_pool3d", TORCH_FN(wrapper_adaptive_max_pool3d));
+  m.impl("adaptive_max_pool3d_backward", TORCH_FN(wrapper_adaptive_max_pool3d_backward));
+  m.impl("native_batch_norm", TORCH_FN(wrapper_native_batch_norm));
+  m.impl("native_batch_norm_backward", TORCH_FN(wrapper_native_batch_norm_backward));
+  m.impl("_native_batch_norm_legit", TORCH_FN(wrapper__native_batch_norm_legit));
+  m.impl("_native_batch_norm_legit.no_stats", TORCH_FN(wrapper__native_batch_norm_legit_no_stats));
+  m.impl("_batch_norm_with_update", TORCH_FN(wrapper__batch_norm_with_update));
+  m.impl("batch_norm_backward", TORCH_FN(wrapper_batch_norm_backward));
   m.impl("uniform_", TORCH_FN(wrapper_uniform_));
   m.impl("normal_", TORCH_FN(wrapper_normal_));
   m.impl("bernoulli_.float", TORCH_FN(wrapper_bernoulli__float));
@@ -1033,8 +1326,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_dropout", TORCH_FN(wrapper_native_dropout));
   m.impl("sort", TORCH_FN(wrapper_sort));
   m.impl("topk", TORCH_FN(wrapper_topk));
-  m.impl("convolution_overrideable", TORCH_FN(wrapper_convolution_overrideable));
-  m.impl("convolution_backward_overrideable", TORCH_FN(wrapper_convolution_backward_overrideable));
 }
 
 }  // namespace rbln::generated

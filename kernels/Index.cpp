@@ -221,6 +221,42 @@ at::Tensor& embedding_renorm_(at::Tensor& self, const at::Tensor& indices, doubl
   return self;
 }
 
+// grad_weight[indices[i]] += grad_output[i] (rows in index order, so sums are
+// deterministic), skipping padding_idx; optionally scaled by 1 / frequency.
+at::Tensor embedding_dense_backward(const at::Tensor& grad_output, const at::Tensor& indices, c10::SymInt num_weights,
+                                    c10::SymInt padding_idx, bool scale_grad_by_freq) {
+  TORCH_CHECK(indices.scalar_type() == at::kLong || indices.scalar_type() == at::kInt,
+              "embedding_backward: Expected dtype int32/int64 for indices, got ", indices.scalar_type());
+  check_same_device({&grad_output, &indices});
+  const int64_t rows = num_weights.expect_int(), pad = padding_idx.expect_int(), n = indices.numel();
+  const int64_t dim = grad_output.numel() == 0 ? grad_output.size(-1) : grad_output.numel() / std::max<int64_t>(n, 1);
+  auto grad_weight = at::empty({rows, dim}, grad_output.options());
+  auto idx = contiguous(indices.to(at::kLong)), go = contiguous(grad_output);
+  RBLN_DISPATCH_FLOATING(grad_output.scalar_type(), "embedding_dense_backward", [&] {
+    using opmath = at::opmath_type<scalar_t>;
+    const int64_t* ip = idx.const_data_ptr<int64_t>();
+    const scalar_t* gp = go.const_data_ptr<scalar_t>();
+    scalar_t* wp = grad_weight.data_ptr<scalar_t>();
+    launch_on(grad_weight, "aten::embedding_dense_backward", [=] {
+      std::vector<opmath> acc(rows * dim, opmath(0));
+      std::vector<int64_t> counts(scale_grad_by_freq ? rows : 0, 0);
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t r = ip[i];
+        TORCH_CHECK(r >= 0 && r < rows, "embedding_backward: index ", r, " is out of range for ", rows, " rows");
+        if (scale_grad_by_freq) ++counts[r];
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t r = ip[i];
+        if (r == pad) continue;
+        const opmath scale = scale_grad_by_freq ? opmath(1) / static_cast<opmath>(counts[r]) : opmath(1);
+        for (int64_t j = 0; j < dim; ++j) acc[r * dim + j] += static_cast<opmath>(gp[i * dim + j]) * scale;
+      }
+      for (int64_t k = 0; k < rows * dim; ++k) wp[k] = static_cast<scalar_t>(acc[k]);
+    });
+  });
+  return grad_weight;
+}
+
 at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
   check_same_device({&self, &mask});

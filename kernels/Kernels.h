@@ -7,6 +7,7 @@
 #include <ATen/core/IListRef.h>
 #include <c10/core/Scalar.h>
 
+#include <array>
 #include <optional>
 #include <tuple>
 
@@ -145,5 +146,87 @@ at::Tensor& random__to(at::Tensor& self, int64_t to, std::optional<at::Generator
 std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p, std::optional<bool> train);
 
 at::Tensor& embedding_renorm_(at::Tensor& self, const at::Tensor& indices, double max_norm, double norm_type);
+
+at::Tensor embedding_dense_backward(const at::Tensor& grad_output, const at::Tensor& indices, c10::SymInt num_weights,
+                                    c10::SymInt padding_idx, bool scale_grad_by_freq);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, c10::SymIntArrayRef normalized_shape, const at::Tensor& mean,
+    const at::Tensor& rstd, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    std::array<bool, 3> output_mask);
+
+// convolution: im2col/col2im around the matrix engine (kernels/Convolution.cpp)
+at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
+                                    const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
+                                    c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed,
+                                    c10::SymIntArrayRef output_padding, c10::SymInt groups);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::SymIntArrayRef stride,
+    c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding,
+    c10::SymInt groups, std::array<bool, 3> output_mask);
+
+// pooling, 2-d and 3-d (kernels/Pooling.cpp)
+std::tuple<at::Tensor, at::Tensor> max_pool2d_with_indices(const at::Tensor& self, at::IntArrayRef kernel_size,
+                                                                 at::IntArrayRef stride, at::IntArrayRef padding,
+                                                                 at::IntArrayRef dilation, bool ceil_mode);
+at::Tensor max_pool2d_with_indices_backward(const at::Tensor& grad_output, const at::Tensor& self,
+                                                  at::IntArrayRef kernel_size, at::IntArrayRef stride,
+                                                  at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode,
+                                                  const at::Tensor& indices);
+at::Tensor avg_pool2d(const at::Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef stride,
+                            at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                          std::optional<int64_t> divisor_override);
+at::Tensor avg_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& self,
+                                     at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
+                                     bool ceil_mode, bool count_include_pad,
+                                   std::optional<int64_t> divisor_override);
+at::Tensor _adaptive_avg_pool2d(const at::Tensor& self, c10::SymIntArrayRef output_size);
+at::Tensor _adaptive_avg_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& self);
+std::tuple<at::Tensor, at::Tensor> adaptive_max_pool2d(const at::Tensor& self, at::IntArrayRef output_size);
+at::Tensor adaptive_max_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& self,
+                                              const at::Tensor& indices);
+std::tuple<at::Tensor, at::Tensor> max_pool3d_with_indices(const at::Tensor& self, at::IntArrayRef kernel_size,
+                                                                 at::IntArrayRef stride, at::IntArrayRef padding,
+                                                                 at::IntArrayRef dilation, bool ceil_mode);
+at::Tensor max_pool3d_with_indices_backward(const at::Tensor& grad_output, const at::Tensor& self,
+                                                  at::IntArrayRef kernel_size, at::IntArrayRef stride,
+                                                  at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode,
+                                                  const at::Tensor& indices);
+at::Tensor avg_pool3d(const at::Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef stride,
+                            at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                          std::optional<int64_t> divisor_override);
+at::Tensor avg_pool3d_backward(const at::Tensor& grad_output, const at::Tensor& self,
+                                     at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
+                                     bool ceil_mode, bool count_include_pad,
+                                   std::optional<int64_t> divisor_override);
+at::Tensor _adaptive_avg_pool3d(const at::Tensor& self, c10::SymIntArrayRef output_size);
+at::Tensor _adaptive_avg_pool3d_backward(const at::Tensor& grad_output, const at::Tensor& self);
+std::tuple<at::Tensor, at::Tensor> adaptive_max_pool3d(const at::Tensor& self, at::IntArrayRef output_size);
+at::Tensor adaptive_max_pool3d_backward(const at::Tensor& grad_output, const at::Tensor& self,
+                                              const at::Tensor& indices);
+
+// batch normalization (kernels/BatchNorm.cpp)
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, bool training,
+    double momentum, double eps);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> _native_batch_norm_legit(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    at::Tensor& running_mean, at::Tensor& running_var, bool training, double momentum, double eps);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> _native_batch_norm_legit_no_stats(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    bool training, double momentum, double eps);
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> _batch_norm_with_update(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    at::Tensor& running_mean, at::Tensor& running_var, double momentum, double eps);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
+    const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_invstd, bool train, double eps,
+    std::array<bool, 3> output_mask);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& weight,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
+    const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_var, bool update, double eps,
+    std::array<bool, 3> output_mask, const at::Tensor& reserve);
 
 }  // namespace rbln::kernels

@@ -4,15 +4,9 @@
 
 #include <vector>
 
+#include "kernels/Blas.h"
 #include "kernels/Common.h"
 #include "kernels/Kernels.h"
-
-extern "C" void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
-                       const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
-                       const float* beta, float* c, const int* ldc);
-extern "C" void dgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
-                       const double* alpha, const double* a, const int* lda, const double* b, const int* ldb,
-                       const double* beta, double* c, const int* ldc);
 
 namespace rbln::kernels {
 namespace {
@@ -31,16 +25,6 @@ Operand operand(const at::Tensor& m) {  // m: 2-d or a batch of them (last two d
   if (m.stride(r) == 1 && m.stride(c) >= std::max<int64_t>(1, m.size(r))) return {m, true, m.stride(c)};
   auto copy = contiguous(m);
   return {copy, false, std::max<int64_t>(1, copy.size(c))};
-}
-
-template <class T>  // float or double
-void gemm_rowmajor(int64_t n, int64_t k, int64_t p, T alpha, const T* a, int64_t lda, bool ta, const T* b,
-                   int64_t ldb, bool tb, T beta, T* c, int64_t ldc) {
-  // Row-major C = A @ B is column-major C^T = B^T @ A^T.
-  int m_ = p, n_ = n, k_ = k, lb = ldb, la = lda, lc = ldc;
-  char opb = tb ? 't' : 'n', opa = ta ? 't' : 'n';
-  if constexpr (std::is_same_v<T, float>) sgemm_(&opb, &opa, &m_, &n_, &k_, &alpha, b, &lb, a, &la, &beta, c, &lc);
-  else dgemm_(&opb, &opa, &m_, &n_, &k_, &alpha, b, &lb, a, &la, &beta, c, &lc);
 }
 
 // Row-major [rows, cols] copy in float of a (possibly transposed) operand.

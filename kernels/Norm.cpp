@@ -67,6 +67,74 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(const at::Tenso
   return {out, mean, rstd};
 }
 
+// Per row: dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w;
+// dw and db sum dy * xhat and dy over the rows.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, c10::SymIntArrayRef normalized_shape, const at::Tensor& mean,
+    const at::Tensor& rstd, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    std::array<bool, 3> output_mask) {
+  auto shape = C10_AS_INTARRAYREF_SLOW(normalized_shape);
+  const int64_t axis = input.dim() - static_cast<int64_t>(shape.size());
+  TORCH_CHECK(axis >= 0 && input.sizes().slice(axis) == shape && grad_out.sizes() == input.sizes(),
+              "native_layer_norm_backward: input ", input.sizes(), " and grad_out ", grad_out.sizes(),
+              " do not match normalized_shape ", shape);
+  auto w = weight && weight->defined() ? contiguous(*weight) : at::Tensor();
+  check_same_device({&grad_out, &input, &mean, &rstd, &w});
+  int64_t n = 1;
+  for (auto s : shape) n *= s;
+  const int64_t rows = n == 0 ? 0 : input.numel() / n;
+  at::Tensor dx = output_mask[0] ? at::empty(input.sizes(), input.options()) : at::Tensor();
+  at::Tensor dw = output_mask[1] && w.defined() ? at::empty(w.sizes(), w.options()) : at::Tensor();
+  at::Tensor db = output_mask[2] && bias && bias->defined() ? at::empty(bias->sizes(), bias->options()) : at::Tensor();
+  auto x = contiguous(input), dy = contiguous(grad_out), mu = contiguous(mean), rs = contiguous(rstd);
+  RBLN_DISPATCH_FLOATING(input.scalar_type(), "native_layer_norm_backward", [&] {
+    using acc_t = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
+    const auto* xp = x.const_data_ptr<scalar_t>();
+    const auto* dyp = dy.const_data_ptr<scalar_t>();
+    const auto* mp = mu.const_data_ptr<scalar_t>();
+    const auto* rp = rs.const_data_ptr<scalar_t>();
+    const auto* wp = w.defined() ? w.const_data_ptr<scalar_t>() : nullptr;
+    auto* dxp = dx.defined() ? dx.data_ptr<scalar_t>() : nullptr;
+    auto* dwp = dw.defined() ? dw.data_ptr<scalar_t>() : nullptr;
+    auto* dbp = db.defined() ? db.data_ptr<scalar_t>() : nullptr;
+    launch_on(input, "aten::native_layer_norm_backward", [=] {
+      if (dxp) {
+        at::parallel_for(0, rows, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1)), [&](int64_t lo, int64_t hi) {
+          for (int64_t r = lo; r < hi; ++r) {
+            const acc_t m = static_cast<acc_t>(mp[r]), inv = static_cast<acc_t>(rp[r]);
+            acc_t sum_g = 0, sum_gx = 0;
+            for (int64_t j = 0; j < n; ++j) {
+              const acc_t g = static_cast<acc_t>(dyp[r * n + j]) * (wp ? static_cast<acc_t>(wp[j]) : acc_t(1));
+              sum_g += g;
+              sum_gx += g * (static_cast<acc_t>(xp[r * n + j]) - m) * inv;
+            }
+            for (int64_t j = 0; j < n; ++j) {
+              const acc_t g = static_cast<acc_t>(dyp[r * n + j]) * (wp ? static_cast<acc_t>(wp[j]) : acc_t(1));
+              const acc_t xhat = (static_cast<acc_t>(xp[r * n + j]) - m) * inv;
+              dxp[r * n + j] = static_cast<scalar_t>(inv * (g - sum_g / n - xhat * sum_gx / n));
+            }
+          }
+        });
+      }
+      if (dwp || dbp) {
+        at::parallel_for(0, n, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(rows, 1)), [&](int64_t lo, int64_t hi) {
+          for (int64_t j = lo; j < hi; ++j) {
+            acc_t sw = 0, sb = 0;
+            for (int64_t r = 0; r < rows; ++r) {
+              const acc_t d = static_cast<acc_t>(dyp[r * n + j]);
+              sw += d * (static_cast<acc_t>(xp[r * n + j]) - static_cast<acc_t>(mp[r])) * static_cast<acc_t>(rp[r]);
+              sb += d;
+            }
+            if (dwp) dwp[j] = static_cast<scalar_t>(sw);
+            if (dbp) dbp[j] = static_cast<scalar_t>(sb);
+          }
+        });
+      }
+    });
+  });
+  return {dx, dw, db};
+}
+
 at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
   auto type = dtype.value_or(out.defined() && out.scalar_type() != self.scalar_type() && !dtype
                                  ? out.scalar_type()

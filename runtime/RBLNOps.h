@@ -38,16 +38,6 @@ at::Tensor _copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst);
 at::Scalar _local_scalar_dense(const at::Tensor& self);
 void record_stream(at::Tensor& self, at::Stream s);
 
-// Convolution through the CPU, counted as a fallback (runtime/RBLNConvolution.cpp).
-at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
-                                    const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
-                                    c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed,
-                                    c10::SymIntArrayRef output_padding, c10::SymInt groups);
-std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
-    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::SymIntArrayRef stride,
-    c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding,
-    c10::SymInt groups, std::array<bool, 3> output_mask);
-
 // Grows or shrinks a device storage, keeping its contents (stream-ordered).
 void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes);
 

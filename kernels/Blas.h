@@ -1,0 +1,29 @@
+// The device's matrix engine: the BLAS libtorch carries. Shared by the
+// matmul and convolution kernels.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+extern "C" void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
+                       const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
+                       const float* beta, float* c, const int* ldc);
+extern "C" void dgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
+                       const double* alpha, const double* a, const int* lda, const double* b, const int* ldb,
+                       const double* beta, double* c, const int* ldc);
+
+namespace rbln::kernels {
+
+// Row-major C[n, p] = alpha * op(A)[n, k] @ op(B)[k, p] + beta * C, where
+// op(X) is X or, when the flag is set, the transpose of the stored X.
+template <class T>  // float or double
+void gemm_rowmajor(int64_t n, int64_t k, int64_t p, T alpha, const T* a, int64_t lda, bool ta, const T* b,
+                   int64_t ldb, bool tb, T beta, T* c, int64_t ldc) {
+  // Row-major C = A @ B is column-major C^T = B^T @ A^T.
+  int m_ = p, n_ = n, k_ = k, lb = ldb, la = lda, lc = ldc;
+  char opb = tb ? 't' : 'n', opa = ta ? 't' : 'n';
+  if constexpr (std::is_same_v<T, float>) sgemm_(&opb, &opa, &m_, &n_, &k_, &alpha, b, &lb, a, &la, &beta, c, &lc);
+  else dgemm_(&opb, &opa, &m_, &n_, &k_, &alpha, b, &lb, a, &la, &beta, c, &lc);
+}
+
+}  // namespace rbln::kernels

@@ -1,0 +1,258 @@
+// Convolution on the device: im2col/col2im around the matrix engine, for 1 to
+// 3 spatial dims, with groups, stride, padding, dilation and transposition.
+//
+// Both directions are the same two moves between a "big" image and a "small"
+// one (the strided side): gather (small = W @ im2col(big)) and scatter
+// (big = col2im(W^T @ small)). A convolution gathers and its input gradient
+// scatters; a transposed convolution scatters and its input gradient gathers.
+// float16/bfloat16 compute in float32.
+#include <ATen/ops/empty.h>
+#include <ATen/ops/sum.h>
+
+#include <vector>
+
+#include "kernels/Blas.h"
+#include "kernels/Common.h"
+#include "kernels/Kernels.h"
+#include "kernels/Window.h"
+
+namespace rbln::kernels {
+namespace {
+
+// Groups and channels: the weight is [G * A, B, *k]; big has G * B channels, small G * A.
+struct Shape {
+  int64_t batch, groups, a, b;
+  Window w;  // in = big spatial, out = small spatial
+  int64_t cols() const { return b * w.k_numel(); }
+};
+
+// Identity im2col: 1x1 taps, unit stride, no padding.
+bool is_pointwise(const Window& w) {
+  for (int d = 0; d < 3; ++d)
+    if (w.k[d] != 1 || w.stride[d] != 1 || w.pad[d] != 0 || w.in[d] != w.out[d]) return false;
+  return true;
+}
+
+template <class T>
+void im2col(const T* img, int64_t channels, const Window& w, T* cols) {
+  const int64_t K = w.k_numel(), L = w.out_numel(), P = w.in_numel();
+  for (int64_t c = 0; c < channels; ++c) {
+    const T* plane = img + c * P;
+    T* rows = cols + c * K * L;
+    for_each_tap(w, [&](int64_t o, int64_t t, int64_t i) { rows[t * L + o] = i < 0 ? T(0) : plane[i]; });
+  }
+}
+
+template <class T>
+void col2im(const T* cols, int64_t channels, const Window& w, T* img) {  // img += cols, img zeroed by the caller
+  const int64_t K = w.k_numel(), L = w.out_numel(), P = w.in_numel();
+  for (int64_t c = 0; c < channels; ++c) {
+    T* plane = img + c * P;
+    const T* rows = cols + c * K * L;
+    for_each_tap(w, [&](int64_t o, int64_t t, int64_t i) {
+      if (i >= 0) plane[i] += rows[t * L + o];
+    });
+  }
+}
+
+// small[n, g] = W_g @ im2col(big[n, g])
+template <class T>
+void gather(const Shape& s, const T* big, const T* weight, T* small) {
+  const int64_t L = s.w.out_numel(), P = s.w.in_numel(), BK = s.cols();
+  const bool pointwise = is_pointwise(s.w);
+  std::vector<T> cols(pointwise ? 0 : BK * L);
+  for (int64_t n = 0; n < s.batch; ++n)
+    for (int64_t g = 0; g < s.groups; ++g) {
+      const T* img = big + (n * s.groups + g) * s.b * P;
+      if (!pointwise) im2col(img, s.b, s.w, cols.data());
+      gemm_rowmajor<T>(s.a, BK, L, 1, weight + g * s.a * BK, BK, false, pointwise ? img : cols.data(), L, false, 0,
+                       small + (n * s.groups + g) * s.a * L, L);
+    }
+}
+
+// big[n, g] = col2im(W_g^T @ small[n, g])
+template <class T>
+void scatter(const Shape& s, const T* small, const T* weight, T* big) {
+  const int64_t L = s.w.out_numel(), P = s.w.in_numel(), BK = s.cols();
+  const bool pointwise = is_pointwise(s.w);
+  std::vector<T> cols(pointwise ? 0 : BK * L);
+  std::fill(big, big + s.batch * s.groups * s.b * P, T(0));
+  for (int64_t n = 0; n < s.batch; ++n)
+    for (int64_t g = 0; g < s.groups; ++g) {
+      T* img = big + (n * s.groups + g) * s.b * P;
+      gemm_rowmajor<T>(BK, s.a, L, 1, weight + g * s.a * BK, BK, true, small + (n * s.groups + g) * s.a * L, L,
+                       false, 0, pointwise ? img : cols.data(), L);
+      if (!pointwise) col2im(cols.data(), s.b, s.w, img);
+    }
+}
+
+// dW_g = sum over n of small[n, g] @ im2col(big[n, g])^T
+template <class T>
+void weight_grad(const Shape& s, const T* small, const T* big, T* grad_weight) {
+  const int64_t L = s.w.out_numel(), P = s.w.in_numel(), BK = s.cols();
+  const bool pointwise = is_pointwise(s.w);
+  std::vector<T> cols(pointwise ? 0 : BK * L);
+  std::fill(grad_weight, grad_weight + s.groups * s.a * BK, T(0));
+  for (int64_t n = 0; n < s.batch; ++n)
+    for (int64_t g = 0; g < s.groups; ++g) {
+      const T* img = big + (n * s.groups + g) * s.b * P;
+      if (!pointwise) im2col(img, s.b, s.w, cols.data());
+      gemm_rowmajor<T>(s.a, L, BK, 1, small + (n * s.groups + g) * s.a * L, L, false, pointwise ? img : cols.data(),
+                       L, true, 1, grad_weight + g * s.a * BK, BK);
+    }
+}
+
+// out[n, c, ...] += bias[c]
+template <class T>
+void add_bias(T* out, const T* bias, int64_t batch, int64_t channels, int64_t plane) {
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t c = 0; c < channels; ++c) {
+      T* p = out + (n * channels + c) * plane;
+      for (int64_t i = 0; i < plane; ++i) p[i] += bias[c];
+    }
+}
+
+Shape shape_of(const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
+               at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups) {
+  const int64_t dims = input.dim() - 2;
+  TORCH_CHECK(dims >= 1 && dims <= 3, "rbln convolution: expected a batched 1-d, 2-d or 3-d input, got ",
+              input.sizes());
+  Shape s{input.size(0), groups, weight.size(0) / groups, weight.size(1), {}};
+  set_trailing(s.w.k, weight.sizes().slice(2), dims);
+  set_trailing(s.w.stride, stride, dims);
+  set_trailing(s.w.pad, padding, dims);
+  set_trailing(s.w.dil, dilation, dims);
+  int64_t extra[3] = {0, 0, 0};
+  if (transposed) set_trailing(extra, output_padding, dims);
+  for (int64_t d = 3 - dims; d < 3; ++d) {
+    const int64_t span = s.w.dil[d] * (s.w.k[d] - 1) + 1, size = input.size(2 + d - (3 - dims));
+    if (transposed) {  // input is the small side
+      s.w.out[d] = size;
+      s.w.in[d] = (size - 1) * s.w.stride[d] - 2 * s.w.pad[d] + span + extra[d];
+    } else {
+      s.w.in[d] = size;
+      s.w.out[d] = (size + 2 * s.w.pad[d] - span) / s.w.stride[d] + 1;
+    }
+    TORCH_CHECK(s.w.in[d] > 0 && s.w.out[d] > 0, "rbln convolution: output size is too small for input ",
+                input.sizes(), " and weight ", weight.sizes());
+  }
+  return s;
+}
+
+std::vector<int64_t> sizes_of(int64_t batch, int64_t channels, const int64_t (&spatial)[3], int64_t dims) {
+  std::vector<int64_t> sizes{batch, channels};
+  sizes.insert(sizes.end(), spatial + 3 - dims, spatial + 3);
+  return sizes;
+}
+
+// A contiguous copy in the compute dtype (float32 for float16/bfloat16).
+at::Tensor compute_copy(const at::Tensor& t, at::ScalarType compute) {
+  if (t.scalar_type() == compute) return contiguous(t);
+  auto copy = at::empty(t.sizes(), t.options().dtype(compute));
+  device_copy(copy, t);
+  return copy;
+}
+
+at::ScalarType compute_type(const at::Tensor& t) {
+  TORCH_CHECK(at::isFloatingType(t.scalar_type()), "rbln convolution: ", t.scalar_type(),
+              " is not supported (floating dtypes only, as on CPU)");
+  return t.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+}
+
+// The result in the caller's dtype.
+at::Tensor finish(const at::Tensor& result, at::ScalarType dtype) {
+  if (result.scalar_type() == dtype) return result;
+  auto out = at::empty(result.sizes(), result.options().dtype(dtype));
+  device_copy(out, result);
+  return out;
+}
+
+template <class F>
+void dispatch_compute(at::ScalarType compute, F&& f) {
+  if (compute == at::kDouble) f(double{});
+  else f(float{});
+}
+
+}  // namespace
+
+at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
+                                    const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
+                                    c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed,
+                                    c10::SymIntArrayRef output_padding, c10::SymInt groups) {
+  const at::Tensor b = bias && bias->defined() ? *bias : at::Tensor();
+  check_same_device({&input, &weight, &b});
+  const auto compute = compute_type(input);
+  const int64_t dims = input.dim() - 2;
+  auto s = shape_of(input, weight, C10_AS_INTARRAYREF_SLOW(stride), C10_AS_INTARRAYREF_SLOW(padding),
+                    C10_AS_INTARRAYREF_SLOW(dilation), transposed, C10_AS_INTARRAYREF_SLOW(output_padding),
+                    groups.expect_int());
+  const int64_t out_channels = transposed ? s.groups * s.b : s.groups * s.a;
+  auto out = at::empty(sizes_of(s.batch, out_channels, transposed ? s.w.in : s.w.out, dims),
+                       input.options().dtype(compute));
+  if (out.numel() == 0) return finish(out, input.scalar_type());
+  auto x = compute_copy(input, compute), w = compute_copy(weight, compute);
+  auto bc = b.defined() ? compute_copy(b, compute) : at::Tensor();
+  dispatch_compute(compute, [&](auto zero) {
+    using T = decltype(zero);
+    const T* xp = x.const_data_ptr<T>();
+    const T* wp = w.const_data_ptr<T>();
+    const T* bp = bc.defined() ? bc.const_data_ptr<T>() : nullptr;
+    T* yp = out.data_ptr<T>();
+    const int64_t plane = transposed ? s.w.in_numel() : s.w.out_numel();
+    launch_on(out, "aten::convolution_overrideable", [=] {
+      if (transposed) scatter<T>(s, xp, wp, yp);
+      else gather<T>(s, xp, wp, yp);
+      if (bp) add_bias(yp, bp, s.batch, out_channels, plane);
+    });
+  });
+  return finish(out, input.scalar_type());
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::SymIntArrayRef stride,
+    c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding,
+    c10::SymInt groups, std::array<bool, 3> output_mask) {
+  check_same_device({&grad_output, &input, &weight});
+  const auto compute = compute_type(input);
+  auto s = shape_of(input, weight, C10_AS_INTARRAYREF_SLOW(stride), C10_AS_INTARRAYREF_SLOW(padding),
+                    C10_AS_INTARRAYREF_SLOW(dilation), transposed, C10_AS_INTARRAYREF_SLOW(output_padding),
+                    groups.expect_int());
+  at::Tensor grad_input, grad_weight, grad_bias;
+  if (output_mask[2]) {
+    std::vector<int64_t> dims{0};
+    for (int64_t d = 2; d < grad_output.dim(); ++d) dims.push_back(d);
+    grad_bias = at::sum(grad_output, dims);
+  }
+  if (!output_mask[0] && !output_mask[1]) return {grad_input, grad_weight, grad_bias};
+  auto go = compute_copy(grad_output, compute), x = compute_copy(input, compute), w = compute_copy(weight, compute);
+  if (output_mask[0]) grad_input = at::empty(input.sizes(), input.options().dtype(compute));
+  if (output_mask[1]) grad_weight = at::empty(weight.sizes(), weight.options().dtype(compute));
+  if (input.numel() == 0 || grad_output.numel() == 0) {
+    if (grad_input.defined()) grad_input.zero_();
+    if (grad_weight.defined()) grad_weight.zero_();
+  } else {
+    dispatch_compute(compute, [&](auto zero) {
+      using T = decltype(zero);
+      const T* gop = go.const_data_ptr<T>();
+      const T* xp = x.const_data_ptr<T>();
+      const T* wp = w.const_data_ptr<T>();
+      T* gip = grad_input.defined() ? grad_input.data_ptr<T>() : nullptr;
+      T* gwp = grad_weight.defined() ? grad_weight.data_ptr<T>() : nullptr;
+      launch_on(input, "aten::convolution_backward_overrideable", [=] {
+        // The small side is grad_output for a convolution, the input for a transposed one.
+        if (gip) {
+          if (transposed) gather<T>(s, gop, wp, gip);
+          else scatter<T>(s, gop, wp, gip);
+        }
+        if (gwp) {
+          if (transposed) weight_grad<T>(s, xp, gop, gwp);
+          else weight_grad<T>(s, gop, xp, gwp);
+        }
+      });
+    });
+  }
+  return {grad_input.defined() ? finish(grad_input, input.scalar_type()) : grad_input,
+          grad_weight.defined() ? finish(grad_weight, weight.scalar_type()) : grad_weight, grad_bias};
+}
+
+}  // namespace rbln::kernels

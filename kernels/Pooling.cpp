@@ -1,0 +1,417 @@
+// Pooling on the device: max (with indices) and average over fixed windows,
+// and adaptive average/max, for 2 and 3 spatial dims, with their backwards.
+// Inputs are [(N,) C, *spatial]; each (n, c) plane is pooled independently,
+// with CPU's window rules (ceil_mode, padding, count_include_pad, NaN wins).
+#include <ATen/native/Pool.h>
+#include <ATen/ops/empty.h>
+
+#include <cmath>
+#include <limits>
+
+#include "kernels/Common.h"
+#include "kernels/Kernels.h"
+#include "kernels/Window.h"
+
+namespace rbln::kernels {
+namespace {
+
+struct Planes {
+  Window w;
+  int64_t count;                   // (n, c) planes
+  std::vector<int64_t> out_sizes;  // leading dims + pooled spatial dims
+};
+
+void check_arg(at::IntArrayRef v, int64_t dims, bool may_be_empty, const char* op, const char* what) {
+  TORCH_CHECK((may_be_empty && v.empty()) || v.size() == 1 || static_cast<int64_t>(v.size()) == dims, op, ": ", what,
+              " must either be ", may_be_empty ? "omitted, " : "", "a single int, or a tuple of ", dims, " ints");
+}
+
+Planes planes_of(const at::Tensor& self, int64_t dims, const char* op) {
+  TORCH_CHECK(self.dim() == dims + 1 || self.dim() == dims + 2, op, ": Expected ", dims + 1, "D or ", dims + 2,
+              "D (batch mode) tensor for input, but got: ", self.sizes());
+  for (int64_t d = 1; d < self.dim(); ++d)
+    TORCH_CHECK(self.size(d) > 0, op, ": Expected input's non-batch dimensions to have positive length, but input has "
+                "a shape of ", self.sizes(), " and non-batch dimension ", self.size(d), " has length zero!");
+  Planes p;
+  const int64_t lead = self.dim() - dims;
+  p.count = 1;
+  for (int64_t d = 0; d < lead; ++d) {
+    p.count *= self.size(d);
+    p.out_sizes.push_back(self.size(d));
+  }
+  set_trailing(p.w.in, self.sizes().slice(lead), dims);
+  return p;
+}
+
+// Fixed windows: kernel, stride (default: kernel), padding, dilation, ceil_mode.
+Planes plan_window(const at::Tensor& self, int64_t dims, at::IntArrayRef kernel, at::IntArrayRef stride,
+                   at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode, const char* op) {
+  check_arg(kernel, dims, false, op, "kernel_size");
+  check_arg(stride, dims, true, op, "stride");
+  check_arg(padding, dims, false, op, "padding");
+  check_arg(dilation, dims, false, op, "dilation");
+  Planes p = planes_of(self, dims, op);
+  Window& w = p.w;
+  set_trailing(w.k, kernel, dims);
+  set_trailing(w.stride, stride.empty() ? kernel : stride, dims);
+  set_trailing(w.pad, padding, dims);
+  set_trailing(w.dil, dilation, dims);
+  for (int64_t d = 3 - dims; d < 3; ++d) {
+    TORCH_CHECK(w.k[d] > 0, op, ": kernel size should be greater than zero, but got ", kernel);
+    TORCH_CHECK(w.stride[d] > 0, op, ": stride should be greater than zero, but got ", stride);
+    TORCH_CHECK(w.dil[d] > 0, op, ": dilation should be greater than zero, but got ", dilation);
+    TORCH_CHECK(w.pad[d] >= 0 && w.pad[d] <= w.k[d] / 2, op,
+                ": pad should be at most half of effective kernel size, but got pad=", padding, " and kernel_size=",
+                kernel);
+    w.out[d] = at::native::pooling_output_shape<int64_t>(w.in[d], w.k[d], w.pad[d], w.stride[d], w.dil[d], ceil_mode);
+    TORCH_CHECK(w.out[d] >= 1, op, ": Given input size ", self.sizes(), ", the calculated output size is too small");
+    p.out_sizes.push_back(w.out[d]);
+  }
+  return p;
+}
+
+Planes plan_adaptive(const at::Tensor& self, int64_t dims, at::IntArrayRef output_size, const char* op) {
+  TORCH_CHECK(static_cast<int64_t>(output_size.size()) == dims, op, ": output_size must be ", dims, " ints, got ",
+              output_size);
+  Planes p = planes_of(self, dims, op);
+  for (int64_t d = 0; d < dims; ++d) {
+    TORCH_CHECK(output_size[d] >= 0, op, ": elements of output_size must be greater than or equal to 0 but received ",
+                output_size);
+    p.out_sizes.push_back(output_size[d]);
+  }
+  set_trailing(p.w.out, output_size, dims);
+  return p;
+}
+
+// Per dim, the input range of adaptive output position o: [floor(o*in/out), ceil((o+1)*in/out)).
+int64_t adaptive_start(int64_t o, int64_t in, int64_t out) { return (o * in) / out; }
+int64_t adaptive_end(int64_t o, int64_t in, int64_t out) { return ((o + 1) * in + out - 1) / out; }
+
+// Calls f(out_index, offsets...) with the in-plane offsets of each adaptive window.
+template <class F>
+void for_each_adaptive(const Window& w, F&& f) {
+  int64_t out_index = 0, o[3];
+  for (o[0] = 0; o[0] < w.out[0]; ++o[0])
+    for (o[1] = 0; o[1] < w.out[1]; ++o[1])
+      for (o[2] = 0; o[2] < w.out[2]; ++o[2], ++out_index) {
+        int64_t lo[3], hi[3];
+        for (int d = 0; d < 3; ++d) {
+          lo[d] = adaptive_start(o[d], w.in[d], w.out[d]);
+          hi[d] = adaptive_end(o[d], w.in[d], w.out[d]);
+        }
+        f(out_index, lo, hi);
+      }
+}
+
+template <class F>
+void for_each_offset(const Window& w, const int64_t (&lo)[3], const int64_t (&hi)[3], F&& f) {
+  for (int64_t a = lo[0]; a < hi[0]; ++a)
+    for (int64_t b = lo[1]; b < hi[1]; ++b)
+      for (int64_t c = lo[2]; c < hi[2]; ++c) f((a * w.in[1] + b) * w.in[2] + c);
+}
+
+// CPU's max rule: the first tap starts, a larger value or a NaN replaces.
+template <class T>
+struct MaxTracker {
+  T value = -std::numeric_limits<T>::infinity();
+  int64_t index = -1;
+  void see(T v, int64_t i) {
+    if (index < 0 || v > value || std::isnan(v)) {
+      value = v;
+      index = i;
+    }
+  }
+};
+
+// Runs body(plane) over `count` planes, threaded above the grain size.
+template <class F>
+void over_planes(int64_t count, int64_t work_per_plane, F&& body) {
+  at::parallel_for(0, count, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, work_per_plane)),
+                   [&](int64_t lo, int64_t hi) {
+                     for (int64_t plane = lo; plane < hi; ++plane) body(plane);
+                   });
+}
+
+// Planes of a gradient pair: grad_output and input share their leading dims.
+struct GradPlanes {
+  int64_t count, in, out;  // planes, input plane size, output plane size
+};
+
+GradPlanes grad_planes(const at::Tensor& grad_output, const at::Tensor& self, int64_t dims, const char* op) {
+  TORCH_CHECK(grad_output.dim() == self.dim() && self.dim() > dims, op, ": grad_output ", grad_output.sizes(),
+              " does not match input ", self.sizes());
+  const int64_t lead = self.dim() - dims;
+  TORCH_CHECK(grad_output.sizes().slice(0, lead) == self.sizes().slice(0, lead), op, ": grad_output ",
+              grad_output.sizes(), " does not match input ", self.sizes());
+  GradPlanes g{1, 1, 1};
+  for (int64_t d = 0; d < lead; ++d) g.count *= self.size(d);
+  for (int64_t d = lead; d < self.dim(); ++d) {
+    g.in *= self.size(d);
+    g.out *= grad_output.size(d);
+  }
+  return g;
+}
+
+std::tuple<at::Tensor, at::Tensor> max_pool(const at::Tensor& self, const Planes& p, bool adaptive, const char* name) {
+  auto out = at::empty(p.out_sizes, self.options());
+  auto indices = at::empty(p.out_sizes, self.options().dtype(at::kLong));
+  if (out.numel() == 0) return {out, indices};
+  auto x = contiguous(self);
+  RBLN_DISPATCH_FLOATING(self.scalar_type(), "pooling", [&] {
+    using opmath = at::opmath_type<scalar_t>;
+    const scalar_t* xp = x.const_data_ptr<scalar_t>();
+    scalar_t* yp = out.data_ptr<scalar_t>();
+    int64_t* ip = indices.data_ptr<int64_t>();
+    launch_on(self, name, [=] {
+      const int64_t P = p.w.in_numel(), L = p.w.out_numel();
+      over_planes(p.count, L * p.w.k_numel(), [&](int64_t plane) {
+        const scalar_t* in = xp + plane * P;
+        auto store = [&](int64_t o, const MaxTracker<opmath>& m) {
+          yp[plane * L + o] = static_cast<scalar_t>(m.value);
+          ip[plane * L + o] = m.index;
+        };
+        if (adaptive) {
+          for_each_adaptive(p.w, [&](int64_t o, const int64_t(&lo)[3], const int64_t(&hi)[3]) {
+            MaxTracker<opmath> m;
+            for_each_offset(p.w, lo, hi, [&](int64_t i) { m.see(static_cast<opmath>(in[i]), i); });
+            store(o, m);
+          });
+          return;
+        }
+        MaxTracker<opmath> m;
+        int64_t current = 0;
+        for_each_tap(p.w, [&](int64_t o, int64_t, int64_t i) {
+          if (o != current) {
+            store(current, m);
+            m = {};
+            current = o;
+          }
+          if (i >= 0) m.see(static_cast<opmath>(in[i]), i);
+        });
+        store(current, m);
+      });
+    });
+  });
+  return {out, indices};
+}
+
+// grad_input[plane][indices] += grad_output
+at::Tensor max_pool_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& indices,
+                             int64_t dims, const char* name) {
+  check_same_device({&grad_output, &self, &indices});
+  TORCH_CHECK(grad_output.sizes() == indices.sizes(), name, ": grad_output ", grad_output.sizes(), " and indices ",
+              indices.sizes(), " must have the same shape");
+  TORCH_CHECK(indices.scalar_type() == at::kLong, name, ": indices must be int64, got ", indices.scalar_type());
+  const auto g = grad_planes(grad_output, self, dims, name);
+  auto grad_input = at::empty(self.sizes(), self.options());
+  auto go = contiguous(grad_output), idx = contiguous(indices);
+  RBLN_DISPATCH_FLOATING(self.scalar_type(), "pooling", [&] {
+    const scalar_t* gp = go.const_data_ptr<scalar_t>();
+    const int64_t* ip = idx.const_data_ptr<int64_t>();
+    scalar_t* gi = grad_input.data_ptr<scalar_t>();
+    launch_on(self, name, [=] {
+      std::fill(gi, gi + g.count * g.in, scalar_t(0));
+      over_planes(g.count, g.out, [&](int64_t plane) {
+        for (int64_t o = 0; o < g.out; ++o) {
+          const int64_t i = ip[plane * g.out + o];
+          TORCH_CHECK(i >= 0 && i < g.in, name, ": index ", i, " is out of bounds for an input plane of ", g.in,
+                      " elements");
+          gi[plane * g.in + i] += gp[plane * g.out + o];
+        }
+      });
+    });
+  });
+  return grad_input;
+}
+
+// CPU's average divisor per output position (0: the window lies in the padding).
+std::vector<double> avg_divisors(const Window& w, bool count_include_pad, std::optional<int64_t> divisor_override) {
+  std::vector<double> divisors(w.out_numel());
+  std::vector<int64_t> valid(w.out_numel(), 0);
+  for_each_tap(w, [&](int64_t o, int64_t, int64_t i) { valid[o] += i >= 0; });
+  int64_t o[3], index = 0;
+  for (o[0] = 0; o[0] < w.out[0]; ++o[0])
+    for (o[1] = 0; o[1] < w.out[1]; ++o[1])
+      for (o[2] = 0; o[2] < w.out[2]; ++o[2], ++index) {
+        int64_t padded = 1;  // the window clipped to the padded input
+        for (int d = 0; d < 3; ++d) {
+          const int64_t start = o[d] * w.stride[d] - w.pad[d];
+          padded *= std::min(start + w.k[d], w.in[d] + w.pad[d]) - start;
+        }
+        divisors[index] = valid[index] == 0 ? 0.0
+                          : divisor_override ? static_cast<double>(*divisor_override)
+                          : count_include_pad ? static_cast<double>(padded)
+                                              : static_cast<double>(valid[index]);
+      }
+  return divisors;
+}
+
+at::Tensor avg_pool(const at::Tensor& self, const Planes& p, bool count_include_pad,
+                    std::optional<int64_t> divisor_override, const char* name) {
+  TORCH_CHECK(!divisor_override || *divisor_override != 0, name, ": divisor must be not zero");
+  auto out = at::empty(p.out_sizes, self.options());
+  if (out.numel() == 0) return out;
+  auto x = contiguous(self);
+  RBLN_DISPATCH_FLOATING(self.scalar_type(), "pooling", [&] {
+    using opmath = at::opmath_type<scalar_t>;
+    const scalar_t* xp = x.const_data_ptr<scalar_t>();
+    scalar_t* yp = out.data_ptr<scalar_t>();
+    launch_on(self, name, [=] {
+      const auto divisors = avg_divisors(p.w, count_include_pad, divisor_override);
+      const int64_t P = p.w.in_numel(), L = p.w.out_numel();
+      over_planes(p.count, L * p.w.k_numel(), [&](int64_t plane) {
+        const scalar_t* in = xp + plane * P;
+        opmath sum = 0;
+        int64_t current = 0;
+        auto store = [&] {
+          const double div = divisors[current];
+          yp[plane * L + current] = static_cast<scalar_t>(div == 0 ? opmath(0) : sum / static_cast<opmath>(div));
+        };
+        for_each_tap(p.w, [&](int64_t o, int64_t, int64_t i) {
+          if (o != current) {
+            store();
+            sum = 0;
+            current = o;
+          }
+          if (i >= 0) sum += static_cast<opmath>(in[i]);
+        });
+        store();
+      });
+    });
+  });
+  return out;
+}
+
+at::Tensor avg_pool_backward(const at::Tensor& grad_output, const at::Tensor& self, const Planes& p,
+                             bool count_include_pad, std::optional<int64_t> divisor_override, const char* name) {
+  check_same_device({&grad_output, &self});
+  TORCH_CHECK(grad_output.sizes() == at::IntArrayRef(p.out_sizes), name, ": grad_output ", grad_output.sizes(),
+              " does not match the pooled size ", p.out_sizes);
+  auto grad_input = at::empty(self.sizes(), self.options());
+  auto go = contiguous(grad_output);
+  RBLN_DISPATCH_FLOATING(self.scalar_type(), "pooling", [&] {
+    using opmath = at::opmath_type<scalar_t>;
+    const scalar_t* gp = go.const_data_ptr<scalar_t>();
+    scalar_t* gi = grad_input.data_ptr<scalar_t>();
+    launch_on(self, name, [=] {
+      const auto divisors = avg_divisors(p.w, count_include_pad, divisor_override);
+      const int64_t P = p.w.in_numel(), L = p.w.out_numel();
+      std::fill(gi, gi + p.count * P, scalar_t(0));
+      over_planes(p.count, L * p.w.k_numel(), [&](int64_t plane) {
+        scalar_t* in = gi + plane * P;
+        for_each_tap(p.w, [&](int64_t o, int64_t, int64_t i) {
+          if (i >= 0 && divisors[o] != 0)
+            in[i] += static_cast<scalar_t>(static_cast<opmath>(gp[plane * L + o]) / static_cast<opmath>(divisors[o]));
+        });
+      });
+    });
+  });
+  return grad_input;
+}
+
+at::Tensor adaptive_avg_pool(const at::Tensor& self, const Planes& p, const char* name) {
+  auto out = at::empty(p.out_sizes, self.options());
+  if (out.numel() == 0) return out;
+  auto x = contiguous(self);
+  RBLN_DISPATCH_FLOATING(self.scalar_type(), "pooling", [&] {
+    using opmath = at::opmath_type<scalar_t>;
+    const scalar_t* xp = x.const_data_ptr<scalar_t>();
+    scalar_t* yp = out.data_ptr<scalar_t>();
+    launch_on(self, name, [=] {
+      const int64_t P = p.w.in_numel(), L = p.w.out_numel();
+      over_planes(p.count, P, [&](int64_t plane) {
+        const scalar_t* in = xp + plane * P;
+        for_each_adaptive(p.w, [&](int64_t o, const int64_t(&lo)[3], const int64_t(&hi)[3]) {
+          opmath sum = 0;
+          int64_t n = 0;
+          for_each_offset(p.w, lo, hi, [&](int64_t i) {
+            sum += static_cast<opmath>(in[i]);
+            ++n;
+          });
+          yp[plane * L + o] = static_cast<scalar_t>(sum / static_cast<opmath>(n));
+        });
+      });
+    });
+  });
+  return out;
+}
+
+at::Tensor adaptive_avg_pool_backward(const at::Tensor& grad_output, const at::Tensor& self, int64_t dims,
+                                      const char* name) {
+  check_same_device({&grad_output, &self});
+  grad_planes(grad_output, self, dims, name);
+  Planes p = plan_adaptive(self, dims, grad_output.sizes().slice(grad_output.dim() - dims), name);
+  auto grad_input = at::empty(self.sizes(), self.options());
+  auto go = contiguous(grad_output);
+  RBLN_DISPATCH_FLOATING(self.scalar_type(), "pooling", [&] {
+    using opmath = at::opmath_type<scalar_t>;
+    const scalar_t* gp = go.const_data_ptr<scalar_t>();
+    scalar_t* gi = grad_input.data_ptr<scalar_t>();
+    launch_on(self, name, [=] {
+      const int64_t P = p.w.in_numel(), L = p.w.out_numel();
+      std::fill(gi, gi + p.count * P, scalar_t(0));
+      over_planes(p.count, P, [&](int64_t plane) {
+        scalar_t* in = gi + plane * P;
+        for_each_adaptive(p.w, [&](int64_t o, const int64_t(&lo)[3], const int64_t(&hi)[3]) {
+          const int64_t n = (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]);
+          const opmath g = static_cast<opmath>(gp[plane * L + o]) / static_cast<opmath>(n);
+          for_each_offset(p.w, lo, hi, [&](int64_t i) { in[i] += static_cast<scalar_t>(g); });
+        });
+      });
+    });
+  });
+  return grad_input;
+}
+
+}  // namespace
+
+// One public pair per op: the 2-d and 3-d forms differ only in `dims`.
+#define RBLN_POOL_OPS(D)                                                                                             \
+  std::tuple<at::Tensor, at::Tensor> max_pool##D##d_with_indices(const at::Tensor& self, at::IntArrayRef kernel_size, \
+                                                                 at::IntArrayRef stride, at::IntArrayRef padding,    \
+                                                                 at::IntArrayRef dilation, bool ceil_mode) {         \
+    auto p = plan_window(self, D, kernel_size, stride, padding, dilation, ceil_mode, "max_pool" #D "d");             \
+    return max_pool(self, p, false, "aten::max_pool" #D "d_with_indices");                                           \
+  }                                                                                                                  \
+  at::Tensor max_pool##D##d_with_indices_backward(const at::Tensor& grad_output, const at::Tensor& self,             \
+                                                  at::IntArrayRef kernel_size, at::IntArrayRef stride,               \
+                                                  at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode, \
+                                                  const at::Tensor& indices) {                                       \
+    plan_window(self, D, kernel_size, stride, padding, dilation, ceil_mode, "max_pool" #D "d_backward");             \
+    return max_pool_backward(grad_output, self, indices, D, "aten::max_pool" #D "d_with_indices_backward");          \
+  }                                                                                                                  \
+  at::Tensor avg_pool##D##d(const at::Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef stride,             \
+                            at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,                         \
+                            std::optional<int64_t> divisor_override) {                                               \
+    auto p = plan_window(self, D, kernel_size, stride, padding, 1, ceil_mode, "avg_pool" #D "d");                    \
+    return avg_pool(self, p, count_include_pad, divisor_override, "aten::avg_pool" #D "d");                          \
+  }                                                                                                                  \
+  at::Tensor avg_pool##D##d_backward(const at::Tensor& grad_output, const at::Tensor& self,                          \
+                                     at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,   \
+                                     bool ceil_mode, bool count_include_pad,                                         \
+                                     std::optional<int64_t> divisor_override) {                                      \
+    auto p = plan_window(self, D, kernel_size, stride, padding, 1, ceil_mode, "avg_pool" #D "d_backward");           \
+    return avg_pool_backward(grad_output, self, p, count_include_pad, divisor_override,                              \
+                             "aten::avg_pool" #D "d_backward");                                                      \
+  }                                                                                                                  \
+  at::Tensor _adaptive_avg_pool##D##d(const at::Tensor& self, c10::SymIntArrayRef output_size) {                     \
+    auto p = plan_adaptive(self, D, C10_AS_INTARRAYREF_SLOW(output_size), "adaptive_avg_pool" #D "d");               \
+    return adaptive_avg_pool(self, p, "aten::_adaptive_avg_pool" #D "d");                                            \
+  }                                                                                                                  \
+  at::Tensor _adaptive_avg_pool##D##d_backward(const at::Tensor& grad_output, const at::Tensor& self) {              \
+    return adaptive_avg_pool_backward(grad_output, self, D, "aten::_adaptive_avg_pool" #D "d_backward");             \
+  }                                                                                                                  \
+  std::tuple<at::Tensor, at::Tensor> adaptive_max_pool##D##d(const at::Tensor& self, at::IntArrayRef output_size) {  \
+    auto p = plan_adaptive(self, D, output_size, "adaptive_max_pool" #D "d");                                        \
+    return max_pool(self, p, true, "aten::adaptive_max_pool" #D "d");                                                \
+  }                                                                                                                  \
+  at::Tensor adaptive_max_pool##D##d_backward(const at::Tensor& grad_output, const at::Tensor& self,                 \
+                                              const at::Tensor& indices) {                                           \
+    return max_pool_backward(grad_output, self, indices, D, "aten::adaptive_max_pool" #D "d_backward");              \
+  }
+
+RBLN_POOL_OPS(2)
+RBLN_POOL_OPS(3)
+#undef RBLN_POOL_OPS
+
+}  // namespace rbln::kernels
