@@ -47,19 +47,18 @@ from torch.testing._internal.common_utils import TestCase, TestGradients  # noqa
 FULL = os.environ.get("TORCH_RBLN_UPSTREAM", "") == "full"
 
 # ---- the bounded subset `make test` runs -------------------------------------------------
-# Every op family the device implements (elementwise, comparison, reduction, softmax,
-# matmul, indexing, shape), plus ops that still fall back (conv, sort, topk). Pooling is
-# left to the module tests: max_pool2d's reference inputs alone take 20 s.
+# Every op family the device implements (elementwise, comparison, reduction, softmax, matmul,
+# normalization, indexing, convolution, pooling, attention) and a few ops that fall back (sort,
+# topk). max_pool2d is left to the module tests: its reference inputs alone take 20 s.
 COMPARE_CPU_OPS = (
-    "add", "sub", "mul", "div.no_rounding_mode", "abs", "exp", "log", "tanh", "sigmoid", "pow", "eq", "where",
-    "clamp", "sum", "mean", "amax", "argmax", "var", "softmax", "log_softmax", "mm", "bmm", "addmm", "matmul",
-    "nn.functional.linear", "nn.functional.relu", "nn.functional.gelu", "nn.functional.silu",
-    "nn.functional.layer_norm", "nn.functional.embedding", "nn.functional.cross_entropy", "cat", "stack",
-    "index_select", "gather", "masked_fill", "transpose", "reshape", "cumsum", "sort", "topk",
+    "add", "mul", "div.no_rounding_mode", "abs", "exp", "eq", "where", "sum", "mean", "amax", "softmax",
+    "log_softmax", "mm", "bmm", "addmm", "matmul", "nn.functional.linear", "nn.functional.relu",
+    "nn.functional.gelu", "nn.functional.silu", "nn.functional.layer_norm", "nn.functional.embedding",
+    "nn.functional.cross_entropy", "cat", "index_select", "masked_fill", "cumsum", "sort", "topk",
     "nn.functional.conv2d", "nn.functional.avg_pool2d", "nn.functional.scaled_dot_product_attention",
 )
-GRADCHECK_OPS = ("add", "mul", "div.no_rounding_mode", "exp", "tanh", "sum", "mean", "softmax", "mm", "matmul",
-                 "nn.functional.linear", "nn.functional.relu", "cat", "where")
+GRADCHECK_OPS = ("add", "mul", "div.no_rounding_mode", "exp", "sum", "softmax", "mm", "nn.functional.linear", "cat",
+                 "where")
 MODULES = ("nn.Linear", "nn.Bilinear", "nn.Conv1d", "nn.Conv2d", "nn.BatchNorm2d", "nn.LayerNorm", "nn.RMSNorm",
            "nn.GroupNorm", "nn.MaxPool2d", "nn.AvgPool2d", "nn.AdaptiveAvgPool2d", "nn.Embedding", "nn.ReLU",
            "nn.LeakyReLU", "nn.GELU", "nn.SiLU", "nn.Tanh", "nn.Softmax", "nn.LogSoftmax", "nn.CrossEntropyLoss",
@@ -69,18 +68,10 @@ OPTIMIZERS = ("SGD", "Adam", "AdamW", "RMSprop", "Adagrad")
 # Modules of the bounded subset allowed to fall back to the CPU, with the ops that do (measured).
 # Every other module there must run forward and backward on the device with no fallback.
 MAY_FALL_BACK = {
-    "nn.Conv1d": "convolution_overrideable and its backward run on CPU copies (no convolution kernel yet)",
-    "nn.Conv2d": "convolution_overrideable and its backward run on CPU copies (no convolution kernel yet)",
-    "nn.BatchNorm2d": "native_batch_norm and native_batch_norm_backward have no device kernel yet",
     "nn.GroupNorm": "native_group_norm_backward and var_mean.correction have no device kernel yet",
-    "nn.LayerNorm": "native_layer_norm_backward has no device kernel yet (the forward is on the device)",
-    "nn.MaxPool2d": "max_pool2d_with_indices and its backward have no device kernel yet",
-    "nn.AvgPool2d": "avg_pool2d and avg_pool2d_backward have no device kernel yet",
-    "nn.AdaptiveAvgPool2d": "_adaptive_avg_pool2d and its backward have no device kernel yet",
-    "nn.Embedding": "embedding_dense_backward has no device kernel yet (the forward is on the device)",
     "nn.CrossEntropyLoss": "nll_loss2d_forward/backward (2-d targets) have no device kernel yet",
     "nn.MSELoss": "mse_loss and mse_loss_backward are not in ops.yaml",
-    "nn.TransformerEncoderLayer": "native_layer_norm_backward, and all.out in the eval fast-path checks",
+    "nn.TransformerEncoderLayer": "all.out (in the eval-mode fast-path checks) has no device kernel yet",
     "nn.MultiheadAttention": "baddbmm.out has no device kernel yet",
 }
 # Known failures on rbln today: each runs, and must fail (a strict expected failure: once the
@@ -98,7 +89,6 @@ KNOWN_FAILURES = {
     ("test_fn_grad", "exp", torch.complex128): CONJ_BUG,
     ("test_fn_grad", "mul", torch.complex128): CONJ_BUG,
     ("test_fn_grad", "mm", torch.complex128): CONJ_BUG,
-    ("test_fn_grad", "matmul", torch.complex128): CONJ_BUG,
     ("test_fn_grad", "nn.functional.linear", torch.complex128): CONJ_BUG,
 }
 
