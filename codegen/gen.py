@@ -64,14 +64,22 @@ def _kernel_body(e: Entry, v: Variant, root: str) -> list[str]:
     tensors = [a for a in v.func.func.arguments.flat_all if str(a.type) == "Tensor"]
     if tensors:
         lines.append(f"const c10::OptionalDeviceGuard guard(at::device_of({tensors[0].name}));")
-    data = [a.name for a in tensors if a.name not in INDEX_ARGS]
+    # Outputs are checked by the kernels (prepare_out), as their dtype may differ from the inputs'.
+    outs = {a.name for a in v.func.func.arguments.out}
+    data = [a.name for a in tensors if a.name not in INDEX_ARGS and a.name not in outs]
     if e.dtypes != ["any"] and data:
         allowed = " || ".join(f"t == at::ScalarType::{DTYPES[d][0]}" for d in e.dtypes)
         lines += [f"const auto dtype_ok = [](at::ScalarType t) {{ return {allowed}; }};",
                   f"if (!({' && '.join(f'dtype_ok({n}.scalar_type())' for n in data)})) {{",
                   f"  return {_fallback_call(v, 'fallback_dtype')};", "}"]
     lines.append(f"RBLN_COUNT_DEVICE_OP(\"aten::{v.name}\");")
-    lines.append(f"return {_qualified_kernel(e.kernel, root)}({', '.join(v.arg_names)});")
+    args = list(v.arg_names)
+    if e.structured and v.kind == "functional":  # the out= kernel resizes an empty result
+        lines.append(f"at::Tensor result = at::empty({{0}}, {tensors[0].name}.options());")
+        args.append("result")
+    elif e.structured and v.kind == "inplace":
+        args.append(v.func.func.arguments.self_arg.argument.name)
+    lines.append(f"return {_qualified_kernel(e.kernel, root)}({', '.join(args)});")
     return lines
 
 

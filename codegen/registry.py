@@ -49,7 +49,7 @@ FAMILIES = {
     "ternary": 3,
 }
 STRATEGIES = ("kernel", "composite", "fallback", "compile")
-KEYS = {"func", "strategy", "kernel", "functor", "dtypes", "notes", "opinfo", "tolerance"}
+KEYS = {"func", "strategy", "kernel", "functor", "dtypes", "notes", "opinfo", "tolerance", "structured"}
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNEL_HEADERS = ("kernels/Kernels.h", "runtime/RBLNOps.h")
 FUNCTOR_HEADER = "kernels/Functors.h"
@@ -83,6 +83,7 @@ class Entry:
     opinfo: list[str]
     variants: list[Variant] = field(default_factory=list)
     tolerance: dict[str, list[float]] = field(default_factory=dict)  # dtype -> [atol, rtol] in the generated tests
+    structured: bool = False  # kernel is the out= overload's; functional and in-place call it
 
     @property
     def family(self) -> str | None:
@@ -236,7 +237,16 @@ def load(path: str, root: str = ROOT) -> list[Entry]:
                 err(f"{func}: 'tolerance' must map dtypes to [atol, rtol] (positive numbers), got {tolerance!r}")
                 continue
 
-            if kernel in FAMILIES:
+            structured = bool(item.get("structured", False))
+            if structured:
+                group = group_of[func]
+                if kernel in FAMILIES or SchemaKind.out not in group or len(group[SchemaKind.out].func.arguments.out) != 1 \
+                        or f.func.kind() != SchemaKind.functional or len(f.func.returns) != 1:
+                    err(f"{func}: 'structured' needs a functional overload with one Tensor result and an out= "
+                        f"overload, and a hand-written kernel with the out= signature")
+                    continue
+                variants = [group[k] for k in (SchemaKind.functional, SchemaKind.inplace, SchemaKind.out) if k in group]
+            elif kernel in FAMILIES:
                 group = group_of[func]
                 variants = [group[k] for k in (SchemaKind.functional, SchemaKind.inplace, SchemaKind.out) if k in group]
                 operands = [a for a in f.func.arguments.flat_non_out if is_operand(a)]
@@ -246,7 +256,7 @@ def load(path: str, root: str = ROOT) -> list[Entry]:
             else:
                 variants = [f]
             entry = Entry(func, line, strategy, kernel, functor, dtypes, str(item.get("notes", "")).strip(),
-                          _opinfo_names(item, func), [_variant(v) for v in variants], tolerance)
+                          _opinfo_names(item, func), [_variant(v) for v in variants], tolerance, structured)
             dup = [o for o in entry.overloads if o in seen]
             if dup:
                 err(f"duplicate entry: {', '.join(dup)} already registered by the entry at line {seen[dup[0]]}")

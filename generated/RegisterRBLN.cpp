@@ -11,6 +11,7 @@
 #include <ATen/ops/_batch_norm_with_update_ops.h>
 #include <ATen/ops/_copy_from_ops.h>
 #include <ATen/ops/_copy_from_and_resize_ops.h>
+#include <ATen/ops/_index_put_impl_ops.h>
 #include <ATen/ops/_local_scalar_dense_ops.h>
 #include <ATen/ops/_log_softmax_ops.h>
 #include <ATen/ops/_log_softmax_backward_data_ops.h>
@@ -24,8 +25,10 @@
 #include <ATen/ops/adaptive_max_pool3d_backward_ops.h>
 #include <ATen/ops/addmm_ops.h>
 #include <ATen/ops/addmv_ops.h>
+#include <ATen/ops/all_ops.h>
 #include <ATen/ops/amax_ops.h>
 #include <ATen/ops/amin_ops.h>
+#include <ATen/ops/any_ops.h>
 #include <ATen/ops/arange_ops.h>
 #include <ATen/ops/argmax_ops.h>
 #include <ATen/ops/argmin_ops.h>
@@ -51,8 +54,14 @@
 #include <ATen/ops/equal_ops.h>
 #include <ATen/ops/exponential_ops.h>
 #include <ATen/ops/fill_ops.h>
+#include <ATen/ops/flip_ops.h>
+#include <ATen/ops/gather_ops.h>
+#include <ATen/ops/index_ops.h>
+#include <ATen/ops/index_add_ops.h>
 #include <ATen/ops/index_copy_ops.h>
 #include <ATen/ops/index_select_ops.h>
+#include <ATen/ops/isin_ops.h>
+#include <ATen/ops/linalg_vector_norm_ops.h>
 #include <ATen/ops/linspace_ops.h>
 #include <ATen/ops/masked_fill_ops.h>
 #include <ATen/ops/masked_select_ops.h>
@@ -71,17 +80,29 @@
 #include <ATen/ops/native_layer_norm_backward_ops.h>
 #include <ATen/ops/nll_loss_backward_ops.h>
 #include <ATen/ops/nll_loss_forward_ops.h>
+#include <ATen/ops/nonzero_ops.h>
 #include <ATen/ops/normal_ops.h>
+#include <ATen/ops/prod_ops.h>
 #include <ATen/ops/random_ops.h>
 #include <ATen/ops/record_stream_ops.h>
 #include <ATen/ops/repeat_interleave_ops.h>
 #include <ATen/ops/resize_ops.h>
+#include <ATen/ops/roll_ops.h>
+#include <ATen/ops/scatter_ops.h>
+#include <ATen/ops/scatter_add_ops.h>
+#include <ATen/ops/scatter_reduce_ops.h>
 #include <ATen/ops/set_ops.h>
 #include <ATen/ops/sort_ops.h>
+#include <ATen/ops/std_ops.h>
+#include <ATen/ops/std_mean_ops.h>
 #include <ATen/ops/sum_ops.h>
 #include <ATen/ops/topk_ops.h>
+#include <ATen/ops/tril_ops.h>
+#include <ATen/ops/triu_ops.h>
 #include <ATen/ops/unfold_ops.h>
 #include <ATen/ops/uniform_ops.h>
+#include <ATen/ops/var_ops.h>
+#include <ATen/ops/var_mean_ops.h>
 #include <ATen/ops/view_ops.h>
 #include <ATen/ops/view_as_complex_ops.h>
 #include <ATen/ops/view_as_real_ops.h>
@@ -264,7 +285,7 @@ at::Tensor wrapper_where_self(const at::Tensor & condition, const at::Tensor & s
 at::Tensor & wrapper_where_self_out(const at::Tensor & condition, const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(condition));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
-  if (!(dtype_ok(self.scalar_type()) && dtype_ok(other.scalar_type()) && dtype_ok(out.scalar_type()))) {
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(other.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::where_self_out>::call(condition, self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::where.self_out");
@@ -273,10 +294,6 @@ at::Tensor & wrapper_where_self_out(const at::Tensor & condition, const at::Tens
 
 at::Tensor & wrapper_arange_start_out(const at::Scalar & start, const at::Scalar & end, const at::Scalar & step, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(out));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
-  if (!(dtype_ok(out.scalar_type()))) {
-    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::arange_start_out>::call(start, end, step, out);
-  }
   RBLN_COUNT_DEVICE_OP("aten::arange.start_out");
   return rbln::kernels::arange_start_out(start, end, step, out);
 }
@@ -304,7 +321,7 @@ at::Tensor & wrapper_clamp_(at::Tensor & self, const ::std::optional<at::Scalar>
 at::Tensor & wrapper_clamp_out(const at::Tensor & self, const ::std::optional<at::Scalar> & min, const ::std::optional<at::Scalar> & max, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
-  if (!(dtype_ok(self.scalar_type()) && dtype_ok(out.scalar_type()))) {
+  if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_out>::call(self, min, max, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::clamp.out");
@@ -334,7 +351,7 @@ at::Tensor & wrapper_clamp__Tensor(at::Tensor & self, const ::std::optional<at::
 at::Tensor & wrapper_clamp_Tensor_out(const at::Tensor & self, const ::std::optional<at::Tensor> & min, const ::std::optional<at::Tensor> & max, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
-  if (!(dtype_ok(self.scalar_type()) && dtype_ok(out.scalar_type()))) {
+  if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_Tensor_out>::call(self, min, max, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::clamp.Tensor_out");
@@ -354,7 +371,7 @@ at::Tensor wrapper_sum_dim_IntList(const at::Tensor & self, at::OptionalIntArray
 at::Tensor & wrapper_sum_IntList_out(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, ::std::optional<at::ScalarType> dtype, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
-  if (!(dtype_ok(self.scalar_type()) && dtype_ok(out.scalar_type()))) {
+  if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sum_IntList_out>::call(self, dim, keepdim, dtype, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::sum.IntList_out");
@@ -374,7 +391,7 @@ at::Tensor wrapper_mean_dim(const at::Tensor & self, at::OptionalIntArrayRef dim
 at::Tensor & wrapper_mean_out(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, ::std::optional<at::ScalarType> dtype, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
-  if (!(dtype_ok(self.scalar_type()) && dtype_ok(out.scalar_type()))) {
+  if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mean_out>::call(self, dim, keepdim, dtype, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::mean.out");
@@ -394,7 +411,7 @@ at::Tensor wrapper_amax(const at::Tensor & self, at::IntArrayRef dim, bool keepd
 at::Tensor & wrapper_amax_out(const at::Tensor & self, at::IntArrayRef dim, bool keepdim, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
-  if (!(dtype_ok(self.scalar_type()) && dtype_ok(out.scalar_type()))) {
+  if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::amax_out>::call(self, dim, keepdim, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::amax.out");
@@ -414,7 +431,7 @@ at::Tensor wrapper_amin(const at::Tensor & self, at::IntArrayRef dim, bool keepd
 at::Tensor & wrapper_amin_out(const at::Tensor & self, at::IntArrayRef dim, bool keepdim, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
-  if (!(dtype_ok(self.scalar_type()) && dtype_ok(out.scalar_type()))) {
+  if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::amin_out>::call(self, dim, keepdim, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::amin.out");
@@ -454,7 +471,7 @@ at::Tensor wrapper_min(const at::Tensor & self) {
 ::std::tuple<at::Tensor &,at::Tensor &> wrapper_max_dim_max(const at::Tensor & self, int64_t dim, bool keepdim, at::Tensor & max, at::Tensor & max_values) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
-  if (!(dtype_ok(self.scalar_type()) && dtype_ok(max.scalar_type()) && dtype_ok(max_values.scalar_type()))) {
+  if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::max_dim_max>::call(self, dim, keepdim, max, max_values);
   }
   RBLN_COUNT_DEVICE_OP("aten::max.dim_max");
@@ -474,11 +491,241 @@ at::Tensor wrapper_min(const at::Tensor & self) {
 ::std::tuple<at::Tensor &,at::Tensor &> wrapper_min_dim_min(const at::Tensor & self, int64_t dim, bool keepdim, at::Tensor & min, at::Tensor & min_indices) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
-  if (!(dtype_ok(self.scalar_type()) && dtype_ok(min.scalar_type()) && dtype_ok(min_indices.scalar_type()))) {
+  if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::min_dim_min>::call(self, dim, keepdim, min, min_indices);
   }
   RBLN_COUNT_DEVICE_OP("aten::min.dim_min");
   return rbln::kernels::min_dim_min(self, dim, keepdim, min, min_indices);
+}
+
+at::Tensor wrapper_all_dim(const at::Tensor & self, int64_t dim, bool keepdim) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::all_dim>::call(self, dim, keepdim);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::all.dim");
+  return rbln::kernels::all_dim(self, dim, keepdim);
+}
+
+at::Tensor wrapper_all_dims(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::all_dims>::call(self, dim, keepdim);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::all.dims");
+  return rbln::kernels::all_dims(self, dim, keepdim);
+}
+
+at::Tensor wrapper_all(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::all>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::all");
+  return rbln::kernels::all(self);
+}
+
+at::Tensor & wrapper_all_out(const at::Tensor & self, int64_t dim, bool keepdim, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::all_out>::call(self, dim, keepdim, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::all.out");
+  return rbln::kernels::all_out(self, dim, keepdim, out);
+}
+
+at::Tensor & wrapper_all_dims_out(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::all_dims_out>::call(self, dim, keepdim, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::all.dims_out");
+  return rbln::kernels::all_dims_out(self, dim, keepdim, out);
+}
+
+at::Tensor & wrapper_all_all_out(const at::Tensor & self, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::all_all_out>::call(self, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::all.all_out");
+  return rbln::kernels::all_all_out(self, out);
+}
+
+at::Tensor wrapper_any_dim(const at::Tensor & self, int64_t dim, bool keepdim) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::any_dim>::call(self, dim, keepdim);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::any.dim");
+  return rbln::kernels::any_dim(self, dim, keepdim);
+}
+
+at::Tensor wrapper_any_dims(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::any_dims>::call(self, dim, keepdim);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::any.dims");
+  return rbln::kernels::any_dims(self, dim, keepdim);
+}
+
+at::Tensor wrapper_any(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::any>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::any");
+  return rbln::kernels::any(self);
+}
+
+at::Tensor & wrapper_any_out(const at::Tensor & self, int64_t dim, bool keepdim, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::any_out>::call(self, dim, keepdim, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::any.out");
+  return rbln::kernels::any_out(self, dim, keepdim, out);
+}
+
+at::Tensor & wrapper_any_dims_out(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::any_dims_out>::call(self, dim, keepdim, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::any.dims_out");
+  return rbln::kernels::any_dims_out(self, dim, keepdim, out);
+}
+
+at::Tensor & wrapper_any_all_out(const at::Tensor & self, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::any_all_out>::call(self, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::any.all_out");
+  return rbln::kernels::any_all_out(self, out);
+}
+
+at::Tensor wrapper_prod(const at::Tensor & self, ::std::optional<at::ScalarType> dtype) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::prod>::call(self, dtype);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::prod");
+  return rbln::kernels::prod(self, dtype);
+}
+
+at::Tensor wrapper_prod_dim_int(const at::Tensor & self, int64_t dim, bool keepdim, ::std::optional<at::ScalarType> dtype) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::prod_dim_int>::call(self, dim, keepdim, dtype);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::prod.dim_int");
+  return rbln::kernels::prod_dim_int(self, dim, keepdim, dtype);
+}
+
+at::Tensor & wrapper_prod_int_out(const at::Tensor & self, int64_t dim, bool keepdim, ::std::optional<at::ScalarType> dtype, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::prod_int_out>::call(self, dim, keepdim, dtype, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::prod.int_out");
+  return rbln::kernels::prod_int_out(self, dim, keepdim, dtype, out);
+}
+
+at::Tensor wrapper_var_correction(const at::Tensor & self, at::OptionalIntArrayRef dim, const ::std::optional<at::Scalar> & correction, bool keepdim) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::var_correction>::call(self, dim, correction, keepdim);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::var.correction");
+  return rbln::kernels::var_correction(self, dim, correction, keepdim);
+}
+
+at::Tensor & wrapper_var_correction_out(const at::Tensor & self, at::OptionalIntArrayRef dim, const ::std::optional<at::Scalar> & correction, bool keepdim, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::var_correction_out>::call(self, dim, correction, keepdim, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::var.correction_out");
+  return rbln::kernels::var_correction_out(self, dim, correction, keepdim, out);
+}
+
+at::Tensor wrapper_std_correction(const at::Tensor & self, at::OptionalIntArrayRef dim, const ::std::optional<at::Scalar> & correction, bool keepdim) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::std_correction>::call(self, dim, correction, keepdim);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::std.correction");
+  return rbln::kernels::std_correction(self, dim, correction, keepdim);
+}
+
+at::Tensor & wrapper_std_correction_out(const at::Tensor & self, at::OptionalIntArrayRef dim, const ::std::optional<at::Scalar> & correction, bool keepdim, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::std_correction_out>::call(self, dim, correction, keepdim, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::std.correction_out");
+  return rbln::kernels::std_correction_out(self, dim, correction, keepdim, out);
+}
+
+::std::tuple<at::Tensor,at::Tensor> wrapper_var_mean_correction(const at::Tensor & self, at::OptionalIntArrayRef dim, const ::std::optional<at::Scalar> & correction, bool keepdim) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::var_mean_correction>::call(self, dim, correction, keepdim);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::var_mean.correction");
+  return rbln::kernels::var_mean_correction(self, dim, correction, keepdim);
+}
+
+::std::tuple<at::Tensor,at::Tensor> wrapper_std_mean_correction(const at::Tensor & self, at::OptionalIntArrayRef dim, const ::std::optional<at::Scalar> & correction, bool keepdim) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::std_mean_correction>::call(self, dim, correction, keepdim);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::std_mean.correction");
+  return rbln::kernels::std_mean_correction(self, dim, correction, keepdim);
+}
+
+at::Tensor wrapper_linalg_vector_norm(const at::Tensor & self, const at::Scalar & ord, at::OptionalIntArrayRef dim, bool keepdim, ::std::optional<at::ScalarType> dtype) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_vector_norm>::call(self, ord, dim, keepdim, dtype);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::linalg_vector_norm");
+  return rbln::kernels::linalg_vector_norm(self, ord, dim, keepdim, dtype);
+}
+
+at::Tensor & wrapper_linalg_vector_norm_out(const at::Tensor & self, const at::Scalar & ord, at::OptionalIntArrayRef dim, bool keepdim, ::std::optional<at::ScalarType> dtype, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_vector_norm_out>::call(self, ord, dim, keepdim, dtype, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::linalg_vector_norm.out");
+  return rbln::kernels::linalg_vector_norm_out(self, ord, dim, keepdim, dtype, out);
 }
 
 at::Tensor wrapper_argmax(const at::Tensor & self, ::std::optional<int64_t> dim, bool keepdim) {
@@ -514,7 +761,7 @@ at::Tensor wrapper__softmax(const at::Tensor & self, int64_t dim, bool half_to_f
 at::Tensor & wrapper__softmax_out(const at::Tensor & self, int64_t dim, bool half_to_float, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
-  if (!(dtype_ok(self.scalar_type()) && dtype_ok(out.scalar_type()))) {
+  if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_softmax_out>::call(self, dim, half_to_float, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::_softmax.out");
@@ -534,7 +781,7 @@ at::Tensor wrapper__log_softmax(const at::Tensor & self, int64_t dim, bool half_
 at::Tensor & wrapper__log_softmax_out(const at::Tensor & self, int64_t dim, bool half_to_float, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
-  if (!(dtype_ok(self.scalar_type()) && dtype_ok(out.scalar_type()))) {
+  if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_log_softmax_out>::call(self, dim, half_to_float, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::_log_softmax.out");
@@ -554,7 +801,7 @@ at::Tensor wrapper__softmax_backward_data(const at::Tensor & grad_output, const 
 at::Tensor & wrapper__softmax_backward_data_out(const at::Tensor & grad_output, const at::Tensor & output, int64_t dim, at::ScalarType input_dtype, at::Tensor & grad_input) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
-  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(output.scalar_type()) && dtype_ok(grad_input.scalar_type()))) {
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(output.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_softmax_backward_data_out>::call(grad_output, output, dim, input_dtype, grad_input);
   }
   RBLN_COUNT_DEVICE_OP("aten::_softmax_backward_data.out");
@@ -574,7 +821,7 @@ at::Tensor wrapper__log_softmax_backward_data(const at::Tensor & grad_output, co
 at::Tensor & wrapper__log_softmax_backward_data_out(const at::Tensor & grad_output, const at::Tensor & output, int64_t dim, at::ScalarType input_dtype, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
-  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(output.scalar_type()) && dtype_ok(out.scalar_type()))) {
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(output.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_log_softmax_backward_data_out>::call(grad_output, output, dim, input_dtype, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::_log_softmax_backward_data.out");
@@ -594,7 +841,7 @@ at::Tensor & wrapper__log_softmax_backward_data_out(const at::Tensor & grad_outp
 ::std::tuple<at::Tensor &,at::Tensor &> wrapper_nll_loss_forward_output(const at::Tensor & self, const at::Tensor & target, const ::std::optional<at::Tensor> & weight, int64_t reduction, c10::SymInt ignore_index, at::Tensor & output, at::Tensor & total_weight) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
-  if (!(dtype_ok(self.scalar_type()) && dtype_ok(output.scalar_type()) && dtype_ok(total_weight.scalar_type()))) {
+  if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nll_loss_forward_output>::call(self, target, weight, reduction, ignore_index, output, total_weight);
   }
   RBLN_COUNT_DEVICE_OP("aten::nll_loss_forward.output");
@@ -614,7 +861,7 @@ at::Tensor wrapper_nll_loss_backward(const at::Tensor & grad_output, const at::T
 at::Tensor & wrapper_nll_loss_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, const at::Tensor & target, const ::std::optional<at::Tensor> & weight, int64_t reduction, c10::SymInt ignore_index, const at::Tensor & total_weight, at::Tensor & grad_input) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
-  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(self.scalar_type()) && dtype_ok(total_weight.scalar_type()) && dtype_ok(grad_input.scalar_type()))) {
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(self.scalar_type()) && dtype_ok(total_weight.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nll_loss_backward_grad_input>::call(grad_output, self, target, weight, reduction, ignore_index, total_weight, grad_input);
   }
   RBLN_COUNT_DEVICE_OP("aten::nll_loss_backward.grad_input");
@@ -654,7 +901,7 @@ at::Tensor wrapper_cumsum(const at::Tensor & self, int64_t dim, ::std::optional<
 at::Tensor & wrapper_cumsum_out(const at::Tensor & self, int64_t dim, ::std::optional<at::ScalarType> dtype, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
-  if (!(dtype_ok(self.scalar_type()) && dtype_ok(out.scalar_type()))) {
+  if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::cumsum_out>::call(self, dim, dtype, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::cumsum.out");
@@ -663,10 +910,6 @@ at::Tensor & wrapper_cumsum_out(const at::Tensor & self, int64_t dim, ::std::opt
 
 at::Tensor & wrapper_linspace_out(const at::Scalar & start, const at::Scalar & end, int64_t steps, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(out));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
-  if (!(dtype_ok(out.scalar_type()))) {
-    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linspace_out>::call(start, end, steps, out);
-  }
   RBLN_COUNT_DEVICE_OP("aten::linspace.out");
   return rbln::kernels::linspace_out(start, end, steps, out);
 }
@@ -694,7 +937,7 @@ at::Tensor wrapper_mm(const at::Tensor & self, const at::Tensor & mat2) {
 at::Tensor & wrapper_mm_out(const at::Tensor & self, const at::Tensor & mat2, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
-  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat2.scalar_type()) && dtype_ok(out.scalar_type()))) {
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat2.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mm_out>::call(self, mat2, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::mm.out");
@@ -714,7 +957,7 @@ at::Tensor wrapper_bmm(const at::Tensor & self, const at::Tensor & mat2) {
 at::Tensor & wrapper_bmm_out(const at::Tensor & self, const at::Tensor & mat2, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
-  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat2.scalar_type()) && dtype_ok(out.scalar_type()))) {
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat2.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bmm_out>::call(self, mat2, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::bmm.out");
@@ -744,7 +987,7 @@ at::Tensor & wrapper_addmm_(at::Tensor & self, const at::Tensor & mat1, const at
 at::Tensor & wrapper_addmm_out(const at::Tensor & self, const at::Tensor & mat1, const at::Tensor & mat2, const at::Scalar & beta, const at::Scalar & alpha, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
-  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat1.scalar_type()) && dtype_ok(mat2.scalar_type()) && dtype_ok(out.scalar_type()))) {
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat1.scalar_type()) && dtype_ok(mat2.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addmm_out>::call(self, mat1, mat2, beta, alpha, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::addmm.out");
@@ -784,7 +1027,7 @@ at::Tensor & wrapper_addmv_(at::Tensor & self, const at::Tensor & mat, const at:
 at::Tensor & wrapper_addmv_out(const at::Tensor & self, const at::Tensor & mat, const at::Tensor & vec, const at::Scalar & beta, const at::Scalar & alpha, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
-  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat.scalar_type()) && dtype_ok(vec.scalar_type()) && dtype_ok(out.scalar_type()))) {
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat.scalar_type()) && dtype_ok(vec.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addmv_out>::call(self, mat, vec, beta, alpha, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::addmv.out");
@@ -804,7 +1047,7 @@ at::Tensor wrapper_index_select(const at::Tensor & self, int64_t dim, const at::
 at::Tensor & wrapper_index_select_out(const at::Tensor & self, int64_t dim, const at::Tensor & index, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
-  if (!(dtype_ok(self.scalar_type()) && dtype_ok(out.scalar_type()))) {
+  if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_select_out>::call(self, dim, index, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::index_select.out");
@@ -834,7 +1077,7 @@ at::Tensor & wrapper_index_copy_(at::Tensor & self, int64_t dim, const at::Tenso
 at::Tensor & wrapper_index_copy_out(const at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Tensor & source, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
-  if (!(dtype_ok(self.scalar_type()) && dtype_ok(source.scalar_type()) && dtype_ok(out.scalar_type()))) {
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(source.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_copy_out>::call(self, dim, index, source, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::index_copy.out");
@@ -848,10 +1091,6 @@ at::Tensor wrapper_cat(const at::ITensorListRef & tensors, int64_t dim) {
 
 at::Tensor & wrapper_cat_out(const at::ITensorListRef & tensors, int64_t dim, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(out));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
-  if (!(dtype_ok(out.scalar_type()))) {
-    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::cat_out>::call(tensors, dim, out);
-  }
   RBLN_COUNT_DEVICE_OP("aten::cat.out");
   return rbln::kernels::cat_out(tensors, dim, out);
 }
@@ -870,6 +1109,396 @@ at::Tensor wrapper_repeat_interleave_Tensor(const at::Tensor & repeats, ::std::o
   const c10::OptionalDeviceGuard guard(at::device_of(repeats));
   RBLN_COUNT_DEVICE_OP("aten::repeat_interleave.Tensor");
   return rbln::kernels::repeat_interleave_Tensor(repeats, output_size);
+}
+
+at::Tensor wrapper_gather(const at::Tensor & self, int64_t dim, const at::Tensor & index, bool sparse_grad) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gather>::call(self, dim, index, sparse_grad);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::gather");
+  at::Tensor result = at::empty({0}, self.options());
+  return rbln::kernels::gather_out(self, dim, index, sparse_grad, result);
+}
+
+at::Tensor & wrapper_gather_out(const at::Tensor & self, int64_t dim, const at::Tensor & index, bool sparse_grad, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gather_out>::call(self, dim, index, sparse_grad, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::gather.out");
+  return rbln::kernels::gather_out(self, dim, index, sparse_grad, out);
+}
+
+at::Tensor wrapper_scatter_src(const at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Tensor & src) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(src.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::scatter_src>::call(self, dim, index, src);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::scatter.src");
+  at::Tensor result = at::empty({0}, self.options());
+  return rbln::kernels::scatter_src_out(self, dim, index, src, result);
+}
+
+at::Tensor & wrapper_scatter__src(at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Tensor & src) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(src.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::scatter__src>::call(self, dim, index, src);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::scatter_.src");
+  return rbln::kernels::scatter_src_out(self, dim, index, src, self);
+}
+
+at::Tensor & wrapper_scatter_src_out(const at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Tensor & src, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(src.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::scatter_src_out>::call(self, dim, index, src, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::scatter.src_out");
+  return rbln::kernels::scatter_src_out(self, dim, index, src, out);
+}
+
+at::Tensor wrapper_scatter_value(const at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Scalar & value) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::scatter_value>::call(self, dim, index, value);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::scatter.value");
+  at::Tensor result = at::empty({0}, self.options());
+  return rbln::kernels::scatter_value_out(self, dim, index, value, result);
+}
+
+at::Tensor & wrapper_scatter__value(at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Scalar & value) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::scatter__value>::call(self, dim, index, value);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::scatter_.value");
+  return rbln::kernels::scatter_value_out(self, dim, index, value, self);
+}
+
+at::Tensor & wrapper_scatter_value_out(const at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Scalar & value, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::scatter_value_out>::call(self, dim, index, value, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::scatter.value_out");
+  return rbln::kernels::scatter_value_out(self, dim, index, value, out);
+}
+
+at::Tensor wrapper_scatter_reduce(const at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Tensor & src, c10::string_view reduce) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(src.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::scatter_reduce>::call(self, dim, index, src, reduce);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::scatter.reduce");
+  at::Tensor result = at::empty({0}, self.options());
+  return rbln::kernels::scatter_reduce_out(self, dim, index, src, reduce, result);
+}
+
+at::Tensor & wrapper_scatter__reduce(at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Tensor & src, c10::string_view reduce) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(src.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::scatter__reduce>::call(self, dim, index, src, reduce);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::scatter_.reduce");
+  return rbln::kernels::scatter_reduce_out(self, dim, index, src, reduce, self);
+}
+
+at::Tensor & wrapper_scatter_reduce_out(const at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Tensor & src, c10::string_view reduce, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(src.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::scatter_reduce_out>::call(self, dim, index, src, reduce, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::scatter.reduce_out");
+  return rbln::kernels::scatter_reduce_out(self, dim, index, src, reduce, out);
+}
+
+at::Tensor wrapper_scatter_value_reduce(const at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Scalar & value, c10::string_view reduce) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::scatter_value_reduce>::call(self, dim, index, value, reduce);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::scatter.value_reduce");
+  at::Tensor result = at::empty({0}, self.options());
+  return rbln::kernels::scatter_value_reduce_out(self, dim, index, value, reduce, result);
+}
+
+at::Tensor & wrapper_scatter__value_reduce(at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Scalar & value, c10::string_view reduce) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::scatter__value_reduce>::call(self, dim, index, value, reduce);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::scatter_.value_reduce");
+  return rbln::kernels::scatter_value_reduce_out(self, dim, index, value, reduce, self);
+}
+
+at::Tensor & wrapper_scatter_value_reduce_out(const at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Scalar & value, c10::string_view reduce, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::scatter_value_reduce_out>::call(self, dim, index, value, reduce, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::scatter.value_reduce_out");
+  return rbln::kernels::scatter_value_reduce_out(self, dim, index, value, reduce, out);
+}
+
+at::Tensor wrapper_scatter_add(const at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Tensor & src) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(src.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::scatter_add>::call(self, dim, index, src);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::scatter_add");
+  at::Tensor result = at::empty({0}, self.options());
+  return rbln::kernels::scatter_add_out(self, dim, index, src, result);
+}
+
+at::Tensor & wrapper_scatter_add_(at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Tensor & src) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(src.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::scatter_add_>::call(self, dim, index, src);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::scatter_add_");
+  return rbln::kernels::scatter_add_out(self, dim, index, src, self);
+}
+
+at::Tensor & wrapper_scatter_add_out(const at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Tensor & src, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(src.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::scatter_add_out>::call(self, dim, index, src, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::scatter_add.out");
+  return rbln::kernels::scatter_add_out(self, dim, index, src, out);
+}
+
+at::Tensor wrapper_scatter_reduce_two(const at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Tensor & src, c10::string_view reduce, bool include_self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(src.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::scatter_reduce_two>::call(self, dim, index, src, reduce, include_self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::scatter_reduce.two");
+  at::Tensor result = at::empty({0}, self.options());
+  return rbln::kernels::scatter_reduce_two_out(self, dim, index, src, reduce, include_self, result);
+}
+
+at::Tensor & wrapper_scatter_reduce__two(at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Tensor & src, c10::string_view reduce, bool include_self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(src.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::scatter_reduce__two>::call(self, dim, index, src, reduce, include_self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::scatter_reduce_.two");
+  return rbln::kernels::scatter_reduce_two_out(self, dim, index, src, reduce, include_self, self);
+}
+
+at::Tensor & wrapper_scatter_reduce_two_out(const at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Tensor & src, c10::string_view reduce, bool include_self, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(src.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::scatter_reduce_two_out>::call(self, dim, index, src, reduce, include_self, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::scatter_reduce.two_out");
+  return rbln::kernels::scatter_reduce_two_out(self, dim, index, src, reduce, include_self, out);
+}
+
+at::Tensor wrapper_index_add(const at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Tensor & source, const at::Scalar & alpha) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(source.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_add>::call(self, dim, index, source, alpha);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::index_add");
+  at::Tensor result = at::empty({0}, self.options());
+  return rbln::kernels::index_add_out(self, dim, index, source, alpha, result);
+}
+
+at::Tensor & wrapper_index_add_(at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Tensor & source, const at::Scalar & alpha) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(source.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_add_>::call(self, dim, index, source, alpha);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::index_add_");
+  return rbln::kernels::index_add_out(self, dim, index, source, alpha, self);
+}
+
+at::Tensor & wrapper_index_add_out(const at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Tensor & source, const at::Scalar & alpha, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(source.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_add_out>::call(self, dim, index, source, alpha, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::index_add.out");
+  return rbln::kernels::index_add_out(self, dim, index, source, alpha, out);
+}
+
+at::Tensor wrapper_index_Tensor(const at::Tensor & self, const c10::List<::std::optional<at::Tensor>> & indices) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_Tensor>::call(self, indices);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::index.Tensor");
+  return rbln::kernels::index_Tensor(self, indices);
+}
+
+at::Tensor & wrapper_index_Tensor_out(const at::Tensor & self, const c10::List<::std::optional<at::Tensor>> & indices, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_Tensor_out>::call(self, indices, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::index.Tensor_out");
+  return rbln::kernels::index_Tensor_out(self, indices, out);
+}
+
+at::Tensor & wrapper__index_put_impl_(at::Tensor & self, const c10::List<::std::optional<at::Tensor>> & indices, const at::Tensor & values, bool accumulate, bool unsafe) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(values.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_index_put_impl_>::call(self, indices, values, accumulate, unsafe);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_index_put_impl_");
+  return rbln::kernels::_index_put_impl_(self, indices, values, accumulate, unsafe);
+}
+
+at::Tensor wrapper_nonzero(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nonzero>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::nonzero");
+  return rbln::kernels::nonzero(self);
+}
+
+at::Tensor & wrapper_nonzero_out(const at::Tensor & self, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nonzero_out>::call(self, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::nonzero.out");
+  return rbln::kernels::nonzero_out(self, out);
+}
+
+at::Tensor wrapper_isin_Tensor_Tensor(const at::Tensor & elements, const at::Tensor & test_elements, bool assume_unique, bool invert) {
+  const c10::OptionalDeviceGuard guard(at::device_of(elements));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(elements.scalar_type()) && dtype_ok(test_elements.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::isin_Tensor_Tensor>::call(elements, test_elements, assume_unique, invert);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::isin.Tensor_Tensor");
+  return rbln::kernels::isin_Tensor_Tensor(elements, test_elements, assume_unique, invert);
+}
+
+at::Tensor & wrapper_isin_Tensor_Tensor_out(const at::Tensor & elements, const at::Tensor & test_elements, bool assume_unique, bool invert, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(elements));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(elements.scalar_type()) && dtype_ok(test_elements.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::isin_Tensor_Tensor_out>::call(elements, test_elements, assume_unique, invert, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::isin.Tensor_Tensor_out");
+  return rbln::kernels::isin_Tensor_Tensor_out(elements, test_elements, assume_unique, invert, out);
+}
+
+at::Tensor wrapper_tril(const at::Tensor & self, c10::SymInt diagonal) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::tril>::call(self, diagonal);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::tril");
+  at::Tensor result = at::empty({0}, self.options());
+  return rbln::kernels::tril_out(self, diagonal, result);
+}
+
+at::Tensor & wrapper_tril_(at::Tensor & self, c10::SymInt diagonal) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::tril_>::call(self, diagonal);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::tril_");
+  return rbln::kernels::tril_out(self, diagonal, self);
+}
+
+at::Tensor & wrapper_tril_out(const at::Tensor & self, c10::SymInt diagonal, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::tril_out>::call(self, diagonal, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::tril.out");
+  return rbln::kernels::tril_out(self, diagonal, out);
+}
+
+at::Tensor wrapper_triu(const at::Tensor & self, c10::SymInt diagonal) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::triu>::call(self, diagonal);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::triu");
+  at::Tensor result = at::empty({0}, self.options());
+  return rbln::kernels::triu_out(self, diagonal, result);
+}
+
+at::Tensor & wrapper_triu_(at::Tensor & self, c10::SymInt diagonal) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::triu_>::call(self, diagonal);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::triu_");
+  return rbln::kernels::triu_out(self, diagonal, self);
+}
+
+at::Tensor & wrapper_triu_out(const at::Tensor & self, c10::SymInt diagonal, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::triu_out>::call(self, diagonal, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::triu.out");
+  return rbln::kernels::triu_out(self, diagonal, out);
+}
+
+at::Tensor wrapper_flip(const at::Tensor & self, at::IntArrayRef dims) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::flip>::call(self, dims);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::flip");
+  return rbln::kernels::flip(self, dims);
+}
+
+at::Tensor wrapper_roll(const at::Tensor & self, c10::SymIntArrayRef shifts, at::IntArrayRef dims) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::roll>::call(self, shifts, dims);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::roll");
+  return rbln::kernels::roll(self, shifts, dims);
 }
 
 at::Tensor & wrapper_embedding_renorm_(at::Tensor & self, const at::Tensor & indices, double max_norm, double norm_type) {
@@ -1251,6 +1880,29 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("max.dim_max", TORCH_FN(wrapper_max_dim_max));
   m.impl("min.dim", TORCH_FN(wrapper_min_dim));
   m.impl("min.dim_min", TORCH_FN(wrapper_min_dim_min));
+  m.impl("all.dim", TORCH_FN(wrapper_all_dim));
+  m.impl("all.dims", TORCH_FN(wrapper_all_dims));
+  m.impl("all", TORCH_FN(wrapper_all));
+  m.impl("all.out", TORCH_FN(wrapper_all_out));
+  m.impl("all.dims_out", TORCH_FN(wrapper_all_dims_out));
+  m.impl("all.all_out", TORCH_FN(wrapper_all_all_out));
+  m.impl("any.dim", TORCH_FN(wrapper_any_dim));
+  m.impl("any.dims", TORCH_FN(wrapper_any_dims));
+  m.impl("any", TORCH_FN(wrapper_any));
+  m.impl("any.out", TORCH_FN(wrapper_any_out));
+  m.impl("any.dims_out", TORCH_FN(wrapper_any_dims_out));
+  m.impl("any.all_out", TORCH_FN(wrapper_any_all_out));
+  m.impl("prod", TORCH_FN(wrapper_prod));
+  m.impl("prod.dim_int", TORCH_FN(wrapper_prod_dim_int));
+  m.impl("prod.int_out", TORCH_FN(wrapper_prod_int_out));
+  m.impl("var.correction", TORCH_FN(wrapper_var_correction));
+  m.impl("var.correction_out", TORCH_FN(wrapper_var_correction_out));
+  m.impl("std.correction", TORCH_FN(wrapper_std_correction));
+  m.impl("std.correction_out", TORCH_FN(wrapper_std_correction_out));
+  m.impl("var_mean.correction", TORCH_FN(wrapper_var_mean_correction));
+  m.impl("std_mean.correction", TORCH_FN(wrapper_std_mean_correction));
+  m.impl("linalg_vector_norm", TORCH_FN(wrapper_linalg_vector_norm));
+  m.impl("linalg_vector_norm.out", TORCH_FN(wrapper_linalg_vector_norm_out));
   m.impl("argmax", TORCH_FN(wrapper_argmax));
   m.impl("argmin", TORCH_FN(wrapper_argmin));
   m.impl("_softmax", TORCH_FN(wrapper__softmax));
@@ -1291,6 +1943,44 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("cat.out", TORCH_FN(wrapper_cat_out));
   m.impl("masked_select", TORCH_FN(wrapper_masked_select));
   m.impl("repeat_interleave.Tensor", TORCH_FN(wrapper_repeat_interleave_Tensor));
+  m.impl("gather", TORCH_FN(wrapper_gather));
+  m.impl("gather.out", TORCH_FN(wrapper_gather_out));
+  m.impl("scatter.src", TORCH_FN(wrapper_scatter_src));
+  m.impl("scatter_.src", TORCH_FN(wrapper_scatter__src));
+  m.impl("scatter.src_out", TORCH_FN(wrapper_scatter_src_out));
+  m.impl("scatter.value", TORCH_FN(wrapper_scatter_value));
+  m.impl("scatter_.value", TORCH_FN(wrapper_scatter__value));
+  m.impl("scatter.value_out", TORCH_FN(wrapper_scatter_value_out));
+  m.impl("scatter.reduce", TORCH_FN(wrapper_scatter_reduce));
+  m.impl("scatter_.reduce", TORCH_FN(wrapper_scatter__reduce));
+  m.impl("scatter.reduce_out", TORCH_FN(wrapper_scatter_reduce_out));
+  m.impl("scatter.value_reduce", TORCH_FN(wrapper_scatter_value_reduce));
+  m.impl("scatter_.value_reduce", TORCH_FN(wrapper_scatter__value_reduce));
+  m.impl("scatter.value_reduce_out", TORCH_FN(wrapper_scatter_value_reduce_out));
+  m.impl("scatter_add", TORCH_FN(wrapper_scatter_add));
+  m.impl("scatter_add_", TORCH_FN(wrapper_scatter_add_));
+  m.impl("scatter_add.out", TORCH_FN(wrapper_scatter_add_out));
+  m.impl("scatter_reduce.two", TORCH_FN(wrapper_scatter_reduce_two));
+  m.impl("scatter_reduce_.two", TORCH_FN(wrapper_scatter_reduce__two));
+  m.impl("scatter_reduce.two_out", TORCH_FN(wrapper_scatter_reduce_two_out));
+  m.impl("index_add", TORCH_FN(wrapper_index_add));
+  m.impl("index_add_", TORCH_FN(wrapper_index_add_));
+  m.impl("index_add.out", TORCH_FN(wrapper_index_add_out));
+  m.impl("index.Tensor", TORCH_FN(wrapper_index_Tensor));
+  m.impl("index.Tensor_out", TORCH_FN(wrapper_index_Tensor_out));
+  m.impl("_index_put_impl_", TORCH_FN(wrapper__index_put_impl_));
+  m.impl("nonzero", TORCH_FN(wrapper_nonzero));
+  m.impl("nonzero.out", TORCH_FN(wrapper_nonzero_out));
+  m.impl("isin.Tensor_Tensor", TORCH_FN(wrapper_isin_Tensor_Tensor));
+  m.impl("isin.Tensor_Tensor_out", TORCH_FN(wrapper_isin_Tensor_Tensor_out));
+  m.impl("tril", TORCH_FN(wrapper_tril));
+  m.impl("tril_", TORCH_FN(wrapper_tril_));
+  m.impl("tril.out", TORCH_FN(wrapper_tril_out));
+  m.impl("triu", TORCH_FN(wrapper_triu));
+  m.impl("triu_", TORCH_FN(wrapper_triu_));
+  m.impl("triu.out", TORCH_FN(wrapper_triu_out));
+  m.impl("flip", TORCH_FN(wrapper_flip));
+  m.impl("roll", TORCH_FN(wrapper_roll));
   m.impl("embedding_renorm_", TORCH_FN(wrapper_embedding_renorm_));
   m.impl("embedding_dense_backward", TORCH_FN(wrapper_embedding_dense_backward));
   m.impl("convolution_overrideable", TORCH_FN(wrapper_convolution_overrideable));

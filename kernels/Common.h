@@ -38,7 +38,8 @@ inline void check_same_device(std::initializer_list<const at::Tensor*> tensors) 
   }
 }
 
-// Resizes `out` like CPU's out= ops and checks its dtype and device.
+// Resizes `out` like CPU's out= ops and checks its dtype and device; an
+// undefined `out` becomes a new tensor of that size and dtype.
 void prepare_out(at::Tensor& out, at::IntArrayRef sizes, at::ScalarType dtype, const at::Tensor& like,
                  const char* op);
 

@@ -45,6 +45,10 @@ at::Tensor contiguous(const at::Tensor& t) {
 
 void prepare_out(at::Tensor& out, at::IntArrayRef sizes, at::ScalarType dtype, const at::Tensor& like,
                  const char* op) {
+  if (!out.defined()) {  // a functional call: a fresh result
+    out = at::empty(sizes, like.options().dtype(dtype));
+    return;
+  }
   TORCH_CHECK(out.scalar_type() == dtype, op, ": Expected out tensor to have dtype ", dtype, ", but got ",
               out.scalar_type(), " instead");
   check_same_device({&like, &out});

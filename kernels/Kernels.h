@@ -5,6 +5,7 @@
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/IListRef.h>
+#include <ATen/core/List.h>
 #include <c10/core/Scalar.h>
 
 #include <array>
@@ -228,5 +229,75 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
     const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
     const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_var, bool update, double eps,
     std::array<bool, 3> output_mask, const at::Tensor& reserve);
+
+// more reductions (kernels/Statistics.cpp)
+at::Tensor& all_out(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& out);
+at::Tensor& all_dims_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, at::Tensor& out);
+at::Tensor& all_all_out(const at::Tensor& self, at::Tensor& out);
+at::Tensor all_dim(const at::Tensor& self, int64_t dim, bool keepdim);
+at::Tensor all_dims(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim);
+at::Tensor all(const at::Tensor& self);
+at::Tensor& any_out(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& out);
+at::Tensor& any_dims_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, at::Tensor& out);
+at::Tensor& any_all_out(const at::Tensor& self, at::Tensor& out);
+at::Tensor any_dim(const at::Tensor& self, int64_t dim, bool keepdim);
+at::Tensor any_dims(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim);
+at::Tensor any(const at::Tensor& self);
+at::Tensor prod(const at::Tensor& self, std::optional<at::ScalarType> dtype);
+at::Tensor prod_dim_int(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype);
+at::Tensor& prod_int_out(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype,
+                         at::Tensor& out);
+at::Tensor var_correction(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                          const std::optional<at::Scalar>& correction, bool keepdim);
+at::Tensor& var_correction_out(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                               const std::optional<at::Scalar>& correction, bool keepdim, at::Tensor& out);
+at::Tensor std_correction(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                          const std::optional<at::Scalar>& correction, bool keepdim);
+at::Tensor& std_correction_out(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                               const std::optional<at::Scalar>& correction, bool keepdim, at::Tensor& out);
+std::tuple<at::Tensor, at::Tensor> var_mean_correction(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                                                       const std::optional<at::Scalar>& correction, bool keepdim);
+std::tuple<at::Tensor, at::Tensor> std_mean_correction(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                                                       const std::optional<at::Scalar>& correction, bool keepdim);
+at::Tensor linalg_vector_norm(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim,
+                              bool keepdim, std::optional<at::ScalarType> dtype);
+at::Tensor& linalg_vector_norm_out(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim,
+                                   bool keepdim, std::optional<at::ScalarType> dtype, at::Tensor& out);
+
+// indexing by index tensors (kernels/Gather.cpp); the out= kernels of structured entries
+at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad,
+                       at::Tensor& out);
+at::Tensor& scatter_src_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                            at::Tensor& out);
+at::Tensor& scatter_value_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value,
+                              at::Tensor& out);
+at::Tensor& scatter_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                               c10::string_view reduce, at::Tensor& out);
+at::Tensor& scatter_value_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                                     const at::Scalar& value, c10::string_view reduce, at::Tensor& out);
+at::Tensor& scatter_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                            at::Tensor& out);
+at::Tensor& scatter_reduce_two_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                                   const at::Tensor& src, c10::string_view reduce, bool include_self,
+                                   at::Tensor& out);
+at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                          const at::Scalar& alpha, at::Tensor& out);
+at::Tensor index_Tensor(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices);
+at::Tensor& index_Tensor_out(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                             at::Tensor& out);
+at::Tensor& _index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                             const at::Tensor& values, bool accumulate, bool unsafe);
+at::Tensor nonzero(const at::Tensor& self);
+at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out);
+at::Tensor isin_Tensor_Tensor(const at::Tensor& elements, const at::Tensor& test_elements, bool assume_unique,
+                              bool invert);
+at::Tensor& isin_Tensor_Tensor_out(const at::Tensor& elements, const at::Tensor& test_elements, bool assume_unique,
+                                   bool invert, at::Tensor& out);
+
+// layout (kernels/Shape.cpp)
+at::Tensor& tril_out(const at::Tensor& self, c10::SymInt diagonal, at::Tensor& out);
+at::Tensor& triu_out(const at::Tensor& self, c10::SymInt diagonal, at::Tensor& out);
+at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims);
+at::Tensor roll(const at::Tensor& self, c10::SymIntArrayRef shifts, at::IntArrayRef dims);
 
 }  // namespace rbln::kernels

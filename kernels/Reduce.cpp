@@ -10,17 +10,9 @@
 
 #include "kernels/Common.h"
 #include "kernels/Kernels.h"
+#include "kernels/Reduce.h"
 
 namespace rbln::kernels {
-namespace {
-
-enum class Op { kSum, kMean, kMax, kMin };
-
-struct Plan {
-  at::Tensor rows;  // contiguous [outer, inner] view of the input
-  std::vector<int64_t> out_sizes;
-  int64_t outer, inner;
-};
 
 Plan plan(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim, at::ScalarType compute) {
   const int64_t ndim = self.dim();
@@ -61,6 +53,10 @@ Plan plan(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim, at
   }
   return p;
 }
+
+namespace {
+
+enum class Op { kSum, kMean, kMax, kMin };
 
 // values (and indices, for max/min) into contiguous outputs.
 void run(const Plan& p, Op op, const at::Tensor& values, const at::Tensor* indices, const char* name) {

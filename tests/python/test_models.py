@@ -27,18 +27,7 @@ from side_by_side import assert_close_to_scale, train_side_by_side, twin
 # The ops each model may run through the CPU fallback today: everything else runs on the
 # device. A kernel that lands makes its op disappear from the observed set (the check is
 # "observed <= listed"); remove it here and in docs/models.md then.
-LISTED_FALLBACKS = {
-    "resnet18": set(),
-    "resnet18-train": set(),
-    # token_type_ids gathered from a buffer; the padding mask checked with all() and indexed
-    "bert": {"aten::gather.out", "aten::index.Tensor_out", "aten::all.out", "aten::all.all_out"},
-    # causal mask built with tril and checked with all()/any(); generate() checks EOS with isin()
-    "llama": {"aten::tril.out", "aten::all.out", "aten::all.all_out", "aten::any.out", "aten::any.all_out",
-              "aten::isin.Tensor_Tensor_out"},
-    "cnn": set(),
-    # scaled_dot_product_attention's math path: causal mask from tril, all() on the mask
-    "transformer": {"aten::tril.out", "aten::all.out"},
-}
+LISTED_FALLBACKS = {key: set() for key in ("resnet18", "resnet18-train", "bert", "llama", "cnn", "transformer")}
 
 
 def check_ops(key: str, ex, expected_device_ops=()):

@@ -1,0 +1,96 @@
+// Layout kernels: flip, roll, and the triangular masks tril/triu.
+#include <ATen/WrapDimUtils.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
+
+#include <bitset>
+#include <cstring>
+
+#include "kernels/Common.h"
+#include "kernels/Kernels.h"
+#include "kernels/Positions.h"
+
+namespace rbln::kernels {
+namespace {
+
+// out <- self, then the elements outside the triangle (keep(row, col) false) set to zero.
+template <class Keep>
+at::Tensor& triangle_out(const at::Tensor& self, at::Tensor& out, Keep keep, const char* op, const char* name) {
+  TORCH_CHECK(self.dim() >= 2, op, ": input tensor must have at least 2 dimensions");
+  prepare_out(out, self.sizes(), self.scalar_type(), self, op);
+  if (out.numel() == 0) return out;
+  auto work = out.is_contiguous() ? out : at::empty(out.sizes(), out.options());
+  if (!work.is_same(self)) device_copy(work, self);
+  const int64_t rows = self.size(-2), cols = self.size(-1), mats = self.numel() / (rows * cols);
+  const int64_t size = self.element_size();
+  char* p = static_cast<char*>(work.data_ptr());
+  launch_on(work, name, [=] {
+    for (int64_t m = 0; m < mats; ++m)
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j)
+          if (!keep(i, j)) std::memset(p + ((m * rows + i) * cols + j) * size, 0, size);
+  });
+  if (!work.is_same(out)) device_copy(out, work);
+  return out;
+}
+
+at::Tensor roll_one(const at::Tensor& self, int64_t shift, int64_t dim) {
+  const int64_t n = self.size(dim);
+  const int64_t s = n == 0 ? 0 : ((shift % n) + n) % n;
+  if (s == 0) {
+    auto out = at::empty(self.sizes(), self.options());
+    device_copy(out, self);
+    return out;
+  }
+  return at::cat({self.narrow(dim, n - s, s), self.narrow(dim, 0, n - s)}, dim);
+}
+
+}  // namespace
+
+at::Tensor& tril_out(const at::Tensor& self, c10::SymInt diagonal, at::Tensor& out) {
+  return triangle_out(self, out, [diagonal = diagonal.expect_int()](int64_t i, int64_t j) { return j - i <= diagonal; }, "tril", "aten::tril");
+}
+at::Tensor& triu_out(const at::Tensor& self, c10::SymInt diagonal, at::Tensor& out) {
+  return triangle_out(self, out, [diagonal = diagonal.expect_int()](int64_t i, int64_t j) { return j - i >= diagonal; }, "triu", "aten::triu");
+}
+
+at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
+  std::bitset<64> flipped;
+  for (auto d : dims) {
+    const auto w = at::maybe_wrap_dim(d, self.dim());
+    TORCH_CHECK(!flipped[w], "dims has duplicates, original flip dims size=", dims.size(),
+                ", but unique flip dims size=", flipped.count() + 1);
+    flipped.set(w);
+  }
+  auto out = at::empty(self.sizes(), self.options());
+  if (out.numel() == 0) return out;
+  const Geometry g(self);
+  const char* src = static_cast<const char*>(self.const_data_ptr());
+  char* dst = static_cast<char*>(out.data_ptr());
+  const int64_t size = self.element_size();
+  launch_on(out, "aten::flip", [=] {
+    int64_t n = 0;
+    for_each_position(g.sizes, [&](const std::vector<int64_t>& m) {
+      int64_t off = 0;
+      for (size_t d = 0; d < m.size(); ++d) off += (flipped[d] ? g.sizes[d] - 1 - m[d] : m[d]) * g.strides[d];
+      std::memcpy(dst + (n++) * size, src + off * size, size);
+    });
+  });
+  return out;
+}
+
+at::Tensor roll(const at::Tensor& self, c10::SymIntArrayRef shifts, at::IntArrayRef dims) {
+  auto sh = C10_AS_INTARRAYREF_SLOW(shifts);
+  TORCH_CHECK(!sh.empty(), "`shifts` required");
+  if (dims.empty()) {
+    TORCH_CHECK(sh.size() == 1, "shifts and dimensions must align. shifts: ", sh.size(), ", dims:", dims.size());
+    return roll_one(self.reshape({-1}), sh[0], 0).view(self.sizes());
+  }
+  TORCH_CHECK(sh.size() == dims.size(), "shifts and dimensions must align. shifts: ", sh.size(), ", dims:",
+              dims.size());
+  at::Tensor out = self;
+  for (size_t i = 0; i < dims.size(); ++i) out = roll_one(out, sh[i], at::maybe_wrap_dim(dims[i], self.dim()));
+  return out;
+}
+
+}  // namespace rbln::kernels
