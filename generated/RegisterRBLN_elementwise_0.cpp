@@ -5,32 +5,45 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 #include <ATen/ops/abs_ops.h>
-#include <ATen/ops/addcdiv_ops.h>
+#include <ATen/ops/angle_ops.h>
 #include <ATen/ops/atanh_ops.h>
-#include <ATen/ops/bitwise_and_ops.h>
-#include <ATen/ops/div_ops.h>
+#include <ATen/ops/bitwise_xor_ops.h>
+#include <ATen/ops/clamp_max_ops.h>
+#include <ATen/ops/eq_ops.h>
 #include <ATen/ops/exp2_ops.h>
-#include <ATen/ops/fmax_ops.h>
-#include <ATen/ops/fmod_ops.h>
 #include <ATen/ops/frac_ops.h>
-#include <ATen/ops/ge_ops.h>
-#include <ATen/ops/gelu_backward_ops.h>
-#include <ATen/ops/hardsigmoid_backward_ops.h>
+#include <ATen/ops/gt_ops.h>
+#include <ATen/ops/hardshrink_ops.h>
 #include <ATen/ops/hardtanh_ops.h>
-#include <ATen/ops/isposinf_ops.h>
-#include <ATen/ops/le_ops.h>
+#include <ATen/ops/heaviside_ops.h>
+#include <ATen/ops/hypot_ops.h>
+#include <ATen/ops/isnan_ops.h>
+#include <ATen/ops/leaky_relu_backward_ops.h>
+#include <ATen/ops/lerp_ops.h>
 #include <ATen/ops/log_ops.h>
-#include <ATen/ops/logical_not_ops.h>
-#include <ATen/ops/minimum_ops.h>
-#include <ATen/ops/ne_ops.h>
+#include <ATen/ops/logaddexp_ops.h>
+#include <ATen/ops/logical_or_ops.h>
+#include <ATen/ops/lt_ops.h>
+#include <ATen/ops/mul_ops.h>
+#include <ATen/ops/native_dropout_backward_ops.h>
 #include <ATen/ops/pow_ops.h>
 #include <ATen/ops/reciprocal_ops.h>
+#include <ATen/ops/remainder_ops.h>
 #include <ATen/ops/round_ops.h>
+#include <ATen/ops/sigmoid_backward_ops.h>
 #include <ATen/ops/silu_ops.h>
 #include <ATen/ops/sinh_ops.h>
+#include <ATen/ops/special_bessel_j1_ops.h>
+#include <ATen/ops/special_chebyshev_polynomial_u_ops.h>
+#include <ATen/ops/special_hermite_polynomial_he_ops.h>
+#include <ATen/ops/special_i0e_ops.h>
+#include <ATen/ops/special_log_ndtr_ops.h>
+#include <ATen/ops/special_modified_bessel_i1_ops.h>
+#include <ATen/ops/special_scaled_modified_bessel_k1_ops.h>
+#include <ATen/ops/special_shifted_chebyshev_polynomial_u_ops.h>
+#include <ATen/ops/special_xlog1py_ops.h>
 #include <ATen/ops/tanh_ops.h>
 #include <ATen/ops/threshold_ops.h>
-#include <ATen/ops/threshold_backward_ops.h>
 
 #include "kernels/Elementwise.h"
 #include "kernels/Functors.h"
@@ -591,666 +604,1084 @@ at::Tensor & wrapper_threshold_out(const at::Tensor & self, const at::Scalar & t
   return out;
 }
 
-at::Tensor wrapper_isposinf(const at::Tensor & self) {
+at::Tensor wrapper_special_i0e(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_i0e", rbln::functors::special_i0e<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_i0e", rbln::functors::special_i0e<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_i0e", rbln::functors::special_i0e<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_i0e", rbln::functors::special_i0e<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_i0e>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_i0e");
+  return iter.output();
+}
+
+at::Tensor & wrapper_special_i0e_out(const at::Tensor & self, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_i0e.out", rbln::functors::special_i0e<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_i0e.out", rbln::functors::special_i0e<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_i0e.out", rbln::functors::special_i0e<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_i0e.out", rbln::functors::special_i0e<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_i0e_out>::call(self, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_i0e.out");
+  return out;
+}
+
+at::Tensor wrapper_special_log_ndtr(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_log_ndtr", rbln::functors::special_log_ndtr<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_log_ndtr", rbln::functors::special_log_ndtr<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_log_ndtr", rbln::functors::special_log_ndtr<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_log_ndtr", rbln::functors::special_log_ndtr<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_log_ndtr>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_log_ndtr");
+  return iter.output();
+}
+
+at::Tensor & wrapper_special_log_ndtr_out(const at::Tensor & self, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_log_ndtr.out", rbln::functors::special_log_ndtr<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_log_ndtr.out", rbln::functors::special_log_ndtr<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_log_ndtr.out", rbln::functors::special_log_ndtr<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_log_ndtr.out", rbln::functors::special_log_ndtr<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_log_ndtr_out>::call(self, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_log_ndtr.out");
+  return out;
+}
+
+at::Tensor wrapper_special_bessel_j1(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_bessel_j1", rbln::functors::special_bessel_j1<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_bessel_j1", rbln::functors::special_bessel_j1<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_bessel_j1", rbln::functors::special_bessel_j1<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_bessel_j1", rbln::functors::special_bessel_j1<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_bessel_j1>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_bessel_j1");
+  return iter.output();
+}
+
+at::Tensor & wrapper_special_bessel_j1_out(const at::Tensor & self, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_bessel_j1.out", rbln::functors::special_bessel_j1<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_bessel_j1.out", rbln::functors::special_bessel_j1<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_bessel_j1.out", rbln::functors::special_bessel_j1<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_bessel_j1.out", rbln::functors::special_bessel_j1<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_bessel_j1_out>::call(self, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_bessel_j1.out");
+  return out;
+}
+
+at::Tensor wrapper_special_modified_bessel_i1(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_modified_bessel_i1", rbln::functors::special_modified_bessel_i1<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_modified_bessel_i1", rbln::functors::special_modified_bessel_i1<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_modified_bessel_i1", rbln::functors::special_modified_bessel_i1<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_modified_bessel_i1", rbln::functors::special_modified_bessel_i1<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_modified_bessel_i1>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_modified_bessel_i1");
+  return iter.output();
+}
+
+at::Tensor & wrapper_special_modified_bessel_i1_out(const at::Tensor & self, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_modified_bessel_i1.out", rbln::functors::special_modified_bessel_i1<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_modified_bessel_i1.out", rbln::functors::special_modified_bessel_i1<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_modified_bessel_i1.out", rbln::functors::special_modified_bessel_i1<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_modified_bessel_i1.out", rbln::functors::special_modified_bessel_i1<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_modified_bessel_i1_out>::call(self, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_modified_bessel_i1.out");
+  return out;
+}
+
+at::Tensor wrapper_special_scaled_modified_bessel_k1(const at::Tensor & x) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_float_iter(result, x);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_scaled_modified_bessel_k1", rbln::functors::special_scaled_modified_bessel_k1<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_scaled_modified_bessel_k1", rbln::functors::special_scaled_modified_bessel_k1<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_scaled_modified_bessel_k1", rbln::functors::special_scaled_modified_bessel_k1<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_scaled_modified_bessel_k1", rbln::functors::special_scaled_modified_bessel_k1<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_scaled_modified_bessel_k1>::call(x);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_scaled_modified_bessel_k1");
+  return iter.output();
+}
+
+at::Tensor & wrapper_special_scaled_modified_bessel_k1_out(const at::Tensor & x, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_float_iter(result, x);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_scaled_modified_bessel_k1.out", rbln::functors::special_scaled_modified_bessel_k1<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_scaled_modified_bessel_k1.out", rbln::functors::special_scaled_modified_bessel_k1<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_scaled_modified_bessel_k1.out", rbln::functors::special_scaled_modified_bessel_k1<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_scaled_modified_bessel_k1.out", rbln::functors::special_scaled_modified_bessel_k1<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_scaled_modified_bessel_k1_out>::call(x, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_scaled_modified_bessel_k1.out");
+  return out;
+}
+
+at::Tensor wrapper_angle(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::angle", rbln::functors::angle<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::angle", rbln::functors::angle<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::angle", rbln::functors::angle<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::angle", rbln::functors::angle<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::angle>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::angle");
+  return iter.output();
+}
+
+at::Tensor & wrapper_angle_out(const at::Tensor & self, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::angle.out", rbln::functors::angle<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::angle.out", rbln::functors::angle<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::angle.out", rbln::functors::angle<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::angle.out", rbln::functors::angle<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::angle_out>::call(self, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::angle.out");
+  return out;
+}
+
+at::Tensor wrapper_hardshrink(const at::Tensor & self, const at::Scalar & lambd) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::hardshrink", rbln::functors::hardshrink<float>(lambd)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::hardshrink", rbln::functors::hardshrink<at::Half>(lambd)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::hardshrink", rbln::functors::hardshrink<at::BFloat16>(lambd)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::hardshrink", rbln::functors::hardshrink<double>(lambd)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardshrink>::call(self, lambd);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::hardshrink");
+  return iter.output();
+}
+
+at::Tensor & wrapper_hardshrink_out(const at::Tensor & self, const at::Scalar & lambd, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::hardshrink.out", rbln::functors::hardshrink<float>(lambd)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::hardshrink.out", rbln::functors::hardshrink<at::Half>(lambd)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::hardshrink.out", rbln::functors::hardshrink<at::BFloat16>(lambd)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::hardshrink.out", rbln::functors::hardshrink<double>(lambd)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardshrink_out>::call(self, lambd, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::hardshrink.out");
+  return out;
+}
+
+at::Tensor wrapper_isnan(const at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::logical_iter(result, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::isposinf", rbln::functors::isposinf<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::isposinf", rbln::functors::isposinf<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::isposinf", rbln::functors::isposinf<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::isposinf", rbln::functors::isposinf<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::isposinf", rbln::functors::isposinf<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::isposinf", rbln::functors::isposinf<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::isposinf", rbln::functors::isposinf<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::isposinf>::call(self);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::isnan", rbln::functors::isnan<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::isnan", rbln::functors::isnan<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::isnan", rbln::functors::isnan<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::isnan", rbln::functors::isnan<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::isnan", rbln::functors::isnan<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::isnan", rbln::functors::isnan<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::isnan", rbln::functors::isnan<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::isnan>::call(self);
   }
-  RBLN_COUNT_DEVICE_OP("aten::isposinf");
+  RBLN_COUNT_DEVICE_OP("aten::isnan");
   return iter.output();
 }
 
-at::Tensor & wrapper_isposinf_out(const at::Tensor & self, at::Tensor & out) {
+at::Tensor & wrapper_isnan_out(const at::Tensor & self, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::logical_iter(result, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::isposinf.out", rbln::functors::isposinf<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::isposinf.out", rbln::functors::isposinf<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::isposinf.out", rbln::functors::isposinf<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::isposinf.out", rbln::functors::isposinf<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::isposinf.out", rbln::functors::isposinf<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::isposinf.out", rbln::functors::isposinf<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::isposinf.out", rbln::functors::isposinf<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::isposinf_out>::call(self, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::isnan.out", rbln::functors::isnan<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::isnan.out", rbln::functors::isnan<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::isnan.out", rbln::functors::isnan<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::isnan.out", rbln::functors::isnan<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::isnan.out", rbln::functors::isnan<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::isnan.out", rbln::functors::isnan<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::isnan.out", rbln::functors::isnan<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::isnan_out>::call(self, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::isposinf.out");
+  RBLN_COUNT_DEVICE_OP("aten::isnan.out");
   return out;
 }
 
-at::Tensor wrapper_logical_not(const at::Tensor & self) {
+at::Tensor wrapper_clamp_max(const at::Tensor & self, const at::Scalar & max) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
-  auto iter = rbln::kernels::logical_iter(result, self);
+  auto iter = rbln::kernels::unary_iter(result, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::logical_not", rbln::functors::logical_not<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::logical_not", rbln::functors::logical_not<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::logical_not", rbln::functors::logical_not<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::logical_not", rbln::functors::logical_not<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::logical_not", rbln::functors::logical_not<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::logical_not", rbln::functors::logical_not<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::logical_not", rbln::functors::logical_not<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_not>::call(self);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::clamp_max", rbln::functors::clamp_max<float>(max)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::clamp_max", rbln::functors::clamp_max<at::Half>(max)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::clamp_max", rbln::functors::clamp_max<at::BFloat16>(max)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::clamp_max", rbln::functors::clamp_max<double>(max)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_max>::call(self, max);
   }
-  RBLN_COUNT_DEVICE_OP("aten::logical_not");
+  RBLN_COUNT_DEVICE_OP("aten::clamp_max");
   return iter.output();
 }
 
-at::Tensor & wrapper_logical_not_(at::Tensor & self) {
+at::Tensor & wrapper_clamp_max_(at::Tensor & self, const at::Scalar & max) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
-  auto iter = rbln::kernels::logical_iter(result, self);
+  auto iter = rbln::kernels::unary_iter(result, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::logical_not_", rbln::functors::logical_not<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::logical_not_", rbln::functors::logical_not<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::logical_not_", rbln::functors::logical_not<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::logical_not_", rbln::functors::logical_not<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::logical_not_", rbln::functors::logical_not<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::logical_not_", rbln::functors::logical_not<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::logical_not_", rbln::functors::logical_not<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_not_>::call(self);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::clamp_max_", rbln::functors::clamp_max<float>(max)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::clamp_max_", rbln::functors::clamp_max<at::Half>(max)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::clamp_max_", rbln::functors::clamp_max<at::BFloat16>(max)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::clamp_max_", rbln::functors::clamp_max<double>(max)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_max_>::call(self, max);
   }
-  RBLN_COUNT_DEVICE_OP("aten::logical_not_");
+  RBLN_COUNT_DEVICE_OP("aten::clamp_max_");
   return self;
 }
 
-at::Tensor & wrapper_logical_not_out(const at::Tensor & self, at::Tensor & out) {
+at::Tensor & wrapper_clamp_max_out(const at::Tensor & self, const at::Scalar & max, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
-  auto iter = rbln::kernels::logical_iter(result, self);
+  auto iter = rbln::kernels::unary_iter(result, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::logical_not.out", rbln::functors::logical_not<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::logical_not.out", rbln::functors::logical_not<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::logical_not.out", rbln::functors::logical_not<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::logical_not.out", rbln::functors::logical_not<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::logical_not.out", rbln::functors::logical_not<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::logical_not.out", rbln::functors::logical_not<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::logical_not.out", rbln::functors::logical_not<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_not_out>::call(self, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::clamp_max.out", rbln::functors::clamp_max<float>(max)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::clamp_max.out", rbln::functors::clamp_max<at::Half>(max)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::clamp_max.out", rbln::functors::clamp_max<at::BFloat16>(max)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::clamp_max.out", rbln::functors::clamp_max<double>(max)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_max_out>::call(self, max, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::logical_not.out");
+  RBLN_COUNT_DEVICE_OP("aten::clamp_max.out");
   return out;
 }
 
-at::Tensor wrapper_div_Tensor(const at::Tensor & self, const at::Tensor & other) {
+at::Tensor wrapper_mul_Tensor(const at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mul_Tensor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::mul.Tensor");
+  return iter.output();
+}
+
+at::Tensor & wrapper_mul__Tensor(at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mul__Tensor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::mul_.Tensor");
+  return self;
+}
+
+at::Tensor & wrapper_mul_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::mul.out", rbln::functors::mul<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::mul.out", rbln::functors::mul<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::mul.out", rbln::functors::mul<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::mul.out", rbln::functors::mul<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::mul.out", rbln::functors::mul<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::mul.out", rbln::functors::mul<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::mul.out", rbln::functors::mul<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mul_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::mul.out");
+  return out;
+}
+
+at::Tensor wrapper_pow_Tensor_Tensor(const at::Tensor & self, const at::Tensor & exponent) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, self, exponent);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::pow.Tensor_Tensor", rbln::functors::pow<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::pow.Tensor_Tensor", rbln::functors::pow<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::pow.Tensor_Tensor", rbln::functors::pow<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow.Tensor_Tensor", rbln::functors::pow<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow.Tensor_Tensor", rbln::functors::pow<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow.Tensor_Tensor", rbln::functors::pow<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow_Tensor_Tensor>::call(self, exponent);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::pow.Tensor_Tensor");
+  return iter.output();
+}
+
+at::Tensor & wrapper_pow__Tensor(at::Tensor & self, const at::Tensor & exponent) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::binary_iter(result, self, exponent);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::pow_.Tensor", rbln::functors::pow<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::pow_.Tensor", rbln::functors::pow<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::pow_.Tensor", rbln::functors::pow<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow_.Tensor", rbln::functors::pow<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow_.Tensor", rbln::functors::pow<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow_.Tensor", rbln::functors::pow<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow__Tensor>::call(self, exponent);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::pow_.Tensor");
+  return self;
+}
+
+at::Tensor & wrapper_pow_Tensor_Tensor_out(const at::Tensor & self, const at::Tensor & exponent, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_iter(result, self, exponent);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::pow.Tensor_Tensor_out", rbln::functors::pow<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::pow.Tensor_Tensor_out", rbln::functors::pow<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::pow.Tensor_Tensor_out", rbln::functors::pow<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow.Tensor_Tensor_out", rbln::functors::pow<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow.Tensor_Tensor_out", rbln::functors::pow<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow.Tensor_Tensor_out", rbln::functors::pow<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow_Tensor_Tensor_out>::call(self, exponent, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::pow.Tensor_Tensor_out");
+  return out;
+}
+
+at::Tensor wrapper_hypot(const at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hypot", rbln::functors::hypot<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hypot", rbln::functors::hypot<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hypot", rbln::functors::hypot<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hypot", rbln::functors::hypot<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hypot>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::hypot");
+  return iter.output();
+}
+
+at::Tensor & wrapper_hypot_(at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hypot_", rbln::functors::hypot<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hypot_", rbln::functors::hypot<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hypot_", rbln::functors::hypot<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hypot_", rbln::functors::hypot<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hypot_>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::hypot_");
+  return self;
+}
+
+at::Tensor & wrapper_hypot_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hypot.out", rbln::functors::hypot<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hypot.out", rbln::functors::hypot<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hypot.out", rbln::functors::hypot<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hypot.out", rbln::functors::hypot<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hypot_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::hypot.out");
+  return out;
+}
+
+at::Tensor wrapper_logaddexp(const at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logaddexp", rbln::functors::logaddexp<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logaddexp", rbln::functors::logaddexp<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logaddexp", rbln::functors::logaddexp<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logaddexp", rbln::functors::logaddexp<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logaddexp>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::logaddexp");
+  return iter.output();
+}
+
+at::Tensor & wrapper_logaddexp_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logaddexp.out", rbln::functors::logaddexp<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logaddexp.out", rbln::functors::logaddexp<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logaddexp.out", rbln::functors::logaddexp<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logaddexp.out", rbln::functors::logaddexp<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logaddexp_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::logaddexp.out");
+  return out;
+}
+
+at::Tensor wrapper_special_xlog1py(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::binary_float_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::div.Tensor", rbln::functors::div<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::div.Tensor", rbln::functors::div<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::div.Tensor", rbln::functors::div<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::div.Tensor", rbln::functors::div<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::div_Tensor>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_xlog1py", rbln::functors::special_xlog1py<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_xlog1py", rbln::functors::special_xlog1py<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_xlog1py", rbln::functors::special_xlog1py<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_xlog1py", rbln::functors::special_xlog1py<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_xlog1py>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::div.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::special_xlog1py");
   return iter.output();
 }
 
-at::Tensor & wrapper_div__Tensor(at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::binary_float_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::div_.Tensor", rbln::functors::div<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::div_.Tensor", rbln::functors::div<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::div_.Tensor", rbln::functors::div<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::div_.Tensor", rbln::functors::div<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::div__Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::div_.Tensor");
-  return self;
-}
-
-at::Tensor & wrapper_div_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+at::Tensor & wrapper_special_xlog1py_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::binary_float_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::div.out", rbln::functors::div<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::div.out", rbln::functors::div<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::div.out", rbln::functors::div<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::div.out", rbln::functors::div<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::div_out>::call(self, other, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_xlog1py.out", rbln::functors::special_xlog1py<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_xlog1py.out", rbln::functors::special_xlog1py<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_xlog1py.out", rbln::functors::special_xlog1py<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_xlog1py.out", rbln::functors::special_xlog1py<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_xlog1py_out>::call(self, other, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::div.out");
+  RBLN_COUNT_DEVICE_OP("aten::special_xlog1py.out");
   return out;
 }
 
-at::Tensor wrapper_pow_Tensor_Scalar(const at::Tensor & self, const at::Scalar & exponent) {
-  const auto exponent_t = at::native::wrapped_scalar_tensor(exponent);
+at::Tensor wrapper_heaviside(const at::Tensor & self, const at::Tensor & values) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, self, exponent_t);
+  auto iter = rbln::kernels::binary_iter(result, self, values);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::pow.Tensor_Scalar", rbln::functors::pow<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::pow.Tensor_Scalar", rbln::functors::pow<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::pow.Tensor_Scalar", rbln::functors::pow<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow.Tensor_Scalar", rbln::functors::pow<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow.Tensor_Scalar", rbln::functors::pow<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow.Tensor_Scalar", rbln::functors::pow<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow_Tensor_Scalar>::call(self, exponent);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::heaviside", rbln::functors::heaviside<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::heaviside", rbln::functors::heaviside<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::heaviside", rbln::functors::heaviside<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::heaviside", rbln::functors::heaviside<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::heaviside", rbln::functors::heaviside<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::heaviside", rbln::functors::heaviside<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::heaviside>::call(self, values);
   }
-  RBLN_COUNT_DEVICE_OP("aten::pow.Tensor_Scalar");
+  RBLN_COUNT_DEVICE_OP("aten::heaviside");
   return iter.output();
 }
 
-at::Tensor & wrapper_pow__Scalar(at::Tensor & self, const at::Scalar & exponent) {
-  const auto exponent_t = at::native::wrapped_scalar_tensor(exponent);
+at::Tensor & wrapper_heaviside_(at::Tensor & self, const at::Tensor & values) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
-  auto iter = rbln::kernels::binary_iter(result, self, exponent_t);
+  auto iter = rbln::kernels::binary_iter(result, self, values);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::pow_.Scalar", rbln::functors::pow<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::pow_.Scalar", rbln::functors::pow<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::pow_.Scalar", rbln::functors::pow<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow_.Scalar", rbln::functors::pow<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow_.Scalar", rbln::functors::pow<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow_.Scalar", rbln::functors::pow<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow__Scalar>::call(self, exponent);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::heaviside_", rbln::functors::heaviside<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::heaviside_", rbln::functors::heaviside<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::heaviside_", rbln::functors::heaviside<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::heaviside_", rbln::functors::heaviside<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::heaviside_", rbln::functors::heaviside<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::heaviside_", rbln::functors::heaviside<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::heaviside_>::call(self, values);
   }
-  RBLN_COUNT_DEVICE_OP("aten::pow_.Scalar");
+  RBLN_COUNT_DEVICE_OP("aten::heaviside_");
   return self;
 }
 
-at::Tensor & wrapper_pow_Tensor_Scalar_out(const at::Tensor & self, const at::Scalar & exponent, at::Tensor & out) {
-  const auto exponent_t = at::native::wrapped_scalar_tensor(exponent);
+at::Tensor & wrapper_heaviside_out(const at::Tensor & self, const at::Tensor & values, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, self, exponent_t);
+  auto iter = rbln::kernels::binary_iter(result, self, values);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::pow.Tensor_Scalar_out", rbln::functors::pow<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::pow.Tensor_Scalar_out", rbln::functors::pow<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::pow.Tensor_Scalar_out", rbln::functors::pow<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow.Tensor_Scalar_out", rbln::functors::pow<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow.Tensor_Scalar_out", rbln::functors::pow<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow.Tensor_Scalar_out", rbln::functors::pow<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow_Tensor_Scalar_out>::call(self, exponent, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::heaviside.out", rbln::functors::heaviside<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::heaviside.out", rbln::functors::heaviside<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::heaviside.out", rbln::functors::heaviside<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::heaviside.out", rbln::functors::heaviside<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::heaviside.out", rbln::functors::heaviside<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::heaviside.out", rbln::functors::heaviside<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::heaviside_out>::call(self, values, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::pow.Tensor_Scalar_out");
+  RBLN_COUNT_DEVICE_OP("aten::heaviside.out");
   return out;
 }
 
-at::Tensor wrapper_fmod_Tensor(const at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+at::Tensor wrapper_special_chebyshev_polynomial_u(const at::Tensor & x, const at::Tensor & n) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
   at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
+  auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::fmod.Tensor", rbln::functors::fmod<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::fmod.Tensor", rbln::functors::fmod<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::fmod.Tensor", rbln::functors::fmod<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::fmod.Tensor", rbln::functors::fmod<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::fmod.Tensor", rbln::functors::fmod<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::fmod.Tensor", rbln::functors::fmod<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fmod_Tensor>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_chebyshev_polynomial_u", rbln::functors::special_chebyshev_polynomial_u<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_chebyshev_polynomial_u", rbln::functors::special_chebyshev_polynomial_u<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_chebyshev_polynomial_u", rbln::functors::special_chebyshev_polynomial_u<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_chebyshev_polynomial_u", rbln::functors::special_chebyshev_polynomial_u<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_chebyshev_polynomial_u>::call(x, n);
   }
-  RBLN_COUNT_DEVICE_OP("aten::fmod.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::special_chebyshev_polynomial_u");
   return iter.output();
 }
 
-at::Tensor & wrapper_fmod__Tensor(at::Tensor & self, const at::Tensor & other) {
+at::Tensor & wrapper_special_chebyshev_polynomial_u_out(const at::Tensor & x, const at::Tensor & n, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_float_iter(result, x, n);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_chebyshev_polynomial_u.out", rbln::functors::special_chebyshev_polynomial_u<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_chebyshev_polynomial_u.out", rbln::functors::special_chebyshev_polynomial_u<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_chebyshev_polynomial_u.out", rbln::functors::special_chebyshev_polynomial_u<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_chebyshev_polynomial_u.out", rbln::functors::special_chebyshev_polynomial_u<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_chebyshev_polynomial_u_out>::call(x, n, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_chebyshev_polynomial_u.out");
+  return out;
+}
+
+at::Tensor wrapper_special_shifted_chebyshev_polynomial_u(const at::Tensor & x, const at::Tensor & n) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_float_iter(result, x, n);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_shifted_chebyshev_polynomial_u", rbln::functors::special_shifted_chebyshev_polynomial_u<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_shifted_chebyshev_polynomial_u", rbln::functors::special_shifted_chebyshev_polynomial_u<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_shifted_chebyshev_polynomial_u", rbln::functors::special_shifted_chebyshev_polynomial_u<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_shifted_chebyshev_polynomial_u", rbln::functors::special_shifted_chebyshev_polynomial_u<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_shifted_chebyshev_polynomial_u>::call(x, n);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_shifted_chebyshev_polynomial_u");
+  return iter.output();
+}
+
+at::Tensor & wrapper_special_shifted_chebyshev_polynomial_u_out(const at::Tensor & x, const at::Tensor & n, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_float_iter(result, x, n);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_shifted_chebyshev_polynomial_u.out", rbln::functors::special_shifted_chebyshev_polynomial_u<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_shifted_chebyshev_polynomial_u.out", rbln::functors::special_shifted_chebyshev_polynomial_u<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_shifted_chebyshev_polynomial_u.out", rbln::functors::special_shifted_chebyshev_polynomial_u<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_shifted_chebyshev_polynomial_u.out", rbln::functors::special_shifted_chebyshev_polynomial_u<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_shifted_chebyshev_polynomial_u_out>::call(x, n, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_shifted_chebyshev_polynomial_u.out");
+  return out;
+}
+
+at::Tensor wrapper_special_hermite_polynomial_he(const at::Tensor & x, const at::Tensor & n) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_float_iter(result, x, n);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_hermite_polynomial_he", rbln::functors::special_hermite_polynomial_he<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_hermite_polynomial_he", rbln::functors::special_hermite_polynomial_he<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_hermite_polynomial_he", rbln::functors::special_hermite_polynomial_he<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_hermite_polynomial_he", rbln::functors::special_hermite_polynomial_he<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_hermite_polynomial_he>::call(x, n);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_hermite_polynomial_he");
+  return iter.output();
+}
+
+at::Tensor & wrapper_special_hermite_polynomial_he_out(const at::Tensor & x, const at::Tensor & n, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_float_iter(result, x, n);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_hermite_polynomial_he.out", rbln::functors::special_hermite_polynomial_he<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_hermite_polynomial_he.out", rbln::functors::special_hermite_polynomial_he<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_hermite_polynomial_he.out", rbln::functors::special_hermite_polynomial_he<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_hermite_polynomial_he.out", rbln::functors::special_hermite_polynomial_he<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_hermite_polynomial_he_out>::call(x, n, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_hermite_polynomial_he.out");
+  return out;
+}
+
+at::Tensor wrapper_remainder_Scalar_Tensor(const at::Scalar & self, const at::Tensor & other) {
+  const auto self_t = at::native::wrapped_scalar_tensor(self);
+  const c10::OptionalDeviceGuard guard(at::device_of(other));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, self_t, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::remainder.Scalar_Tensor", rbln::functors::remainder<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::remainder.Scalar_Tensor", rbln::functors::remainder<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::remainder.Scalar_Tensor", rbln::functors::remainder<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::remainder.Scalar_Tensor", rbln::functors::remainder<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::remainder.Scalar_Tensor", rbln::functors::remainder<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::remainder.Scalar_Tensor", rbln::functors::remainder<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::remainder_Scalar_Tensor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::remainder.Scalar_Tensor");
+  return iter.output();
+}
+
+at::Tensor & wrapper_remainder_Scalar_Tensor_out(const at::Scalar & self, const at::Tensor & other, at::Tensor & out) {
+  const auto self_t = at::native::wrapped_scalar_tensor(self);
+  const c10::OptionalDeviceGuard guard(at::device_of(other));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_iter(result, self_t, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::remainder.Scalar_Tensor_out", rbln::functors::remainder<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::remainder.Scalar_Tensor_out", rbln::functors::remainder<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::remainder.Scalar_Tensor_out", rbln::functors::remainder<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::remainder.Scalar_Tensor_out", rbln::functors::remainder<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::remainder.Scalar_Tensor_out", rbln::functors::remainder<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::remainder.Scalar_Tensor_out", rbln::functors::remainder<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::remainder_Scalar_Tensor_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::remainder.Scalar_Tensor_out");
+  return out;
+}
+
+at::Tensor wrapper_lerp_Scalar(const at::Tensor & self, const at::Tensor & end, const at::Scalar & weight) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, self, end);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::lerp.Scalar", rbln::functors::lerp_scalar<float>(weight)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lerp.Scalar", rbln::functors::lerp_scalar<at::Half>(weight)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lerp.Scalar", rbln::functors::lerp_scalar<at::BFloat16>(weight)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lerp.Scalar", rbln::functors::lerp_scalar<double>(weight)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lerp_Scalar>::call(self, end, weight);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::lerp.Scalar");
+  return iter.output();
+}
+
+at::Tensor & wrapper_lerp__Scalar(at::Tensor & self, const at::Tensor & end, const at::Scalar & weight) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
+  auto iter = rbln::kernels::binary_iter(result, self, end);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::fmod_.Tensor", rbln::functors::fmod<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::fmod_.Tensor", rbln::functors::fmod<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::fmod_.Tensor", rbln::functors::fmod<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::fmod_.Tensor", rbln::functors::fmod<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::fmod_.Tensor", rbln::functors::fmod<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::fmod_.Tensor", rbln::functors::fmod<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fmod__Tensor>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::lerp_.Scalar", rbln::functors::lerp_scalar<float>(weight)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lerp_.Scalar", rbln::functors::lerp_scalar<at::Half>(weight)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lerp_.Scalar", rbln::functors::lerp_scalar<at::BFloat16>(weight)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lerp_.Scalar", rbln::functors::lerp_scalar<double>(weight)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lerp__Scalar>::call(self, end, weight);
   }
-  RBLN_COUNT_DEVICE_OP("aten::fmod_.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::lerp_.Scalar");
   return self;
 }
 
-at::Tensor & wrapper_fmod_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+at::Tensor & wrapper_lerp_Scalar_out(const at::Tensor & self, const at::Tensor & end, const at::Scalar & weight, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
+  auto iter = rbln::kernels::binary_iter(result, self, end);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::fmod.Tensor_out", rbln::functors::fmod<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::fmod.Tensor_out", rbln::functors::fmod<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::fmod.Tensor_out", rbln::functors::fmod<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::fmod.Tensor_out", rbln::functors::fmod<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::fmod.Tensor_out", rbln::functors::fmod<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::fmod.Tensor_out", rbln::functors::fmod<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fmod_Tensor_out>::call(self, other, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::lerp.Scalar_out", rbln::functors::lerp_scalar<float>(weight)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lerp.Scalar_out", rbln::functors::lerp_scalar<at::Half>(weight)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lerp.Scalar_out", rbln::functors::lerp_scalar<at::BFloat16>(weight)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lerp.Scalar_out", rbln::functors::lerp_scalar<double>(weight)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lerp_Scalar_out>::call(self, end, weight, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::fmod.Tensor_out");
+  RBLN_COUNT_DEVICE_OP("aten::lerp.Scalar_out");
   return out;
 }
 
-at::Tensor wrapper_fmax(const at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::fmax", rbln::functors::fmax<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::fmax", rbln::functors::fmax<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::fmax", rbln::functors::fmax<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::fmax", rbln::functors::fmax<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::fmax", rbln::functors::fmax<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::fmax", rbln::functors::fmax<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fmax>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::fmax");
-  return iter.output();
-}
-
-at::Tensor & wrapper_fmax_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::fmax.out", rbln::functors::fmax<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::fmax.out", rbln::functors::fmax<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::fmax.out", rbln::functors::fmax<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::fmax.out", rbln::functors::fmax<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::fmax.out", rbln::functors::fmax<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::fmax.out", rbln::functors::fmax<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fmax_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::fmax.out");
-  return out;
-}
-
-at::Tensor wrapper_addcdiv(const at::Tensor & self, const at::Tensor & tensor1, const at::Tensor & tensor2, const at::Scalar & value) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::ternary_iter(result, self, tensor1, tensor2);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::addcdiv", rbln::functors::addcdiv<float>(value)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::addcdiv", rbln::functors::addcdiv<at::Half>(value)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::addcdiv", rbln::functors::addcdiv<at::BFloat16>(value)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::addcdiv", rbln::functors::addcdiv<double>(value)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addcdiv>::call(self, tensor1, tensor2, value);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::addcdiv");
-  return iter.output();
-}
-
-at::Tensor & wrapper_addcdiv_(at::Tensor & self, const at::Tensor & tensor1, const at::Tensor & tensor2, const at::Scalar & value) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::ternary_iter(result, self, tensor1, tensor2);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::addcdiv_", rbln::functors::addcdiv<float>(value)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::addcdiv_", rbln::functors::addcdiv<at::Half>(value)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::addcdiv_", rbln::functors::addcdiv<at::BFloat16>(value)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::addcdiv_", rbln::functors::addcdiv<double>(value)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addcdiv_>::call(self, tensor1, tensor2, value);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::addcdiv_");
-  return self;
-}
-
-at::Tensor & wrapper_addcdiv_out(const at::Tensor & self, const at::Tensor & tensor1, const at::Tensor & tensor2, const at::Scalar & value, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::ternary_iter(result, self, tensor1, tensor2);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::addcdiv.out", rbln::functors::addcdiv<float>(value)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::addcdiv.out", rbln::functors::addcdiv<at::Half>(value)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::addcdiv.out", rbln::functors::addcdiv<at::BFloat16>(value)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::addcdiv.out", rbln::functors::addcdiv<double>(value)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addcdiv_out>::call(self, tensor1, tensor2, value, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::addcdiv.out");
-  return out;
-}
-
-at::Tensor wrapper_minimum(const at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::minimum", rbln::functors::minimum<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::minimum", rbln::functors::minimum<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::minimum", rbln::functors::minimum<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::minimum", rbln::functors::minimum<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::minimum", rbln::functors::minimum<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::minimum", rbln::functors::minimum<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::minimum", rbln::functors::minimum<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::minimum>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::minimum");
-  return iter.output();
-}
-
-at::Tensor & wrapper_minimum_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::minimum.out", rbln::functors::minimum<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::minimum.out", rbln::functors::minimum<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::minimum.out", rbln::functors::minimum<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::minimum.out", rbln::functors::minimum<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::minimum.out", rbln::functors::minimum<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::minimum.out", rbln::functors::minimum<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::minimum.out", rbln::functors::minimum<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::minimum_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::minimum.out");
-  return out;
-}
-
-at::Tensor wrapper_ne_Scalar(const at::Tensor & self, const at::Scalar & other) {
+at::Tensor wrapper_eq_Scalar(const at::Tensor & self, const at::Scalar & other) {
   const auto other_t = at::native::wrapped_scalar_tensor(other);
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::compare_iter(result, self, other_t);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne_Scalar>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq_Scalar>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::ne.Scalar");
+  RBLN_COUNT_DEVICE_OP("aten::eq.Scalar");
   return iter.output();
 }
 
-at::Tensor & wrapper_ne__Scalar(at::Tensor & self, const at::Scalar & other) {
-  const auto other_t = at::native::wrapped_scalar_tensor(other);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::compare_iter(result, self, other_t);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne__Scalar>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::ne_.Scalar");
-  return self;
-}
-
-at::Tensor & wrapper_ne_Scalar_out(const at::Tensor & self, const at::Scalar & other, at::Tensor & out) {
-  const auto other_t = at::native::wrapped_scalar_tensor(other);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::compare_iter(result, self, other_t);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne_Scalar_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::ne.Scalar_out");
-  return out;
-}
-
-at::Tensor wrapper_ge_Scalar(const at::Tensor & self, const at::Scalar & other) {
-  const auto other_t = at::native::wrapped_scalar_tensor(other);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::compare_iter(result, self, other_t);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ge.Scalar", rbln::functors::ge<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ge.Scalar", rbln::functors::ge<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ge.Scalar", rbln::functors::ge<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ge.Scalar", rbln::functors::ge<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ge.Scalar", rbln::functors::ge<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ge.Scalar", rbln::functors::ge<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ge.Scalar", rbln::functors::ge<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ge_Scalar>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::ge.Scalar");
-  return iter.output();
-}
-
-at::Tensor & wrapper_ge__Scalar(at::Tensor & self, const at::Scalar & other) {
+at::Tensor & wrapper_eq__Scalar(at::Tensor & self, const at::Scalar & other) {
   const auto other_t = at::native::wrapped_scalar_tensor(other);
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
   auto iter = rbln::kernels::compare_iter(result, self, other_t);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ge_.Scalar", rbln::functors::ge<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ge_.Scalar", rbln::functors::ge<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ge_.Scalar", rbln::functors::ge<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ge_.Scalar", rbln::functors::ge<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ge_.Scalar", rbln::functors::ge<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ge_.Scalar", rbln::functors::ge<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ge_.Scalar", rbln::functors::ge<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ge__Scalar>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq__Scalar>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::ge_.Scalar");
+  RBLN_COUNT_DEVICE_OP("aten::eq_.Scalar");
   return self;
 }
 
-at::Tensor & wrapper_ge_Scalar_out(const at::Tensor & self, const at::Scalar & other, at::Tensor & out) {
+at::Tensor & wrapper_eq_Scalar_out(const at::Tensor & self, const at::Scalar & other, at::Tensor & out) {
   const auto other_t = at::native::wrapped_scalar_tensor(other);
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::compare_iter(result, self, other_t);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ge.Scalar_out", rbln::functors::ge<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ge.Scalar_out", rbln::functors::ge<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ge.Scalar_out", rbln::functors::ge<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ge.Scalar_out", rbln::functors::ge<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ge.Scalar_out", rbln::functors::ge<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ge.Scalar_out", rbln::functors::ge<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ge.Scalar_out", rbln::functors::ge<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ge_Scalar_out>::call(self, other, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq_Scalar_out>::call(self, other, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::ge.Scalar_out");
+  RBLN_COUNT_DEVICE_OP("aten::eq.Scalar_out");
   return out;
 }
 
-at::Tensor wrapper_le_Scalar(const at::Tensor & self, const at::Scalar & other) {
+at::Tensor wrapper_gt_Scalar(const at::Tensor & self, const at::Scalar & other) {
   const auto other_t = at::native::wrapped_scalar_tensor(other);
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::compare_iter(result, self, other_t);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::le.Scalar", rbln::functors::le<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::le.Scalar", rbln::functors::le<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::le.Scalar", rbln::functors::le<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::le.Scalar", rbln::functors::le<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::le.Scalar", rbln::functors::le<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::le.Scalar", rbln::functors::le<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::le.Scalar", rbln::functors::le<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::le_Scalar>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::gt.Scalar", rbln::functors::gt<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::gt.Scalar", rbln::functors::gt<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::gt.Scalar", rbln::functors::gt<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::gt.Scalar", rbln::functors::gt<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::gt.Scalar", rbln::functors::gt<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::gt.Scalar", rbln::functors::gt<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::gt.Scalar", rbln::functors::gt<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gt_Scalar>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::le.Scalar");
+  RBLN_COUNT_DEVICE_OP("aten::gt.Scalar");
   return iter.output();
 }
 
-at::Tensor & wrapper_le__Scalar(at::Tensor & self, const at::Scalar & other) {
+at::Tensor & wrapper_gt__Scalar(at::Tensor & self, const at::Scalar & other) {
   const auto other_t = at::native::wrapped_scalar_tensor(other);
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
   auto iter = rbln::kernels::compare_iter(result, self, other_t);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::le_.Scalar", rbln::functors::le<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::le_.Scalar", rbln::functors::le<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::le_.Scalar", rbln::functors::le<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::le_.Scalar", rbln::functors::le<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::le_.Scalar", rbln::functors::le<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::le_.Scalar", rbln::functors::le<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::le_.Scalar", rbln::functors::le<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::le__Scalar>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::gt_.Scalar", rbln::functors::gt<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::gt_.Scalar", rbln::functors::gt<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::gt_.Scalar", rbln::functors::gt<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::gt_.Scalar", rbln::functors::gt<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::gt_.Scalar", rbln::functors::gt<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::gt_.Scalar", rbln::functors::gt<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::gt_.Scalar", rbln::functors::gt<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gt__Scalar>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::le_.Scalar");
+  RBLN_COUNT_DEVICE_OP("aten::gt_.Scalar");
   return self;
 }
 
-at::Tensor & wrapper_le_Scalar_out(const at::Tensor & self, const at::Scalar & other, at::Tensor & out) {
+at::Tensor & wrapper_gt_Scalar_out(const at::Tensor & self, const at::Scalar & other, at::Tensor & out) {
   const auto other_t = at::native::wrapped_scalar_tensor(other);
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::compare_iter(result, self, other_t);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::le.Scalar_out", rbln::functors::le<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::le.Scalar_out", rbln::functors::le<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::le.Scalar_out", rbln::functors::le<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::le.Scalar_out", rbln::functors::le<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::le.Scalar_out", rbln::functors::le<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::le.Scalar_out", rbln::functors::le<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::le.Scalar_out", rbln::functors::le<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::le_Scalar_out>::call(self, other, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::gt.Scalar_out", rbln::functors::gt<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::gt.Scalar_out", rbln::functors::gt<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::gt.Scalar_out", rbln::functors::gt<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::gt.Scalar_out", rbln::functors::gt<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::gt.Scalar_out", rbln::functors::gt<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::gt.Scalar_out", rbln::functors::gt<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::gt.Scalar_out", rbln::functors::gt<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gt_Scalar_out>::call(self, other, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::le.Scalar_out");
+  RBLN_COUNT_DEVICE_OP("aten::gt.Scalar_out");
   return out;
 }
 
-at::Tensor wrapper_bitwise_and_Tensor(const at::Tensor & self, const at::Tensor & other) {
+at::Tensor wrapper_lt_Scalar(const at::Tensor & self, const at::Scalar & other) {
+  const auto other_t = at::native::wrapped_scalar_tensor(other);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::compare_iter(result, self, other_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::lt.Scalar", rbln::functors::lt<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lt.Scalar", rbln::functors::lt<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lt.Scalar", rbln::functors::lt<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lt.Scalar", rbln::functors::lt<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::lt.Scalar", rbln::functors::lt<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::lt.Scalar", rbln::functors::lt<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::lt.Scalar", rbln::functors::lt<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lt_Scalar>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::lt.Scalar");
+  return iter.output();
+}
+
+at::Tensor & wrapper_lt__Scalar(at::Tensor & self, const at::Scalar & other) {
+  const auto other_t = at::native::wrapped_scalar_tensor(other);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::compare_iter(result, self, other_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::lt_.Scalar", rbln::functors::lt<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lt_.Scalar", rbln::functors::lt<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lt_.Scalar", rbln::functors::lt<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lt_.Scalar", rbln::functors::lt<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::lt_.Scalar", rbln::functors::lt<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::lt_.Scalar", rbln::functors::lt<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::lt_.Scalar", rbln::functors::lt<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lt__Scalar>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::lt_.Scalar");
+  return self;
+}
+
+at::Tensor & wrapper_lt_Scalar_out(const at::Tensor & self, const at::Scalar & other, at::Tensor & out) {
+  const auto other_t = at::native::wrapped_scalar_tensor(other);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::compare_iter(result, self, other_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::lt.Scalar_out", rbln::functors::lt<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lt.Scalar_out", rbln::functors::lt<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lt.Scalar_out", rbln::functors::lt<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lt.Scalar_out", rbln::functors::lt<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::lt.Scalar_out", rbln::functors::lt<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::lt.Scalar_out", rbln::functors::lt<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::lt.Scalar_out", rbln::functors::lt<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lt_Scalar_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::lt.Scalar_out");
+  return out;
+}
+
+at::Tensor wrapper_logical_or(const at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::compare_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logical_or", rbln::functors::logical_or<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logical_or", rbln::functors::logical_or<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logical_or", rbln::functors::logical_or<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logical_or", rbln::functors::logical_or<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::logical_or", rbln::functors::logical_or<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::logical_or", rbln::functors::logical_or<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::logical_or", rbln::functors::logical_or<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_or>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::logical_or");
+  return iter.output();
+}
+
+at::Tensor & wrapper_logical_or_(at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::compare_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logical_or_", rbln::functors::logical_or<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logical_or_", rbln::functors::logical_or<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logical_or_", rbln::functors::logical_or<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logical_or_", rbln::functors::logical_or<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::logical_or_", rbln::functors::logical_or<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::logical_or_", rbln::functors::logical_or<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::logical_or_", rbln::functors::logical_or<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_or_>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::logical_or_");
+  return self;
+}
+
+at::Tensor & wrapper_logical_or_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::compare_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logical_or.out", rbln::functors::logical_or<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logical_or.out", rbln::functors::logical_or<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logical_or.out", rbln::functors::logical_or<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logical_or.out", rbln::functors::logical_or<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::logical_or.out", rbln::functors::logical_or<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::logical_or.out", rbln::functors::logical_or<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::logical_or.out", rbln::functors::logical_or<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_or_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::logical_or.out");
+  return out;
+}
+
+at::Tensor wrapper_bitwise_xor_Tensor(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_and.Tensor", rbln::functors::bitwise_and<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_and.Tensor", rbln::functors::bitwise_and<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_and.Tensor", rbln::functors::bitwise_and<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_and_Tensor>::call(self, other);
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_xor.Tensor", rbln::functors::bitwise_xor<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_xor.Tensor", rbln::functors::bitwise_xor<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_xor.Tensor", rbln::functors::bitwise_xor<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_xor_Tensor>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::bitwise_and.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::bitwise_xor.Tensor");
   return iter.output();
 }
 
-at::Tensor & wrapper_bitwise_and__Tensor(at::Tensor & self, const at::Tensor & other) {
+at::Tensor & wrapper_bitwise_xor__Tensor(at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_and_.Tensor", rbln::functors::bitwise_and<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_and_.Tensor", rbln::functors::bitwise_and<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_and_.Tensor", rbln::functors::bitwise_and<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_and__Tensor>::call(self, other);
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_xor_.Tensor", rbln::functors::bitwise_xor<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_xor_.Tensor", rbln::functors::bitwise_xor<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_xor_.Tensor", rbln::functors::bitwise_xor<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_xor__Tensor>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::bitwise_and_.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::bitwise_xor_.Tensor");
   return self;
 }
 
-at::Tensor & wrapper_bitwise_and_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+at::Tensor & wrapper_bitwise_xor_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_and.Tensor_out", rbln::functors::bitwise_and<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_and.Tensor_out", rbln::functors::bitwise_and<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_and.Tensor_out", rbln::functors::bitwise_and<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_and_Tensor_out>::call(self, other, out);
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_xor.Tensor_out", rbln::functors::bitwise_xor<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_xor.Tensor_out", rbln::functors::bitwise_xor<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_xor.Tensor_out", rbln::functors::bitwise_xor<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_xor_Tensor_out>::call(self, other, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::bitwise_and.Tensor_out");
+  RBLN_COUNT_DEVICE_OP("aten::bitwise_xor.Tensor_out");
   return out;
 }
 
-at::Tensor wrapper_threshold_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & threshold) {
+at::Tensor wrapper_sigmoid_backward(const at::Tensor & grad_output, const at::Tensor & output) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, grad_output, output);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::sigmoid_backward", rbln::functors::sigmoid_backward<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::sigmoid_backward", rbln::functors::sigmoid_backward<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::sigmoid_backward", rbln::functors::sigmoid_backward<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::sigmoid_backward", rbln::functors::sigmoid_backward<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sigmoid_backward>::call(grad_output, output);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::sigmoid_backward");
+  return iter.output();
+}
+
+at::Tensor & wrapper_sigmoid_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & output, at::Tensor & grad_input) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  at::Tensor result = grad_input;
+  auto iter = rbln::kernels::binary_iter(result, grad_output, output);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::sigmoid_backward.grad_input", rbln::functors::sigmoid_backward<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::sigmoid_backward.grad_input", rbln::functors::sigmoid_backward<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::sigmoid_backward.grad_input", rbln::functors::sigmoid_backward<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::sigmoid_backward.grad_input", rbln::functors::sigmoid_backward<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sigmoid_backward_grad_input>::call(grad_output, output, grad_input);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::sigmoid_backward.grad_input");
+  return grad_input;
+}
+
+at::Tensor wrapper_leaky_relu_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & negative_slope, bool self_is_result) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::threshold_backward", rbln::functors::threshold_backward<float>(threshold)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::threshold_backward", rbln::functors::threshold_backward<at::Half>(threshold)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::threshold_backward", rbln::functors::threshold_backward<at::BFloat16>(threshold)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::threshold_backward", rbln::functors::threshold_backward<double>(threshold)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::threshold_backward", rbln::functors::threshold_backward<int32_t>(threshold)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::threshold_backward", rbln::functors::threshold_backward<int64_t>(threshold)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::threshold_backward>::call(grad_output, self, threshold);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::leaky_relu_backward", rbln::functors::leaky_relu_backward<float>(negative_slope, self_is_result)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::leaky_relu_backward", rbln::functors::leaky_relu_backward<at::Half>(negative_slope, self_is_result)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::leaky_relu_backward", rbln::functors::leaky_relu_backward<at::BFloat16>(negative_slope, self_is_result)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::leaky_relu_backward", rbln::functors::leaky_relu_backward<double>(negative_slope, self_is_result)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::leaky_relu_backward>::call(grad_output, self, negative_slope, self_is_result);
   }
-  RBLN_COUNT_DEVICE_OP("aten::threshold_backward");
+  RBLN_COUNT_DEVICE_OP("aten::leaky_relu_backward");
   return iter.output();
 }
 
-at::Tensor & wrapper_threshold_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & threshold, at::Tensor & grad_input) {
+at::Tensor & wrapper_leaky_relu_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & negative_slope, bool self_is_result, at::Tensor & grad_input) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result = grad_input;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::threshold_backward.grad_input", rbln::functors::threshold_backward<float>(threshold)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::threshold_backward.grad_input", rbln::functors::threshold_backward<at::Half>(threshold)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::threshold_backward.grad_input", rbln::functors::threshold_backward<at::BFloat16>(threshold)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::threshold_backward.grad_input", rbln::functors::threshold_backward<double>(threshold)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::threshold_backward.grad_input", rbln::functors::threshold_backward<int32_t>(threshold)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::threshold_backward.grad_input", rbln::functors::threshold_backward<int64_t>(threshold)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::threshold_backward_grad_input>::call(grad_output, self, threshold, grad_input);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::leaky_relu_backward.grad_input", rbln::functors::leaky_relu_backward<float>(negative_slope, self_is_result)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::leaky_relu_backward.grad_input", rbln::functors::leaky_relu_backward<at::Half>(negative_slope, self_is_result)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::leaky_relu_backward.grad_input", rbln::functors::leaky_relu_backward<at::BFloat16>(negative_slope, self_is_result)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::leaky_relu_backward.grad_input", rbln::functors::leaky_relu_backward<double>(negative_slope, self_is_result)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::leaky_relu_backward_grad_input>::call(grad_output, self, negative_slope, self_is_result, grad_input);
   }
-  RBLN_COUNT_DEVICE_OP("aten::threshold_backward.grad_input");
+  RBLN_COUNT_DEVICE_OP("aten::leaky_relu_backward.grad_input");
   return grad_input;
 }
 
-at::Tensor wrapper_gelu_backward(const at::Tensor & grad_output, const at::Tensor & self, c10::string_view approximate) {
+at::Tensor wrapper_native_dropout_backward(const at::Tensor & grad_output, const at::Tensor & mask, double scale) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
+  auto iter = rbln::kernels::binary_iter(result, grad_output, mask);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::gelu_backward", rbln::functors::gelu_backward<float>(approximate)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::gelu_backward", rbln::functors::gelu_backward<at::Half>(approximate)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::gelu_backward", rbln::functors::gelu_backward<at::BFloat16>(approximate)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::gelu_backward", rbln::functors::gelu_backward<double>(approximate)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gelu_backward>::call(grad_output, self, approximate);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::native_dropout_backward", rbln::functors::dropout_backward<float>(scale)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::native_dropout_backward", rbln::functors::dropout_backward<at::Half>(scale)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::native_dropout_backward", rbln::functors::dropout_backward<at::BFloat16>(scale)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::native_dropout_backward", rbln::functors::dropout_backward<double>(scale)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::native_dropout_backward>::call(grad_output, mask, scale);
   }
-  RBLN_COUNT_DEVICE_OP("aten::gelu_backward");
+  RBLN_COUNT_DEVICE_OP("aten::native_dropout_backward");
   return iter.output();
 }
 
-at::Tensor & wrapper_gelu_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, c10::string_view approximate, at::Tensor & grad_input) {
+at::Tensor & wrapper_native_dropout_backward_out(const at::Tensor & grad_output, const at::Tensor & mask, double scale, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result = grad_input;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_iter(result, grad_output, mask);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::gelu_backward.grad_input", rbln::functors::gelu_backward<float>(approximate)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::gelu_backward.grad_input", rbln::functors::gelu_backward<at::Half>(approximate)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::gelu_backward.grad_input", rbln::functors::gelu_backward<at::BFloat16>(approximate)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::gelu_backward.grad_input", rbln::functors::gelu_backward<double>(approximate)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gelu_backward_grad_input>::call(grad_output, self, approximate, grad_input);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::native_dropout_backward.out", rbln::functors::dropout_backward<float>(scale)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::native_dropout_backward.out", rbln::functors::dropout_backward<at::Half>(scale)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::native_dropout_backward.out", rbln::functors::dropout_backward<at::BFloat16>(scale)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::native_dropout_backward.out", rbln::functors::dropout_backward<double>(scale)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::native_dropout_backward_out>::call(grad_output, mask, scale, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::gelu_backward.grad_input");
-  return grad_input;
-}
-
-at::Tensor wrapper_hardsigmoid_backward(const at::Tensor & grad_output, const at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hardsigmoid_backward", rbln::functors::hardsigmoid_backward<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hardsigmoid_backward", rbln::functors::hardsigmoid_backward<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hardsigmoid_backward", rbln::functors::hardsigmoid_backward<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hardsigmoid_backward", rbln::functors::hardsigmoid_backward<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardsigmoid_backward>::call(grad_output, self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::hardsigmoid_backward");
-  return iter.output();
-}
-
-at::Tensor & wrapper_hardsigmoid_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, at::Tensor & grad_input) {
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result = grad_input;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hardsigmoid_backward.grad_input", rbln::functors::hardsigmoid_backward<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hardsigmoid_backward.grad_input", rbln::functors::hardsigmoid_backward<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hardsigmoid_backward.grad_input", rbln::functors::hardsigmoid_backward<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hardsigmoid_backward.grad_input", rbln::functors::hardsigmoid_backward<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardsigmoid_backward_grad_input>::call(grad_output, self, grad_input);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::hardsigmoid_backward.grad_input");
-  return grad_input;
+  RBLN_COUNT_DEVICE_OP("aten::native_dropout_backward.out");
+  return out;
 }
 
 }  // namespace
@@ -1292,45 +1723,73 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("threshold", TORCH_FN(wrapper_threshold));
   m.impl("threshold_", TORCH_FN(wrapper_threshold_));
   m.impl("threshold.out", TORCH_FN(wrapper_threshold_out));
-  m.impl("isposinf", TORCH_FN(wrapper_isposinf));
-  m.impl("isposinf.out", TORCH_FN(wrapper_isposinf_out));
-  m.impl("logical_not", TORCH_FN(wrapper_logical_not));
-  m.impl("logical_not_", TORCH_FN(wrapper_logical_not_));
-  m.impl("logical_not.out", TORCH_FN(wrapper_logical_not_out));
-  m.impl("div.Tensor", TORCH_FN(wrapper_div_Tensor));
-  m.impl("div_.Tensor", TORCH_FN(wrapper_div__Tensor));
-  m.impl("div.out", TORCH_FN(wrapper_div_out));
-  m.impl("pow.Tensor_Scalar", TORCH_FN(wrapper_pow_Tensor_Scalar));
-  m.impl("pow_.Scalar", TORCH_FN(wrapper_pow__Scalar));
-  m.impl("pow.Tensor_Scalar_out", TORCH_FN(wrapper_pow_Tensor_Scalar_out));
-  m.impl("fmod.Tensor", TORCH_FN(wrapper_fmod_Tensor));
-  m.impl("fmod_.Tensor", TORCH_FN(wrapper_fmod__Tensor));
-  m.impl("fmod.Tensor_out", TORCH_FN(wrapper_fmod_Tensor_out));
-  m.impl("fmax", TORCH_FN(wrapper_fmax));
-  m.impl("fmax.out", TORCH_FN(wrapper_fmax_out));
-  m.impl("addcdiv", TORCH_FN(wrapper_addcdiv));
-  m.impl("addcdiv_", TORCH_FN(wrapper_addcdiv_));
-  m.impl("addcdiv.out", TORCH_FN(wrapper_addcdiv_out));
-  m.impl("minimum", TORCH_FN(wrapper_minimum));
-  m.impl("minimum.out", TORCH_FN(wrapper_minimum_out));
-  m.impl("ne.Scalar", TORCH_FN(wrapper_ne_Scalar));
-  m.impl("ne_.Scalar", TORCH_FN(wrapper_ne__Scalar));
-  m.impl("ne.Scalar_out", TORCH_FN(wrapper_ne_Scalar_out));
-  m.impl("ge.Scalar", TORCH_FN(wrapper_ge_Scalar));
-  m.impl("ge_.Scalar", TORCH_FN(wrapper_ge__Scalar));
-  m.impl("ge.Scalar_out", TORCH_FN(wrapper_ge_Scalar_out));
-  m.impl("le.Scalar", TORCH_FN(wrapper_le_Scalar));
-  m.impl("le_.Scalar", TORCH_FN(wrapper_le__Scalar));
-  m.impl("le.Scalar_out", TORCH_FN(wrapper_le_Scalar_out));
-  m.impl("bitwise_and.Tensor", TORCH_FN(wrapper_bitwise_and_Tensor));
-  m.impl("bitwise_and_.Tensor", TORCH_FN(wrapper_bitwise_and__Tensor));
-  m.impl("bitwise_and.Tensor_out", TORCH_FN(wrapper_bitwise_and_Tensor_out));
-  m.impl("threshold_backward", TORCH_FN(wrapper_threshold_backward));
-  m.impl("threshold_backward.grad_input", TORCH_FN(wrapper_threshold_backward_grad_input));
-  m.impl("gelu_backward", TORCH_FN(wrapper_gelu_backward));
-  m.impl("gelu_backward.grad_input", TORCH_FN(wrapper_gelu_backward_grad_input));
-  m.impl("hardsigmoid_backward", TORCH_FN(wrapper_hardsigmoid_backward));
-  m.impl("hardsigmoid_backward.grad_input", TORCH_FN(wrapper_hardsigmoid_backward_grad_input));
+  m.impl("special_i0e", TORCH_FN(wrapper_special_i0e));
+  m.impl("special_i0e.out", TORCH_FN(wrapper_special_i0e_out));
+  m.impl("special_log_ndtr", TORCH_FN(wrapper_special_log_ndtr));
+  m.impl("special_log_ndtr.out", TORCH_FN(wrapper_special_log_ndtr_out));
+  m.impl("special_bessel_j1", TORCH_FN(wrapper_special_bessel_j1));
+  m.impl("special_bessel_j1.out", TORCH_FN(wrapper_special_bessel_j1_out));
+  m.impl("special_modified_bessel_i1", TORCH_FN(wrapper_special_modified_bessel_i1));
+  m.impl("special_modified_bessel_i1.out", TORCH_FN(wrapper_special_modified_bessel_i1_out));
+  m.impl("special_scaled_modified_bessel_k1", TORCH_FN(wrapper_special_scaled_modified_bessel_k1));
+  m.impl("special_scaled_modified_bessel_k1.out", TORCH_FN(wrapper_special_scaled_modified_bessel_k1_out));
+  m.impl("angle", TORCH_FN(wrapper_angle));
+  m.impl("angle.out", TORCH_FN(wrapper_angle_out));
+  m.impl("hardshrink", TORCH_FN(wrapper_hardshrink));
+  m.impl("hardshrink.out", TORCH_FN(wrapper_hardshrink_out));
+  m.impl("isnan", TORCH_FN(wrapper_isnan));
+  m.impl("isnan.out", TORCH_FN(wrapper_isnan_out));
+  m.impl("clamp_max", TORCH_FN(wrapper_clamp_max));
+  m.impl("clamp_max_", TORCH_FN(wrapper_clamp_max_));
+  m.impl("clamp_max.out", TORCH_FN(wrapper_clamp_max_out));
+  m.impl("mul.Tensor", TORCH_FN(wrapper_mul_Tensor));
+  m.impl("mul_.Tensor", TORCH_FN(wrapper_mul__Tensor));
+  m.impl("mul.out", TORCH_FN(wrapper_mul_out));
+  m.impl("pow.Tensor_Tensor", TORCH_FN(wrapper_pow_Tensor_Tensor));
+  m.impl("pow_.Tensor", TORCH_FN(wrapper_pow__Tensor));
+  m.impl("pow.Tensor_Tensor_out", TORCH_FN(wrapper_pow_Tensor_Tensor_out));
+  m.impl("hypot", TORCH_FN(wrapper_hypot));
+  m.impl("hypot_", TORCH_FN(wrapper_hypot_));
+  m.impl("hypot.out", TORCH_FN(wrapper_hypot_out));
+  m.impl("logaddexp", TORCH_FN(wrapper_logaddexp));
+  m.impl("logaddexp.out", TORCH_FN(wrapper_logaddexp_out));
+  m.impl("special_xlog1py", TORCH_FN(wrapper_special_xlog1py));
+  m.impl("special_xlog1py.out", TORCH_FN(wrapper_special_xlog1py_out));
+  m.impl("heaviside", TORCH_FN(wrapper_heaviside));
+  m.impl("heaviside_", TORCH_FN(wrapper_heaviside_));
+  m.impl("heaviside.out", TORCH_FN(wrapper_heaviside_out));
+  m.impl("special_chebyshev_polynomial_u", TORCH_FN(wrapper_special_chebyshev_polynomial_u));
+  m.impl("special_chebyshev_polynomial_u.out", TORCH_FN(wrapper_special_chebyshev_polynomial_u_out));
+  m.impl("special_shifted_chebyshev_polynomial_u", TORCH_FN(wrapper_special_shifted_chebyshev_polynomial_u));
+  m.impl("special_shifted_chebyshev_polynomial_u.out", TORCH_FN(wrapper_special_shifted_chebyshev_polynomial_u_out));
+  m.impl("special_hermite_polynomial_he", TORCH_FN(wrapper_special_hermite_polynomial_he));
+  m.impl("special_hermite_polynomial_he.out", TORCH_FN(wrapper_special_hermite_polynomial_he_out));
+  m.impl("remainder.Scalar_Tensor", TORCH_FN(wrapper_remainder_Scalar_Tensor));
+  m.impl("remainder.Scalar_Tensor_out", TORCH_FN(wrapper_remainder_Scalar_Tensor_out));
+  m.impl("lerp.Scalar", TORCH_FN(wrapper_lerp_Scalar));
+  m.impl("lerp_.Scalar", TORCH_FN(wrapper_lerp__Scalar));
+  m.impl("lerp.Scalar_out", TORCH_FN(wrapper_lerp_Scalar_out));
+  m.impl("eq.Scalar", TORCH_FN(wrapper_eq_Scalar));
+  m.impl("eq_.Scalar", TORCH_FN(wrapper_eq__Scalar));
+  m.impl("eq.Scalar_out", TORCH_FN(wrapper_eq_Scalar_out));
+  m.impl("gt.Scalar", TORCH_FN(wrapper_gt_Scalar));
+  m.impl("gt_.Scalar", TORCH_FN(wrapper_gt__Scalar));
+  m.impl("gt.Scalar_out", TORCH_FN(wrapper_gt_Scalar_out));
+  m.impl("lt.Scalar", TORCH_FN(wrapper_lt_Scalar));
+  m.impl("lt_.Scalar", TORCH_FN(wrapper_lt__Scalar));
+  m.impl("lt.Scalar_out", TORCH_FN(wrapper_lt_Scalar_out));
+  m.impl("logical_or", TORCH_FN(wrapper_logical_or));
+  m.impl("logical_or_", TORCH_FN(wrapper_logical_or_));
+  m.impl("logical_or.out", TORCH_FN(wrapper_logical_or_out));
+  m.impl("bitwise_xor.Tensor", TORCH_FN(wrapper_bitwise_xor_Tensor));
+  m.impl("bitwise_xor_.Tensor", TORCH_FN(wrapper_bitwise_xor__Tensor));
+  m.impl("bitwise_xor.Tensor_out", TORCH_FN(wrapper_bitwise_xor_Tensor_out));
+  m.impl("sigmoid_backward", TORCH_FN(wrapper_sigmoid_backward));
+  m.impl("sigmoid_backward.grad_input", TORCH_FN(wrapper_sigmoid_backward_grad_input));
+  m.impl("leaky_relu_backward", TORCH_FN(wrapper_leaky_relu_backward));
+  m.impl("leaky_relu_backward.grad_input", TORCH_FN(wrapper_leaky_relu_backward_grad_input));
+  m.impl("native_dropout_backward", TORCH_FN(wrapper_native_dropout_backward));
+  m.impl("native_dropout_backward.out", TORCH_FN(wrapper_native_dropout_backward_out));
 }
 
 }  // namespace rbln::generated

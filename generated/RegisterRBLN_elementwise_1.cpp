@@ -4,32 +4,44 @@
 #include <ATen/native/CPUFallback.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
-#include <ATen/ops/add_ops.h>
+#include <ATen/ops/addcmul_ops.h>
 #include <ATen/ops/atan_ops.h>
-#include <ATen/ops/bitwise_or_ops.h>
-#include <ATen/ops/copysign_ops.h>
+#include <ATen/ops/bitwise_not_ops.h>
 #include <ATen/ops/cosh_ops.h>
+#include <ATen/ops/digamma_ops.h>
 #include <ATen/ops/div_ops.h>
-#include <ATen/ops/eq_ops.h>
 #include <ATen/ops/expm1_ops.h>
-#include <ATen/ops/fmin_ops.h>
+#include <ATen/ops/fmax_ops.h>
+#include <ATen/ops/fmod_ops.h>
+#include <ATen/ops/ge_ops.h>
 #include <ATen/ops/gelu_ops.h>
-#include <ATen/ops/gt_ops.h>
 #include <ATen/ops/hardsigmoid_ops.h>
-#include <ATen/ops/hardswish_backward_ops.h>
-#include <ATen/ops/hardtanh_backward_ops.h>
-#include <ATen/ops/isneginf_ops.h>
+#include <ATen/ops/isposinf_ops.h>
+#include <ATen/ops/le_ops.h>
 #include <ATen/ops/leaky_relu_ops.h>
-#include <ATen/ops/lerp_ops.h>
 #include <ATen/ops/log10_ops.h>
 #include <ATen/ops/log2_ops.h>
-#include <ATen/ops/logical_and_ops.h>
-#include <ATen/ops/lt_ops.h>
-#include <ATen/ops/nan_to_num_ops.h>
+#include <ATen/ops/logical_not_ops.h>
+#include <ATen/ops/logical_xor_ops.h>
+#include <ATen/ops/logit_ops.h>
+#include <ATen/ops/maximum_ops.h>
+#include <ATen/ops/ne_ops.h>
 #include <ATen/ops/neg_ops.h>
+#include <ATen/ops/nextafter_ops.h>
 #include <ATen/ops/pow_ops.h>
-#include <ATen/ops/silu_backward_ops.h>
 #include <ATen/ops/sin_ops.h>
+#include <ATen/ops/softplus_backward_ops.h>
+#include <ATen/ops/softshrink_ops.h>
+#include <ATen/ops/special_bessel_y0_ops.h>
+#include <ATen/ops/special_chebyshev_polynomial_v_ops.h>
+#include <ATen/ops/special_erfcx_ops.h>
+#include <ATen/ops/special_i1_ops.h>
+#include <ATen/ops/special_laguerre_polynomial_l_ops.h>
+#include <ATen/ops/special_modified_bessel_k0_ops.h>
+#include <ATen/ops/special_shifted_chebyshev_polynomial_v_ops.h>
+#include <ATen/ops/special_spherical_bessel_j0_ops.h>
+#include <ATen/ops/special_zeta_ops.h>
+#include <ATen/ops/tanh_backward_ops.h>
 #include <ATen/ops/trunc_ops.h>
 
 #include "kernels/Elementwise.h"
@@ -540,698 +552,1112 @@ at::Tensor & wrapper_leaky_relu_out(const at::Tensor & self, const at::Scalar & 
   return out;
 }
 
-at::Tensor wrapper_nan_to_num(const at::Tensor & self, ::std::optional<double> nan, ::std::optional<double> posinf, ::std::optional<double> neginf) {
+at::Tensor wrapper_digamma(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::digamma", rbln::functors::digamma<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::digamma", rbln::functors::digamma<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::digamma", rbln::functors::digamma<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::digamma", rbln::functors::digamma<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::digamma>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::digamma");
+  return iter.output();
+}
+
+at::Tensor & wrapper_digamma_(at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::digamma_", rbln::functors::digamma<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::digamma_", rbln::functors::digamma<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::digamma_", rbln::functors::digamma<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::digamma_", rbln::functors::digamma<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::digamma_>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::digamma_");
+  return self;
+}
+
+at::Tensor & wrapper_digamma_out(const at::Tensor & self, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::digamma.out", rbln::functors::digamma<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::digamma.out", rbln::functors::digamma<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::digamma.out", rbln::functors::digamma<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::digamma.out", rbln::functors::digamma<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::digamma_out>::call(self, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::digamma.out");
+  return out;
+}
+
+at::Tensor wrapper_special_i1(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_i1", rbln::functors::special_i1<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_i1", rbln::functors::special_i1<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_i1", rbln::functors::special_i1<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_i1", rbln::functors::special_i1<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_i1>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_i1");
+  return iter.output();
+}
+
+at::Tensor & wrapper_special_i1_out(const at::Tensor & self, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_i1.out", rbln::functors::special_i1<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_i1.out", rbln::functors::special_i1<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_i1.out", rbln::functors::special_i1<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_i1.out", rbln::functors::special_i1<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_i1_out>::call(self, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_i1.out");
+  return out;
+}
+
+at::Tensor wrapper_special_erfcx(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_erfcx", rbln::functors::special_erfcx<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_erfcx", rbln::functors::special_erfcx<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_erfcx", rbln::functors::special_erfcx<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_erfcx", rbln::functors::special_erfcx<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_erfcx>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_erfcx");
+  return iter.output();
+}
+
+at::Tensor & wrapper_special_erfcx_out(const at::Tensor & self, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_erfcx.out", rbln::functors::special_erfcx<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_erfcx.out", rbln::functors::special_erfcx<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_erfcx.out", rbln::functors::special_erfcx<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_erfcx.out", rbln::functors::special_erfcx<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_erfcx_out>::call(self, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_erfcx.out");
+  return out;
+}
+
+at::Tensor wrapper_special_bessel_y0(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_bessel_y0", rbln::functors::special_bessel_y0<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_bessel_y0", rbln::functors::special_bessel_y0<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_bessel_y0", rbln::functors::special_bessel_y0<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_bessel_y0", rbln::functors::special_bessel_y0<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_bessel_y0>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_bessel_y0");
+  return iter.output();
+}
+
+at::Tensor & wrapper_special_bessel_y0_out(const at::Tensor & self, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_bessel_y0.out", rbln::functors::special_bessel_y0<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_bessel_y0.out", rbln::functors::special_bessel_y0<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_bessel_y0.out", rbln::functors::special_bessel_y0<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_bessel_y0.out", rbln::functors::special_bessel_y0<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_bessel_y0_out>::call(self, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_bessel_y0.out");
+  return out;
+}
+
+at::Tensor wrapper_special_modified_bessel_k0(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_modified_bessel_k0", rbln::functors::special_modified_bessel_k0<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_modified_bessel_k0", rbln::functors::special_modified_bessel_k0<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_modified_bessel_k0", rbln::functors::special_modified_bessel_k0<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_modified_bessel_k0", rbln::functors::special_modified_bessel_k0<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_modified_bessel_k0>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_modified_bessel_k0");
+  return iter.output();
+}
+
+at::Tensor & wrapper_special_modified_bessel_k0_out(const at::Tensor & self, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_modified_bessel_k0.out", rbln::functors::special_modified_bessel_k0<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_modified_bessel_k0.out", rbln::functors::special_modified_bessel_k0<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_modified_bessel_k0.out", rbln::functors::special_modified_bessel_k0<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_modified_bessel_k0.out", rbln::functors::special_modified_bessel_k0<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_modified_bessel_k0_out>::call(self, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_modified_bessel_k0.out");
+  return out;
+}
+
+at::Tensor wrapper_special_spherical_bessel_j0(const at::Tensor & x) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_float_iter(result, x);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_spherical_bessel_j0", rbln::functors::special_spherical_bessel_j0<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_spherical_bessel_j0", rbln::functors::special_spherical_bessel_j0<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_spherical_bessel_j0", rbln::functors::special_spherical_bessel_j0<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_spherical_bessel_j0", rbln::functors::special_spherical_bessel_j0<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_spherical_bessel_j0>::call(x);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_spherical_bessel_j0");
+  return iter.output();
+}
+
+at::Tensor & wrapper_special_spherical_bessel_j0_out(const at::Tensor & x, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_float_iter(result, x);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_spherical_bessel_j0.out", rbln::functors::special_spherical_bessel_j0<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_spherical_bessel_j0.out", rbln::functors::special_spherical_bessel_j0<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_spherical_bessel_j0.out", rbln::functors::special_spherical_bessel_j0<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_spherical_bessel_j0.out", rbln::functors::special_spherical_bessel_j0<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_spherical_bessel_j0_out>::call(x, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_spherical_bessel_j0.out");
+  return out;
+}
+
+at::Tensor wrapper_logit(const at::Tensor & self, ::std::optional<double> eps) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::logit", rbln::functors::logit<float>(eps)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::logit", rbln::functors::logit<at::Half>(eps)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::logit", rbln::functors::logit<at::BFloat16>(eps)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::logit", rbln::functors::logit<double>(eps)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logit>::call(self, eps);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::logit");
+  return iter.output();
+}
+
+at::Tensor & wrapper_logit_(at::Tensor & self, ::std::optional<double> eps) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::logit_", rbln::functors::logit<float>(eps)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::logit_", rbln::functors::logit<at::Half>(eps)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::logit_", rbln::functors::logit<at::BFloat16>(eps)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::logit_", rbln::functors::logit<double>(eps)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logit_>::call(self, eps);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::logit_");
+  return self;
+}
+
+at::Tensor & wrapper_logit_out(const at::Tensor & self, ::std::optional<double> eps, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::logit.out", rbln::functors::logit<float>(eps)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::logit.out", rbln::functors::logit<at::Half>(eps)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::logit.out", rbln::functors::logit<at::BFloat16>(eps)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::logit.out", rbln::functors::logit<double>(eps)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logit_out>::call(self, eps, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::logit.out");
+  return out;
+}
+
+at::Tensor wrapper_softshrink(const at::Tensor & self, const at::Scalar & lambd) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::unary_iter(result, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::nan_to_num", rbln::functors::nan_to_num<float>(nan, posinf, neginf)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::nan_to_num", rbln::functors::nan_to_num<at::Half>(nan, posinf, neginf)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::nan_to_num", rbln::functors::nan_to_num<at::BFloat16>(nan, posinf, neginf)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::nan_to_num", rbln::functors::nan_to_num<double>(nan, posinf, neginf)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nan_to_num>::call(self, nan, posinf, neginf);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::softshrink", rbln::functors::softshrink<float>(lambd)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::softshrink", rbln::functors::softshrink<at::Half>(lambd)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::softshrink", rbln::functors::softshrink<at::BFloat16>(lambd)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::softshrink", rbln::functors::softshrink<double>(lambd)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::softshrink>::call(self, lambd);
   }
-  RBLN_COUNT_DEVICE_OP("aten::nan_to_num");
+  RBLN_COUNT_DEVICE_OP("aten::softshrink");
   return iter.output();
 }
 
-at::Tensor & wrapper_nan_to_num_(at::Tensor & self, ::std::optional<double> nan, ::std::optional<double> posinf, ::std::optional<double> neginf) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::unary_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::nan_to_num_", rbln::functors::nan_to_num<float>(nan, posinf, neginf)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::nan_to_num_", rbln::functors::nan_to_num<at::Half>(nan, posinf, neginf)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::nan_to_num_", rbln::functors::nan_to_num<at::BFloat16>(nan, posinf, neginf)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::nan_to_num_", rbln::functors::nan_to_num<double>(nan, posinf, neginf)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nan_to_num_>::call(self, nan, posinf, neginf);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::nan_to_num_");
-  return self;
-}
-
-at::Tensor & wrapper_nan_to_num_out(const at::Tensor & self, ::std::optional<double> nan, ::std::optional<double> posinf, ::std::optional<double> neginf, at::Tensor & out) {
+at::Tensor & wrapper_softshrink_out(const at::Tensor & self, const at::Scalar & lambd, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_iter(result, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::nan_to_num.out", rbln::functors::nan_to_num<float>(nan, posinf, neginf)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::nan_to_num.out", rbln::functors::nan_to_num<at::Half>(nan, posinf, neginf)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::nan_to_num.out", rbln::functors::nan_to_num<at::BFloat16>(nan, posinf, neginf)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::nan_to_num.out", rbln::functors::nan_to_num<double>(nan, posinf, neginf)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nan_to_num_out>::call(self, nan, posinf, neginf, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::softshrink.out", rbln::functors::softshrink<float>(lambd)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::softshrink.out", rbln::functors::softshrink<at::Half>(lambd)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::softshrink.out", rbln::functors::softshrink<at::BFloat16>(lambd)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::softshrink.out", rbln::functors::softshrink<double>(lambd)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::softshrink_out>::call(self, lambd, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::nan_to_num.out");
+  RBLN_COUNT_DEVICE_OP("aten::softshrink.out");
   return out;
 }
 
-at::Tensor wrapper_isneginf(const at::Tensor & self) {
+at::Tensor wrapper_isposinf(const at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::logical_iter(result, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::isneginf", rbln::functors::isneginf<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::isneginf", rbln::functors::isneginf<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::isneginf", rbln::functors::isneginf<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::isneginf", rbln::functors::isneginf<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::isneginf", rbln::functors::isneginf<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::isneginf", rbln::functors::isneginf<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::isneginf", rbln::functors::isneginf<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::isneginf>::call(self);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::isposinf", rbln::functors::isposinf<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::isposinf", rbln::functors::isposinf<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::isposinf", rbln::functors::isposinf<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::isposinf", rbln::functors::isposinf<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::isposinf", rbln::functors::isposinf<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::isposinf", rbln::functors::isposinf<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::isposinf", rbln::functors::isposinf<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::isposinf>::call(self);
   }
-  RBLN_COUNT_DEVICE_OP("aten::isneginf");
+  RBLN_COUNT_DEVICE_OP("aten::isposinf");
   return iter.output();
 }
 
-at::Tensor & wrapper_isneginf_out(const at::Tensor & self, at::Tensor & out) {
+at::Tensor & wrapper_isposinf_out(const at::Tensor & self, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::logical_iter(result, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::isneginf.out", rbln::functors::isneginf<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::isneginf.out", rbln::functors::isneginf<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::isneginf.out", rbln::functors::isneginf<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::isneginf.out", rbln::functors::isneginf<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::isneginf.out", rbln::functors::isneginf<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::isneginf.out", rbln::functors::isneginf<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::isneginf.out", rbln::functors::isneginf<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::isneginf_out>::call(self, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::isposinf.out", rbln::functors::isposinf<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::isposinf.out", rbln::functors::isposinf<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::isposinf.out", rbln::functors::isposinf<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::isposinf.out", rbln::functors::isposinf<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::isposinf.out", rbln::functors::isposinf<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::isposinf.out", rbln::functors::isposinf<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::isposinf.out", rbln::functors::isposinf<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::isposinf_out>::call(self, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::isneginf.out");
+  RBLN_COUNT_DEVICE_OP("aten::isposinf.out");
   return out;
 }
 
-at::Tensor wrapper_add_Tensor(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
+at::Tensor wrapper_logical_not(const at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
+  auto iter = rbln::kernels::logical_iter(result, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::add.Tensor", rbln::functors::add<float>(alpha)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::add.Tensor", rbln::functors::add<at::Half>(alpha)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::add.Tensor", rbln::functors::add<at::BFloat16>(alpha)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::add.Tensor", rbln::functors::add<double>(alpha)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::add.Tensor", rbln::functors::add<int32_t>(alpha)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::add.Tensor", rbln::functors::add<int64_t>(alpha)); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::add.Tensor", rbln::functors::add<bool>(alpha)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::add_Tensor>::call(self, other, alpha);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::logical_not", rbln::functors::logical_not<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::logical_not", rbln::functors::logical_not<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::logical_not", rbln::functors::logical_not<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::logical_not", rbln::functors::logical_not<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::logical_not", rbln::functors::logical_not<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::logical_not", rbln::functors::logical_not<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::logical_not", rbln::functors::logical_not<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_not>::call(self);
   }
-  RBLN_COUNT_DEVICE_OP("aten::add.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::logical_not");
   return iter.output();
 }
 
-at::Tensor & wrapper_add__Tensor(at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
+at::Tensor & wrapper_logical_not_(at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
+  auto iter = rbln::kernels::logical_iter(result, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::add_.Tensor", rbln::functors::add<float>(alpha)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::add_.Tensor", rbln::functors::add<at::Half>(alpha)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::add_.Tensor", rbln::functors::add<at::BFloat16>(alpha)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::add_.Tensor", rbln::functors::add<double>(alpha)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::add_.Tensor", rbln::functors::add<int32_t>(alpha)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::add_.Tensor", rbln::functors::add<int64_t>(alpha)); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::add_.Tensor", rbln::functors::add<bool>(alpha)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::add__Tensor>::call(self, other, alpha);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::logical_not_", rbln::functors::logical_not<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::logical_not_", rbln::functors::logical_not<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::logical_not_", rbln::functors::logical_not<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::logical_not_", rbln::functors::logical_not<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::logical_not_", rbln::functors::logical_not<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::logical_not_", rbln::functors::logical_not<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::logical_not_", rbln::functors::logical_not<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_not_>::call(self);
   }
-  RBLN_COUNT_DEVICE_OP("aten::add_.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::logical_not_");
   return self;
 }
 
-at::Tensor & wrapper_add_out(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha, at::Tensor & out) {
+at::Tensor & wrapper_logical_not_out(const at::Tensor & self, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
+  auto iter = rbln::kernels::logical_iter(result, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::add.out", rbln::functors::add<float>(alpha)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::add.out", rbln::functors::add<at::Half>(alpha)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::add.out", rbln::functors::add<at::BFloat16>(alpha)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::add.out", rbln::functors::add<double>(alpha)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::add.out", rbln::functors::add<int32_t>(alpha)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::add.out", rbln::functors::add<int64_t>(alpha)); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::add.out", rbln::functors::add<bool>(alpha)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::add_out>::call(self, other, alpha, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::logical_not.out", rbln::functors::logical_not<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::logical_not.out", rbln::functors::logical_not<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::logical_not.out", rbln::functors::logical_not<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::logical_not.out", rbln::functors::logical_not<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::logical_not.out", rbln::functors::logical_not<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::logical_not.out", rbln::functors::logical_not<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::logical_not.out", rbln::functors::logical_not<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_not_out>::call(self, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::add.out");
+  RBLN_COUNT_DEVICE_OP("aten::logical_not.out");
   return out;
 }
 
-at::Tensor wrapper_div_Tensor_mode(const at::Tensor & self, const at::Tensor & other, ::std::optional<c10::string_view> rounding_mode) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::div.Tensor_mode", rbln::functors::div<float>(rounding_mode)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::div.Tensor_mode", rbln::functors::div<at::Half>(rounding_mode)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::div.Tensor_mode", rbln::functors::div<at::BFloat16>(rounding_mode)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::div.Tensor_mode", rbln::functors::div<double>(rounding_mode)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::div.Tensor_mode", rbln::functors::div<int32_t>(rounding_mode)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::div.Tensor_mode", rbln::functors::div<int64_t>(rounding_mode)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::div_Tensor_mode>::call(self, other, rounding_mode);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::div.Tensor_mode");
-  return iter.output();
-}
-
-at::Tensor & wrapper_div__Tensor_mode(at::Tensor & self, const at::Tensor & other, ::std::optional<c10::string_view> rounding_mode) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::div_.Tensor_mode", rbln::functors::div<float>(rounding_mode)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::div_.Tensor_mode", rbln::functors::div<at::Half>(rounding_mode)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::div_.Tensor_mode", rbln::functors::div<at::BFloat16>(rounding_mode)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::div_.Tensor_mode", rbln::functors::div<double>(rounding_mode)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::div_.Tensor_mode", rbln::functors::div<int32_t>(rounding_mode)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::div_.Tensor_mode", rbln::functors::div<int64_t>(rounding_mode)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::div__Tensor_mode>::call(self, other, rounding_mode);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::div_.Tensor_mode");
-  return self;
-}
-
-at::Tensor & wrapper_div_out_mode(const at::Tensor & self, const at::Tensor & other, ::std::optional<c10::string_view> rounding_mode, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::div.out_mode", rbln::functors::div<float>(rounding_mode)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::div.out_mode", rbln::functors::div<at::Half>(rounding_mode)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::div.out_mode", rbln::functors::div<at::BFloat16>(rounding_mode)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::div.out_mode", rbln::functors::div<double>(rounding_mode)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::div.out_mode", rbln::functors::div<int32_t>(rounding_mode)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::div.out_mode", rbln::functors::div<int64_t>(rounding_mode)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::div_out_mode>::call(self, other, rounding_mode, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::div.out_mode");
-  return out;
-}
-
-at::Tensor wrapper_pow_Scalar(const at::Scalar & self, const at::Tensor & exponent) {
-  const auto self_t = at::native::wrapped_scalar_tensor(self);
-  const c10::OptionalDeviceGuard guard(at::device_of(exponent));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, self_t, exponent);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::pow.Scalar", rbln::functors::pow<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::pow.Scalar", rbln::functors::pow<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::pow.Scalar", rbln::functors::pow<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow.Scalar", rbln::functors::pow<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow.Scalar", rbln::functors::pow<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow.Scalar", rbln::functors::pow<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow_Scalar>::call(self, exponent);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::pow.Scalar");
-  return iter.output();
-}
-
-at::Tensor & wrapper_pow_Scalar_out(const at::Scalar & self, const at::Tensor & exponent, at::Tensor & out) {
-  const auto self_t = at::native::wrapped_scalar_tensor(self);
-  const c10::OptionalDeviceGuard guard(at::device_of(exponent));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, self_t, exponent);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::pow.Scalar_out", rbln::functors::pow<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::pow.Scalar_out", rbln::functors::pow<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::pow.Scalar_out", rbln::functors::pow<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow.Scalar_out", rbln::functors::pow<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow.Scalar_out", rbln::functors::pow<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow.Scalar_out", rbln::functors::pow<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow_Scalar_out>::call(self, exponent, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::pow.Scalar_out");
-  return out;
-}
-
-at::Tensor wrapper_copysign_Tensor(const at::Tensor & self, const at::Tensor & other) {
+at::Tensor wrapper_div_Tensor(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::binary_float_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::copysign.Tensor", rbln::functors::copysign<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::copysign.Tensor", rbln::functors::copysign<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::copysign.Tensor", rbln::functors::copysign<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::copysign.Tensor", rbln::functors::copysign<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::copysign_Tensor>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::div.Tensor", rbln::functors::div<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::div.Tensor", rbln::functors::div<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::div.Tensor", rbln::functors::div<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::div.Tensor", rbln::functors::div<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::div_Tensor>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::copysign.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::div.Tensor");
   return iter.output();
 }
 
-at::Tensor & wrapper_copysign__Tensor(at::Tensor & self, const at::Tensor & other) {
+at::Tensor & wrapper_div__Tensor(at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
   auto iter = rbln::kernels::binary_float_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::copysign_.Tensor", rbln::functors::copysign<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::copysign_.Tensor", rbln::functors::copysign<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::copysign_.Tensor", rbln::functors::copysign<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::copysign_.Tensor", rbln::functors::copysign<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::copysign__Tensor>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::div_.Tensor", rbln::functors::div<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::div_.Tensor", rbln::functors::div<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::div_.Tensor", rbln::functors::div<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::div_.Tensor", rbln::functors::div<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::div__Tensor>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::copysign_.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::div_.Tensor");
   return self;
 }
 
-at::Tensor & wrapper_copysign_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+at::Tensor & wrapper_div_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::binary_float_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::copysign.out", rbln::functors::copysign<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::copysign.out", rbln::functors::copysign<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::copysign.out", rbln::functors::copysign<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::copysign.out", rbln::functors::copysign<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::copysign_out>::call(self, other, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::div.out", rbln::functors::div<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::div.out", rbln::functors::div<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::div.out", rbln::functors::div<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::div.out", rbln::functors::div<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::div_out>::call(self, other, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::copysign.out");
+  RBLN_COUNT_DEVICE_OP("aten::div.out");
   return out;
 }
 
-at::Tensor wrapper_fmin(const at::Tensor & self, const at::Tensor & other) {
+at::Tensor wrapper_pow_Tensor_Scalar(const at::Tensor & self, const at::Scalar & exponent) {
+  const auto exponent_t = at::native::wrapped_scalar_tensor(exponent);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, self, exponent_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::pow.Tensor_Scalar", rbln::functors::pow<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::pow.Tensor_Scalar", rbln::functors::pow<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::pow.Tensor_Scalar", rbln::functors::pow<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow.Tensor_Scalar", rbln::functors::pow<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow.Tensor_Scalar", rbln::functors::pow<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow.Tensor_Scalar", rbln::functors::pow<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow_Tensor_Scalar>::call(self, exponent);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::pow.Tensor_Scalar");
+  return iter.output();
+}
+
+at::Tensor & wrapper_pow__Scalar(at::Tensor & self, const at::Scalar & exponent) {
+  const auto exponent_t = at::native::wrapped_scalar_tensor(exponent);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::binary_iter(result, self, exponent_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::pow_.Scalar", rbln::functors::pow<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::pow_.Scalar", rbln::functors::pow<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::pow_.Scalar", rbln::functors::pow<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow_.Scalar", rbln::functors::pow<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow_.Scalar", rbln::functors::pow<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow_.Scalar", rbln::functors::pow<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow__Scalar>::call(self, exponent);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::pow_.Scalar");
+  return self;
+}
+
+at::Tensor & wrapper_pow_Tensor_Scalar_out(const at::Tensor & self, const at::Scalar & exponent, at::Tensor & out) {
+  const auto exponent_t = at::native::wrapped_scalar_tensor(exponent);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_iter(result, self, exponent_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::pow.Tensor_Scalar_out", rbln::functors::pow<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::pow.Tensor_Scalar_out", rbln::functors::pow<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::pow.Tensor_Scalar_out", rbln::functors::pow<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow.Tensor_Scalar_out", rbln::functors::pow<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow.Tensor_Scalar_out", rbln::functors::pow<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow.Tensor_Scalar_out", rbln::functors::pow<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow_Tensor_Scalar_out>::call(self, exponent, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::pow.Tensor_Scalar_out");
+  return out;
+}
+
+at::Tensor wrapper_fmod_Tensor(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::fmin", rbln::functors::fmin<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::fmin", rbln::functors::fmin<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::fmin", rbln::functors::fmin<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::fmin", rbln::functors::fmin<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::fmin", rbln::functors::fmin<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::fmin", rbln::functors::fmin<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fmin>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::fmod.Tensor", rbln::functors::fmod<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::fmod.Tensor", rbln::functors::fmod<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::fmod.Tensor", rbln::functors::fmod<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::fmod.Tensor", rbln::functors::fmod<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::fmod.Tensor", rbln::functors::fmod<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::fmod.Tensor", rbln::functors::fmod<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fmod_Tensor>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::fmin");
+  RBLN_COUNT_DEVICE_OP("aten::fmod.Tensor");
   return iter.output();
 }
 
-at::Tensor & wrapper_fmin_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::fmin.out", rbln::functors::fmin<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::fmin.out", rbln::functors::fmin<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::fmin.out", rbln::functors::fmin<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::fmin.out", rbln::functors::fmin<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::fmin.out", rbln::functors::fmin<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::fmin.out", rbln::functors::fmin<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fmin_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::fmin.out");
-  return out;
-}
-
-at::Tensor wrapper_lerp_Tensor(const at::Tensor & self, const at::Tensor & end, const at::Tensor & weight) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::ternary_iter(result, self, end, weight);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::lerp.Tensor", rbln::functors::lerp<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::lerp.Tensor", rbln::functors::lerp<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::lerp.Tensor", rbln::functors::lerp<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::lerp.Tensor", rbln::functors::lerp<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lerp_Tensor>::call(self, end, weight);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::lerp.Tensor");
-  return iter.output();
-}
-
-at::Tensor & wrapper_lerp__Tensor(at::Tensor & self, const at::Tensor & end, const at::Tensor & weight) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::ternary_iter(result, self, end, weight);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::lerp_.Tensor", rbln::functors::lerp<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::lerp_.Tensor", rbln::functors::lerp<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::lerp_.Tensor", rbln::functors::lerp<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::lerp_.Tensor", rbln::functors::lerp<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lerp__Tensor>::call(self, end, weight);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::lerp_.Tensor");
-  return self;
-}
-
-at::Tensor & wrapper_lerp_Tensor_out(const at::Tensor & self, const at::Tensor & end, const at::Tensor & weight, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::ternary_iter(result, self, end, weight);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::lerp.Tensor_out", rbln::functors::lerp<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::lerp.Tensor_out", rbln::functors::lerp<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::lerp.Tensor_out", rbln::functors::lerp<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::lerp.Tensor_out", rbln::functors::lerp<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lerp_Tensor_out>::call(self, end, weight, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::lerp.Tensor_out");
-  return out;
-}
-
-at::Tensor wrapper_eq_Tensor(const at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq_Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::eq.Tensor");
-  return iter.output();
-}
-
-at::Tensor & wrapper_eq__Tensor(at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq__Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::eq_.Tensor");
-  return self;
-}
-
-at::Tensor & wrapper_eq_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq_Tensor_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::eq.Tensor_out");
-  return out;
-}
-
-at::Tensor wrapper_gt_Tensor(const at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::gt.Tensor", rbln::functors::gt<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::gt.Tensor", rbln::functors::gt<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::gt.Tensor", rbln::functors::gt<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::gt.Tensor", rbln::functors::gt<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::gt.Tensor", rbln::functors::gt<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::gt.Tensor", rbln::functors::gt<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::gt.Tensor", rbln::functors::gt<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gt_Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::gt.Tensor");
-  return iter.output();
-}
-
-at::Tensor & wrapper_gt__Tensor(at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::gt_.Tensor", rbln::functors::gt<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::gt_.Tensor", rbln::functors::gt<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::gt_.Tensor", rbln::functors::gt<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::gt_.Tensor", rbln::functors::gt<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::gt_.Tensor", rbln::functors::gt<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::gt_.Tensor", rbln::functors::gt<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::gt_.Tensor", rbln::functors::gt<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gt__Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::gt_.Tensor");
-  return self;
-}
-
-at::Tensor & wrapper_gt_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::gt.Tensor_out", rbln::functors::gt<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::gt.Tensor_out", rbln::functors::gt<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::gt.Tensor_out", rbln::functors::gt<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::gt.Tensor_out", rbln::functors::gt<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::gt.Tensor_out", rbln::functors::gt<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::gt.Tensor_out", rbln::functors::gt<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::gt.Tensor_out", rbln::functors::gt<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gt_Tensor_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::gt.Tensor_out");
-  return out;
-}
-
-at::Tensor wrapper_lt_Tensor(const at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::lt.Tensor", rbln::functors::lt<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lt.Tensor", rbln::functors::lt<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lt.Tensor", rbln::functors::lt<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lt.Tensor", rbln::functors::lt<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::lt.Tensor", rbln::functors::lt<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::lt.Tensor", rbln::functors::lt<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::lt.Tensor", rbln::functors::lt<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lt_Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::lt.Tensor");
-  return iter.output();
-}
-
-at::Tensor & wrapper_lt__Tensor(at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::lt_.Tensor", rbln::functors::lt<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lt_.Tensor", rbln::functors::lt<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lt_.Tensor", rbln::functors::lt<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lt_.Tensor", rbln::functors::lt<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::lt_.Tensor", rbln::functors::lt<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::lt_.Tensor", rbln::functors::lt<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::lt_.Tensor", rbln::functors::lt<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lt__Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::lt_.Tensor");
-  return self;
-}
-
-at::Tensor & wrapper_lt_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::lt.Tensor_out", rbln::functors::lt<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lt.Tensor_out", rbln::functors::lt<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lt.Tensor_out", rbln::functors::lt<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lt.Tensor_out", rbln::functors::lt<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::lt.Tensor_out", rbln::functors::lt<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::lt.Tensor_out", rbln::functors::lt<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::lt.Tensor_out", rbln::functors::lt<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lt_Tensor_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::lt.Tensor_out");
-  return out;
-}
-
-at::Tensor wrapper_logical_and(const at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logical_and", rbln::functors::logical_and<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logical_and", rbln::functors::logical_and<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logical_and", rbln::functors::logical_and<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logical_and", rbln::functors::logical_and<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::logical_and", rbln::functors::logical_and<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::logical_and", rbln::functors::logical_and<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::logical_and", rbln::functors::logical_and<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_and>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::logical_and");
-  return iter.output();
-}
-
-at::Tensor & wrapper_logical_and_(at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logical_and_", rbln::functors::logical_and<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logical_and_", rbln::functors::logical_and<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logical_and_", rbln::functors::logical_and<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logical_and_", rbln::functors::logical_and<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::logical_and_", rbln::functors::logical_and<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::logical_and_", rbln::functors::logical_and<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::logical_and_", rbln::functors::logical_and<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_and_>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::logical_and_");
-  return self;
-}
-
-at::Tensor & wrapper_logical_and_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logical_and.out", rbln::functors::logical_and<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logical_and.out", rbln::functors::logical_and<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logical_and.out", rbln::functors::logical_and<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logical_and.out", rbln::functors::logical_and<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::logical_and.out", rbln::functors::logical_and<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::logical_and.out", rbln::functors::logical_and<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::logical_and.out", rbln::functors::logical_and<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_and_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::logical_and.out");
-  return out;
-}
-
-at::Tensor wrapper_bitwise_or_Tensor(const at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_or.Tensor", rbln::functors::bitwise_or<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_or.Tensor", rbln::functors::bitwise_or<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_or.Tensor", rbln::functors::bitwise_or<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_or_Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::bitwise_or.Tensor");
-  return iter.output();
-}
-
-at::Tensor & wrapper_bitwise_or__Tensor(at::Tensor & self, const at::Tensor & other) {
+at::Tensor & wrapper_fmod__Tensor(at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_or_.Tensor", rbln::functors::bitwise_or<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_or_.Tensor", rbln::functors::bitwise_or<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_or_.Tensor", rbln::functors::bitwise_or<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_or__Tensor>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::fmod_.Tensor", rbln::functors::fmod<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::fmod_.Tensor", rbln::functors::fmod<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::fmod_.Tensor", rbln::functors::fmod<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::fmod_.Tensor", rbln::functors::fmod<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::fmod_.Tensor", rbln::functors::fmod<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::fmod_.Tensor", rbln::functors::fmod<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fmod__Tensor>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::bitwise_or_.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::fmod_.Tensor");
   return self;
 }
 
-at::Tensor & wrapper_bitwise_or_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+at::Tensor & wrapper_fmod_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_or.Tensor_out", rbln::functors::bitwise_or<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_or.Tensor_out", rbln::functors::bitwise_or<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_or.Tensor_out", rbln::functors::bitwise_or<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_or_Tensor_out>::call(self, other, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::fmod.Tensor_out", rbln::functors::fmod<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::fmod.Tensor_out", rbln::functors::fmod<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::fmod.Tensor_out", rbln::functors::fmod<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::fmod.Tensor_out", rbln::functors::fmod<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::fmod.Tensor_out", rbln::functors::fmod<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::fmod.Tensor_out", rbln::functors::fmod<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fmod_Tensor_out>::call(self, other, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::bitwise_or.Tensor_out");
+  RBLN_COUNT_DEVICE_OP("aten::fmod.Tensor_out");
   return out;
 }
 
-at::Tensor wrapper_silu_backward(const at::Tensor & grad_output, const at::Tensor & self) {
+at::Tensor wrapper_fmax(const at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::fmax", rbln::functors::fmax<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::fmax", rbln::functors::fmax<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::fmax", rbln::functors::fmax<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::fmax", rbln::functors::fmax<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::fmax", rbln::functors::fmax<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::fmax", rbln::functors::fmax<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fmax>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::fmax");
+  return iter.output();
+}
+
+at::Tensor & wrapper_fmax_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::fmax.out", rbln::functors::fmax<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::fmax.out", rbln::functors::fmax<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::fmax.out", rbln::functors::fmax<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::fmax.out", rbln::functors::fmax<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::fmax.out", rbln::functors::fmax<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::fmax.out", rbln::functors::fmax<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fmax_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::fmax.out");
+  return out;
+}
+
+at::Tensor wrapper_special_zeta(const at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_float_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_zeta", rbln::functors::special_zeta<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_zeta", rbln::functors::special_zeta<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_zeta", rbln::functors::special_zeta<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_zeta", rbln::functors::special_zeta<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_zeta>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_zeta");
+  return iter.output();
+}
+
+at::Tensor & wrapper_special_zeta_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_float_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_zeta.out", rbln::functors::special_zeta<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_zeta.out", rbln::functors::special_zeta<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_zeta.out", rbln::functors::special_zeta<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_zeta.out", rbln::functors::special_zeta<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_zeta_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_zeta.out");
+  return out;
+}
+
+at::Tensor wrapper_nextafter(const at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::nextafter", rbln::functors::nextafter<float>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::nextafter", rbln::functors::nextafter<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nextafter>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::nextafter");
+  return iter.output();
+}
+
+at::Tensor & wrapper_nextafter_(at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::nextafter_", rbln::functors::nextafter<float>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::nextafter_", rbln::functors::nextafter<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nextafter_>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::nextafter_");
+  return self;
+}
+
+at::Tensor & wrapper_nextafter_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::nextafter.out", rbln::functors::nextafter<float>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::nextafter.out", rbln::functors::nextafter<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nextafter_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::nextafter.out");
+  return out;
+}
+
+at::Tensor wrapper_special_chebyshev_polynomial_v(const at::Tensor & x, const at::Tensor & n) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_float_iter(result, x, n);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_chebyshev_polynomial_v", rbln::functors::special_chebyshev_polynomial_v<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_chebyshev_polynomial_v", rbln::functors::special_chebyshev_polynomial_v<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_chebyshev_polynomial_v", rbln::functors::special_chebyshev_polynomial_v<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_chebyshev_polynomial_v", rbln::functors::special_chebyshev_polynomial_v<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_chebyshev_polynomial_v>::call(x, n);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_chebyshev_polynomial_v");
+  return iter.output();
+}
+
+at::Tensor & wrapper_special_chebyshev_polynomial_v_out(const at::Tensor & x, const at::Tensor & n, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_float_iter(result, x, n);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_chebyshev_polynomial_v.out", rbln::functors::special_chebyshev_polynomial_v<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_chebyshev_polynomial_v.out", rbln::functors::special_chebyshev_polynomial_v<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_chebyshev_polynomial_v.out", rbln::functors::special_chebyshev_polynomial_v<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_chebyshev_polynomial_v.out", rbln::functors::special_chebyshev_polynomial_v<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_chebyshev_polynomial_v_out>::call(x, n, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_chebyshev_polynomial_v.out");
+  return out;
+}
+
+at::Tensor wrapper_special_shifted_chebyshev_polynomial_v(const at::Tensor & x, const at::Tensor & n) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_float_iter(result, x, n);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_shifted_chebyshev_polynomial_v", rbln::functors::special_shifted_chebyshev_polynomial_v<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_shifted_chebyshev_polynomial_v", rbln::functors::special_shifted_chebyshev_polynomial_v<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_shifted_chebyshev_polynomial_v", rbln::functors::special_shifted_chebyshev_polynomial_v<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_shifted_chebyshev_polynomial_v", rbln::functors::special_shifted_chebyshev_polynomial_v<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_shifted_chebyshev_polynomial_v>::call(x, n);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_shifted_chebyshev_polynomial_v");
+  return iter.output();
+}
+
+at::Tensor & wrapper_special_shifted_chebyshev_polynomial_v_out(const at::Tensor & x, const at::Tensor & n, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_float_iter(result, x, n);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_shifted_chebyshev_polynomial_v.out", rbln::functors::special_shifted_chebyshev_polynomial_v<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_shifted_chebyshev_polynomial_v.out", rbln::functors::special_shifted_chebyshev_polynomial_v<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_shifted_chebyshev_polynomial_v.out", rbln::functors::special_shifted_chebyshev_polynomial_v<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_shifted_chebyshev_polynomial_v.out", rbln::functors::special_shifted_chebyshev_polynomial_v<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_shifted_chebyshev_polynomial_v_out>::call(x, n, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_shifted_chebyshev_polynomial_v.out");
+  return out;
+}
+
+at::Tensor wrapper_special_laguerre_polynomial_l(const at::Tensor & x, const at::Tensor & n) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_float_iter(result, x, n);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_laguerre_polynomial_l", rbln::functors::special_laguerre_polynomial_l<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_laguerre_polynomial_l", rbln::functors::special_laguerre_polynomial_l<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_laguerre_polynomial_l", rbln::functors::special_laguerre_polynomial_l<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_laguerre_polynomial_l", rbln::functors::special_laguerre_polynomial_l<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_laguerre_polynomial_l>::call(x, n);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_laguerre_polynomial_l");
+  return iter.output();
+}
+
+at::Tensor & wrapper_special_laguerre_polynomial_l_out(const at::Tensor & x, const at::Tensor & n, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_float_iter(result, x, n);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_laguerre_polynomial_l.out", rbln::functors::special_laguerre_polynomial_l<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_laguerre_polynomial_l.out", rbln::functors::special_laguerre_polynomial_l<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_laguerre_polynomial_l.out", rbln::functors::special_laguerre_polynomial_l<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_laguerre_polynomial_l.out", rbln::functors::special_laguerre_polynomial_l<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_laguerre_polynomial_l_out>::call(x, n, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_laguerre_polynomial_l.out");
+  return out;
+}
+
+at::Tensor wrapper_addcmul(const at::Tensor & self, const at::Tensor & tensor1, const at::Tensor & tensor2, const at::Scalar & value) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::ternary_iter(result, self, tensor1, tensor2);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::addcmul", rbln::functors::addcmul<float>(value)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::addcmul", rbln::functors::addcmul<at::Half>(value)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::addcmul", rbln::functors::addcmul<at::BFloat16>(value)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::addcmul", rbln::functors::addcmul<double>(value)); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 4>(iter, "aten::addcmul", rbln::functors::addcmul<int32_t>(value)); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 4>(iter, "aten::addcmul", rbln::functors::addcmul<int64_t>(value)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addcmul>::call(self, tensor1, tensor2, value);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::addcmul");
+  return iter.output();
+}
+
+at::Tensor & wrapper_addcmul_(at::Tensor & self, const at::Tensor & tensor1, const at::Tensor & tensor2, const at::Scalar & value) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::ternary_iter(result, self, tensor1, tensor2);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<float>(value)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<at::Half>(value)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<at::BFloat16>(value)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<double>(value)); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<int32_t>(value)); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<int64_t>(value)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addcmul_>::call(self, tensor1, tensor2, value);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::addcmul_");
+  return self;
+}
+
+at::Tensor & wrapper_addcmul_out(const at::Tensor & self, const at::Tensor & tensor1, const at::Tensor & tensor2, const at::Scalar & value, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::ternary_iter(result, self, tensor1, tensor2);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<float>(value)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<at::Half>(value)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<at::BFloat16>(value)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<double>(value)); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<int32_t>(value)); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<int64_t>(value)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addcmul_out>::call(self, tensor1, tensor2, value, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::addcmul.out");
+  return out;
+}
+
+at::Tensor wrapper_maximum(const at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::maximum", rbln::functors::maximum<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::maximum", rbln::functors::maximum<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::maximum", rbln::functors::maximum<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::maximum", rbln::functors::maximum<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::maximum", rbln::functors::maximum<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::maximum", rbln::functors::maximum<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::maximum", rbln::functors::maximum<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::maximum>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::maximum");
+  return iter.output();
+}
+
+at::Tensor & wrapper_maximum_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::maximum.out", rbln::functors::maximum<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::maximum.out", rbln::functors::maximum<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::maximum.out", rbln::functors::maximum<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::maximum.out", rbln::functors::maximum<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::maximum.out", rbln::functors::maximum<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::maximum.out", rbln::functors::maximum<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::maximum.out", rbln::functors::maximum<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::maximum_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::maximum.out");
+  return out;
+}
+
+at::Tensor wrapper_ne_Tensor(const at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::compare_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne_Tensor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::ne.Tensor");
+  return iter.output();
+}
+
+at::Tensor & wrapper_ne__Tensor(at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::compare_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne__Tensor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::ne_.Tensor");
+  return self;
+}
+
+at::Tensor & wrapper_ne_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::compare_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne_Tensor_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::ne.Tensor_out");
+  return out;
+}
+
+at::Tensor wrapper_ge_Tensor(const at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::compare_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ge.Tensor", rbln::functors::ge<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ge.Tensor", rbln::functors::ge<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ge.Tensor", rbln::functors::ge<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ge.Tensor", rbln::functors::ge<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ge.Tensor", rbln::functors::ge<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ge.Tensor", rbln::functors::ge<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ge.Tensor", rbln::functors::ge<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ge_Tensor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::ge.Tensor");
+  return iter.output();
+}
+
+at::Tensor & wrapper_ge__Tensor(at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::compare_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ge_.Tensor", rbln::functors::ge<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ge_.Tensor", rbln::functors::ge<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ge_.Tensor", rbln::functors::ge<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ge_.Tensor", rbln::functors::ge<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ge_.Tensor", rbln::functors::ge<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ge_.Tensor", rbln::functors::ge<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ge_.Tensor", rbln::functors::ge<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ge__Tensor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::ge_.Tensor");
+  return self;
+}
+
+at::Tensor & wrapper_ge_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::compare_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ge.Tensor_out", rbln::functors::ge<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ge.Tensor_out", rbln::functors::ge<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ge.Tensor_out", rbln::functors::ge<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ge.Tensor_out", rbln::functors::ge<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ge.Tensor_out", rbln::functors::ge<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ge.Tensor_out", rbln::functors::ge<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ge.Tensor_out", rbln::functors::ge<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ge_Tensor_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::ge.Tensor_out");
+  return out;
+}
+
+at::Tensor wrapper_le_Tensor(const at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::compare_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::le.Tensor", rbln::functors::le<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::le.Tensor", rbln::functors::le<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::le.Tensor", rbln::functors::le<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::le.Tensor", rbln::functors::le<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::le.Tensor", rbln::functors::le<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::le.Tensor", rbln::functors::le<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::le.Tensor", rbln::functors::le<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::le_Tensor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::le.Tensor");
+  return iter.output();
+}
+
+at::Tensor & wrapper_le__Tensor(at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::compare_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::le_.Tensor", rbln::functors::le<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::le_.Tensor", rbln::functors::le<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::le_.Tensor", rbln::functors::le<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::le_.Tensor", rbln::functors::le<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::le_.Tensor", rbln::functors::le<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::le_.Tensor", rbln::functors::le<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::le_.Tensor", rbln::functors::le<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::le__Tensor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::le_.Tensor");
+  return self;
+}
+
+at::Tensor & wrapper_le_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::compare_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::le.Tensor_out", rbln::functors::le<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::le.Tensor_out", rbln::functors::le<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::le.Tensor_out", rbln::functors::le<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::le.Tensor_out", rbln::functors::le<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::le.Tensor_out", rbln::functors::le<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::le.Tensor_out", rbln::functors::le<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::le.Tensor_out", rbln::functors::le<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::le_Tensor_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::le.Tensor_out");
+  return out;
+}
+
+at::Tensor wrapper_logical_xor(const at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::compare_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_xor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::logical_xor");
+  return iter.output();
+}
+
+at::Tensor & wrapper_logical_xor_(at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::compare_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_xor_>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::logical_xor_");
+  return self;
+}
+
+at::Tensor & wrapper_logical_xor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::compare_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_xor_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::logical_xor.out");
+  return out;
+}
+
+at::Tensor wrapper_bitwise_not(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::bitwise_not", rbln::functors::bitwise_not<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::bitwise_not", rbln::functors::bitwise_not<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::bitwise_not", rbln::functors::bitwise_not<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_not>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::bitwise_not");
+  return iter.output();
+}
+
+at::Tensor & wrapper_bitwise_not_(at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::unary_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::bitwise_not_", rbln::functors::bitwise_not<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::bitwise_not_", rbln::functors::bitwise_not<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::bitwise_not_", rbln::functors::bitwise_not<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_not_>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::bitwise_not_");
+  return self;
+}
+
+at::Tensor & wrapper_bitwise_not_out(const at::Tensor & self, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::bitwise_not.out", rbln::functors::bitwise_not<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::bitwise_not.out", rbln::functors::bitwise_not<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::bitwise_not.out", rbln::functors::bitwise_not<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_not_out>::call(self, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::bitwise_not.out");
+  return out;
+}
+
+at::Tensor wrapper_tanh_backward(const at::Tensor & grad_output, const at::Tensor & output) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, grad_output, output);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::tanh_backward", rbln::functors::tanh_backward<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::tanh_backward", rbln::functors::tanh_backward<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::tanh_backward", rbln::functors::tanh_backward<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::tanh_backward", rbln::functors::tanh_backward<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::tanh_backward>::call(grad_output, output);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::tanh_backward");
+  return iter.output();
+}
+
+at::Tensor & wrapper_tanh_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & output, at::Tensor & grad_input) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  at::Tensor result = grad_input;
+  auto iter = rbln::kernels::binary_iter(result, grad_output, output);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::tanh_backward.grad_input", rbln::functors::tanh_backward<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::tanh_backward.grad_input", rbln::functors::tanh_backward<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::tanh_backward.grad_input", rbln::functors::tanh_backward<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::tanh_backward.grad_input", rbln::functors::tanh_backward<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::tanh_backward_grad_input>::call(grad_output, output, grad_input);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::tanh_backward.grad_input");
+  return grad_input;
+}
+
+at::Tensor wrapper_softplus_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & beta, const at::Scalar & threshold) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::silu_backward", rbln::functors::silu_backward<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::silu_backward", rbln::functors::silu_backward<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::silu_backward", rbln::functors::silu_backward<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::silu_backward", rbln::functors::silu_backward<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::silu_backward>::call(grad_output, self);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::softplus_backward", rbln::functors::softplus_backward<float>(beta, threshold)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::softplus_backward", rbln::functors::softplus_backward<at::Half>(beta, threshold)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::softplus_backward", rbln::functors::softplus_backward<at::BFloat16>(beta, threshold)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::softplus_backward", rbln::functors::softplus_backward<double>(beta, threshold)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::softplus_backward>::call(grad_output, self, beta, threshold);
   }
-  RBLN_COUNT_DEVICE_OP("aten::silu_backward");
+  RBLN_COUNT_DEVICE_OP("aten::softplus_backward");
   return iter.output();
 }
 
-at::Tensor & wrapper_silu_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, at::Tensor & grad_input) {
+at::Tensor & wrapper_softplus_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & beta, const at::Scalar & threshold, at::Tensor & grad_input) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result = grad_input;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::silu_backward.grad_input", rbln::functors::silu_backward<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::silu_backward.grad_input", rbln::functors::silu_backward<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::silu_backward.grad_input", rbln::functors::silu_backward<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::silu_backward.grad_input", rbln::functors::silu_backward<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::silu_backward_grad_input>::call(grad_output, self, grad_input);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::softplus_backward.grad_input", rbln::functors::softplus_backward<float>(beta, threshold)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::softplus_backward.grad_input", rbln::functors::softplus_backward<at::Half>(beta, threshold)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::softplus_backward.grad_input", rbln::functors::softplus_backward<at::BFloat16>(beta, threshold)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::softplus_backward.grad_input", rbln::functors::softplus_backward<double>(beta, threshold)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::softplus_backward_grad_input>::call(grad_output, self, beta, threshold, grad_input);
   }
-  RBLN_COUNT_DEVICE_OP("aten::silu_backward.grad_input");
+  RBLN_COUNT_DEVICE_OP("aten::softplus_backward.grad_input");
   return grad_input;
-}
-
-at::Tensor wrapper_hardtanh_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & min_val, const at::Scalar & max_val) {
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hardtanh_backward", rbln::functors::hardtanh_backward<float>(min_val, max_val)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hardtanh_backward", rbln::functors::hardtanh_backward<at::Half>(min_val, max_val)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hardtanh_backward", rbln::functors::hardtanh_backward<at::BFloat16>(min_val, max_val)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hardtanh_backward", rbln::functors::hardtanh_backward<double>(min_val, max_val)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardtanh_backward>::call(grad_output, self, min_val, max_val);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::hardtanh_backward");
-  return iter.output();
-}
-
-at::Tensor & wrapper_hardtanh_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & min_val, const at::Scalar & max_val, at::Tensor & grad_input) {
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result = grad_input;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hardtanh_backward.grad_input", rbln::functors::hardtanh_backward<float>(min_val, max_val)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hardtanh_backward.grad_input", rbln::functors::hardtanh_backward<at::Half>(min_val, max_val)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hardtanh_backward.grad_input", rbln::functors::hardtanh_backward<at::BFloat16>(min_val, max_val)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hardtanh_backward.grad_input", rbln::functors::hardtanh_backward<double>(min_val, max_val)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardtanh_backward_grad_input>::call(grad_output, self, min_val, max_val, grad_input);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::hardtanh_backward.grad_input");
-  return grad_input;
-}
-
-at::Tensor wrapper_hardswish_backward(const at::Tensor & grad_output, const at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hardswish_backward", rbln::functors::hardswish_backward<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hardswish_backward", rbln::functors::hardswish_backward<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hardswish_backward", rbln::functors::hardswish_backward<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hardswish_backward", rbln::functors::hardswish_backward<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardswish_backward>::call(grad_output, self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::hardswish_backward");
-  return iter.output();
-}
-
-at::Tensor & wrapper_hardswish_backward_out(const at::Tensor & grad_output, const at::Tensor & self, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hardswish_backward.out", rbln::functors::hardswish_backward<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hardswish_backward.out", rbln::functors::hardswish_backward<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hardswish_backward.out", rbln::functors::hardswish_backward<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hardswish_backward.out", rbln::functors::hardswish_backward<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardswish_backward_out>::call(grad_output, self, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::hardswish_backward.out");
-  return out;
 }
 
 }  // namespace
@@ -1270,48 +1696,75 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("leaky_relu", TORCH_FN(wrapper_leaky_relu));
   m.impl("leaky_relu_", TORCH_FN(wrapper_leaky_relu_));
   m.impl("leaky_relu.out", TORCH_FN(wrapper_leaky_relu_out));
-  m.impl("nan_to_num", TORCH_FN(wrapper_nan_to_num));
-  m.impl("nan_to_num_", TORCH_FN(wrapper_nan_to_num_));
-  m.impl("nan_to_num.out", TORCH_FN(wrapper_nan_to_num_out));
-  m.impl("isneginf", TORCH_FN(wrapper_isneginf));
-  m.impl("isneginf.out", TORCH_FN(wrapper_isneginf_out));
-  m.impl("add.Tensor", TORCH_FN(wrapper_add_Tensor));
-  m.impl("add_.Tensor", TORCH_FN(wrapper_add__Tensor));
-  m.impl("add.out", TORCH_FN(wrapper_add_out));
-  m.impl("div.Tensor_mode", TORCH_FN(wrapper_div_Tensor_mode));
-  m.impl("div_.Tensor_mode", TORCH_FN(wrapper_div__Tensor_mode));
-  m.impl("div.out_mode", TORCH_FN(wrapper_div_out_mode));
-  m.impl("pow.Scalar", TORCH_FN(wrapper_pow_Scalar));
-  m.impl("pow.Scalar_out", TORCH_FN(wrapper_pow_Scalar_out));
-  m.impl("copysign.Tensor", TORCH_FN(wrapper_copysign_Tensor));
-  m.impl("copysign_.Tensor", TORCH_FN(wrapper_copysign__Tensor));
-  m.impl("copysign.out", TORCH_FN(wrapper_copysign_out));
-  m.impl("fmin", TORCH_FN(wrapper_fmin));
-  m.impl("fmin.out", TORCH_FN(wrapper_fmin_out));
-  m.impl("lerp.Tensor", TORCH_FN(wrapper_lerp_Tensor));
-  m.impl("lerp_.Tensor", TORCH_FN(wrapper_lerp__Tensor));
-  m.impl("lerp.Tensor_out", TORCH_FN(wrapper_lerp_Tensor_out));
-  m.impl("eq.Tensor", TORCH_FN(wrapper_eq_Tensor));
-  m.impl("eq_.Tensor", TORCH_FN(wrapper_eq__Tensor));
-  m.impl("eq.Tensor_out", TORCH_FN(wrapper_eq_Tensor_out));
-  m.impl("gt.Tensor", TORCH_FN(wrapper_gt_Tensor));
-  m.impl("gt_.Tensor", TORCH_FN(wrapper_gt__Tensor));
-  m.impl("gt.Tensor_out", TORCH_FN(wrapper_gt_Tensor_out));
-  m.impl("lt.Tensor", TORCH_FN(wrapper_lt_Tensor));
-  m.impl("lt_.Tensor", TORCH_FN(wrapper_lt__Tensor));
-  m.impl("lt.Tensor_out", TORCH_FN(wrapper_lt_Tensor_out));
-  m.impl("logical_and", TORCH_FN(wrapper_logical_and));
-  m.impl("logical_and_", TORCH_FN(wrapper_logical_and_));
-  m.impl("logical_and.out", TORCH_FN(wrapper_logical_and_out));
-  m.impl("bitwise_or.Tensor", TORCH_FN(wrapper_bitwise_or_Tensor));
-  m.impl("bitwise_or_.Tensor", TORCH_FN(wrapper_bitwise_or__Tensor));
-  m.impl("bitwise_or.Tensor_out", TORCH_FN(wrapper_bitwise_or_Tensor_out));
-  m.impl("silu_backward", TORCH_FN(wrapper_silu_backward));
-  m.impl("silu_backward.grad_input", TORCH_FN(wrapper_silu_backward_grad_input));
-  m.impl("hardtanh_backward", TORCH_FN(wrapper_hardtanh_backward));
-  m.impl("hardtanh_backward.grad_input", TORCH_FN(wrapper_hardtanh_backward_grad_input));
-  m.impl("hardswish_backward", TORCH_FN(wrapper_hardswish_backward));
-  m.impl("hardswish_backward.out", TORCH_FN(wrapper_hardswish_backward_out));
+  m.impl("digamma", TORCH_FN(wrapper_digamma));
+  m.impl("digamma_", TORCH_FN(wrapper_digamma_));
+  m.impl("digamma.out", TORCH_FN(wrapper_digamma_out));
+  m.impl("special_i1", TORCH_FN(wrapper_special_i1));
+  m.impl("special_i1.out", TORCH_FN(wrapper_special_i1_out));
+  m.impl("special_erfcx", TORCH_FN(wrapper_special_erfcx));
+  m.impl("special_erfcx.out", TORCH_FN(wrapper_special_erfcx_out));
+  m.impl("special_bessel_y0", TORCH_FN(wrapper_special_bessel_y0));
+  m.impl("special_bessel_y0.out", TORCH_FN(wrapper_special_bessel_y0_out));
+  m.impl("special_modified_bessel_k0", TORCH_FN(wrapper_special_modified_bessel_k0));
+  m.impl("special_modified_bessel_k0.out", TORCH_FN(wrapper_special_modified_bessel_k0_out));
+  m.impl("special_spherical_bessel_j0", TORCH_FN(wrapper_special_spherical_bessel_j0));
+  m.impl("special_spherical_bessel_j0.out", TORCH_FN(wrapper_special_spherical_bessel_j0_out));
+  m.impl("logit", TORCH_FN(wrapper_logit));
+  m.impl("logit_", TORCH_FN(wrapper_logit_));
+  m.impl("logit.out", TORCH_FN(wrapper_logit_out));
+  m.impl("softshrink", TORCH_FN(wrapper_softshrink));
+  m.impl("softshrink.out", TORCH_FN(wrapper_softshrink_out));
+  m.impl("isposinf", TORCH_FN(wrapper_isposinf));
+  m.impl("isposinf.out", TORCH_FN(wrapper_isposinf_out));
+  m.impl("logical_not", TORCH_FN(wrapper_logical_not));
+  m.impl("logical_not_", TORCH_FN(wrapper_logical_not_));
+  m.impl("logical_not.out", TORCH_FN(wrapper_logical_not_out));
+  m.impl("div.Tensor", TORCH_FN(wrapper_div_Tensor));
+  m.impl("div_.Tensor", TORCH_FN(wrapper_div__Tensor));
+  m.impl("div.out", TORCH_FN(wrapper_div_out));
+  m.impl("pow.Tensor_Scalar", TORCH_FN(wrapper_pow_Tensor_Scalar));
+  m.impl("pow_.Scalar", TORCH_FN(wrapper_pow__Scalar));
+  m.impl("pow.Tensor_Scalar_out", TORCH_FN(wrapper_pow_Tensor_Scalar_out));
+  m.impl("fmod.Tensor", TORCH_FN(wrapper_fmod_Tensor));
+  m.impl("fmod_.Tensor", TORCH_FN(wrapper_fmod__Tensor));
+  m.impl("fmod.Tensor_out", TORCH_FN(wrapper_fmod_Tensor_out));
+  m.impl("fmax", TORCH_FN(wrapper_fmax));
+  m.impl("fmax.out", TORCH_FN(wrapper_fmax_out));
+  m.impl("special_zeta", TORCH_FN(wrapper_special_zeta));
+  m.impl("special_zeta.out", TORCH_FN(wrapper_special_zeta_out));
+  m.impl("nextafter", TORCH_FN(wrapper_nextafter));
+  m.impl("nextafter_", TORCH_FN(wrapper_nextafter_));
+  m.impl("nextafter.out", TORCH_FN(wrapper_nextafter_out));
+  m.impl("special_chebyshev_polynomial_v", TORCH_FN(wrapper_special_chebyshev_polynomial_v));
+  m.impl("special_chebyshev_polynomial_v.out", TORCH_FN(wrapper_special_chebyshev_polynomial_v_out));
+  m.impl("special_shifted_chebyshev_polynomial_v", TORCH_FN(wrapper_special_shifted_chebyshev_polynomial_v));
+  m.impl("special_shifted_chebyshev_polynomial_v.out", TORCH_FN(wrapper_special_shifted_chebyshev_polynomial_v_out));
+  m.impl("special_laguerre_polynomial_l", TORCH_FN(wrapper_special_laguerre_polynomial_l));
+  m.impl("special_laguerre_polynomial_l.out", TORCH_FN(wrapper_special_laguerre_polynomial_l_out));
+  m.impl("addcmul", TORCH_FN(wrapper_addcmul));
+  m.impl("addcmul_", TORCH_FN(wrapper_addcmul_));
+  m.impl("addcmul.out", TORCH_FN(wrapper_addcmul_out));
+  m.impl("maximum", TORCH_FN(wrapper_maximum));
+  m.impl("maximum.out", TORCH_FN(wrapper_maximum_out));
+  m.impl("ne.Tensor", TORCH_FN(wrapper_ne_Tensor));
+  m.impl("ne_.Tensor", TORCH_FN(wrapper_ne__Tensor));
+  m.impl("ne.Tensor_out", TORCH_FN(wrapper_ne_Tensor_out));
+  m.impl("ge.Tensor", TORCH_FN(wrapper_ge_Tensor));
+  m.impl("ge_.Tensor", TORCH_FN(wrapper_ge__Tensor));
+  m.impl("ge.Tensor_out", TORCH_FN(wrapper_ge_Tensor_out));
+  m.impl("le.Tensor", TORCH_FN(wrapper_le_Tensor));
+  m.impl("le_.Tensor", TORCH_FN(wrapper_le__Tensor));
+  m.impl("le.Tensor_out", TORCH_FN(wrapper_le_Tensor_out));
+  m.impl("logical_xor", TORCH_FN(wrapper_logical_xor));
+  m.impl("logical_xor_", TORCH_FN(wrapper_logical_xor_));
+  m.impl("logical_xor.out", TORCH_FN(wrapper_logical_xor_out));
+  m.impl("bitwise_not", TORCH_FN(wrapper_bitwise_not));
+  m.impl("bitwise_not_", TORCH_FN(wrapper_bitwise_not_));
+  m.impl("bitwise_not.out", TORCH_FN(wrapper_bitwise_not_out));
+  m.impl("tanh_backward", TORCH_FN(wrapper_tanh_backward));
+  m.impl("tanh_backward.grad_input", TORCH_FN(wrapper_tanh_backward_grad_input));
+  m.impl("softplus_backward", TORCH_FN(wrapper_softplus_backward));
+  m.impl("softplus_backward.grad_input", TORCH_FN(wrapper_softplus_backward_grad_input));
 }
 
 }  // namespace rbln::generated

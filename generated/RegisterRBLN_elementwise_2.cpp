@@ -4,33 +4,45 @@
 #include <ATen/native/CPUFallback.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
+#include <ATen/ops/add_ops.h>
+#include <ATen/ops/addcdiv_ops.h>
 #include <ATen/ops/asin_ops.h>
 #include <ATen/ops/asinh_ops.h>
-#include <ATen/ops/atan2_ops.h>
-#include <ATen/ops/bitwise_xor_ops.h>
+#include <ATen/ops/bitwise_and_ops.h>
 #include <ATen/ops/ceil_ops.h>
-#include <ATen/ops/clamp_min_ops.h>
+#include <ATen/ops/copysign_ops.h>
 #include <ATen/ops/cos_ops.h>
+#include <ATen/ops/div_ops.h>
 #include <ATen/ops/elu_ops.h>
-#include <ATen/ops/eq_ops.h>
 #include <ATen/ops/erf_ops.h>
 #include <ATen/ops/erfc_ops.h>
-#include <ATen/ops/floor_divide_ops.h>
-#include <ATen/ops/gt_ops.h>
+#include <ATen/ops/erfinv_ops.h>
+#include <ATen/ops/fmin_ops.h>
+#include <ATen/ops/ge_ops.h>
+#include <ATen/ops/gelu_backward_ops.h>
+#include <ATen/ops/hardsigmoid_backward_ops.h>
 #include <ATen/ops/hardswish_ops.h>
-#include <ATen/ops/leaky_relu_backward_ops.h>
-#include <ATen/ops/lerp_ops.h>
+#include <ATen/ops/igamma_ops.h>
+#include <ATen/ops/isneginf_ops.h>
+#include <ATen/ops/le_ops.h>
 #include <ATen/ops/log1p_ops.h>
-#include <ATen/ops/logical_or_ops.h>
-#include <ATen/ops/lt_ops.h>
-#include <ATen/ops/native_dropout_backward_ops.h>
-#include <ATen/ops/remainder_ops.h>
-#include <ATen/ops/sigmoid_backward_ops.h>
+#include <ATen/ops/logaddexp2_ops.h>
+#include <ATen/ops/minimum_ops.h>
+#include <ATen/ops/nan_to_num_ops.h>
+#include <ATen/ops/ne_ops.h>
+#include <ATen/ops/polygamma_ops.h>
+#include <ATen/ops/pow_ops.h>
 #include <ATen/ops/sign_ops.h>
-#include <ATen/ops/signbit_ops.h>
+#include <ATen/ops/special_airy_ai_ops.h>
+#include <ATen/ops/special_bessel_y1_ops.h>
+#include <ATen/ops/special_chebyshev_polynomial_w_ops.h>
+#include <ATen/ops/special_entr_ops.h>
+#include <ATen/ops/special_i1e_ops.h>
+#include <ATen/ops/special_legendre_polynomial_p_ops.h>
+#include <ATen/ops/special_modified_bessel_k1_ops.h>
+#include <ATen/ops/special_shifted_chebyshev_polynomial_w_ops.h>
 #include <ATen/ops/sqrt_ops.h>
-#include <ATen/ops/sub_ops.h>
-#include <ATen/ops/xlogy_ops.h>
+#include <ATen/ops/threshold_backward_ops.h>
 
 #include "kernels/Elementwise.h"
 #include "kernels/Functors.h"
@@ -546,728 +558,1083 @@ at::Tensor & wrapper_elu_out(const at::Tensor & self, const at::Scalar & alpha, 
   return out;
 }
 
-at::Tensor wrapper_signbit(const at::Tensor & self) {
+at::Tensor wrapper_erfinv(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::erfinv", rbln::functors::erfinv<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::erfinv", rbln::functors::erfinv<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::erfinv", rbln::functors::erfinv<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::erfinv", rbln::functors::erfinv<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::erfinv>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::erfinv");
+  return iter.output();
+}
+
+at::Tensor & wrapper_erfinv_(at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::erfinv_", rbln::functors::erfinv<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::erfinv_", rbln::functors::erfinv<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::erfinv_", rbln::functors::erfinv<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::erfinv_", rbln::functors::erfinv<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::erfinv_>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::erfinv_");
+  return self;
+}
+
+at::Tensor & wrapper_erfinv_out(const at::Tensor & self, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::erfinv.out", rbln::functors::erfinv<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::erfinv.out", rbln::functors::erfinv<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::erfinv.out", rbln::functors::erfinv<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::erfinv.out", rbln::functors::erfinv<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::erfinv_out>::call(self, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::erfinv.out");
+  return out;
+}
+
+at::Tensor wrapper_special_i1e(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_i1e", rbln::functors::special_i1e<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_i1e", rbln::functors::special_i1e<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_i1e", rbln::functors::special_i1e<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_i1e", rbln::functors::special_i1e<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_i1e>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_i1e");
+  return iter.output();
+}
+
+at::Tensor & wrapper_special_i1e_out(const at::Tensor & self, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_i1e.out", rbln::functors::special_i1e<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_i1e.out", rbln::functors::special_i1e<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_i1e.out", rbln::functors::special_i1e<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_i1e.out", rbln::functors::special_i1e<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_i1e_out>::call(self, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_i1e.out");
+  return out;
+}
+
+at::Tensor wrapper_special_airy_ai(const at::Tensor & x) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_float_iter(result, x);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_airy_ai", rbln::functors::special_airy_ai<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_airy_ai", rbln::functors::special_airy_ai<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_airy_ai", rbln::functors::special_airy_ai<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_airy_ai", rbln::functors::special_airy_ai<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_airy_ai>::call(x);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_airy_ai");
+  return iter.output();
+}
+
+at::Tensor & wrapper_special_airy_ai_out(const at::Tensor & x, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_float_iter(result, x);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_airy_ai.out", rbln::functors::special_airy_ai<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_airy_ai.out", rbln::functors::special_airy_ai<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_airy_ai.out", rbln::functors::special_airy_ai<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_airy_ai.out", rbln::functors::special_airy_ai<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_airy_ai_out>::call(x, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_airy_ai.out");
+  return out;
+}
+
+at::Tensor wrapper_special_bessel_y1(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_bessel_y1", rbln::functors::special_bessel_y1<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_bessel_y1", rbln::functors::special_bessel_y1<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_bessel_y1", rbln::functors::special_bessel_y1<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_bessel_y1", rbln::functors::special_bessel_y1<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_bessel_y1>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_bessel_y1");
+  return iter.output();
+}
+
+at::Tensor & wrapper_special_bessel_y1_out(const at::Tensor & self, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_bessel_y1.out", rbln::functors::special_bessel_y1<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_bessel_y1.out", rbln::functors::special_bessel_y1<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_bessel_y1.out", rbln::functors::special_bessel_y1<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_bessel_y1.out", rbln::functors::special_bessel_y1<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_bessel_y1_out>::call(self, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_bessel_y1.out");
+  return out;
+}
+
+at::Tensor wrapper_special_modified_bessel_k1(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_modified_bessel_k1", rbln::functors::special_modified_bessel_k1<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_modified_bessel_k1", rbln::functors::special_modified_bessel_k1<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_modified_bessel_k1", rbln::functors::special_modified_bessel_k1<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_modified_bessel_k1", rbln::functors::special_modified_bessel_k1<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_modified_bessel_k1>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_modified_bessel_k1");
+  return iter.output();
+}
+
+at::Tensor & wrapper_special_modified_bessel_k1_out(const at::Tensor & self, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_modified_bessel_k1.out", rbln::functors::special_modified_bessel_k1<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_modified_bessel_k1.out", rbln::functors::special_modified_bessel_k1<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_modified_bessel_k1.out", rbln::functors::special_modified_bessel_k1<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_modified_bessel_k1.out", rbln::functors::special_modified_bessel_k1<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_modified_bessel_k1_out>::call(self, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_modified_bessel_k1.out");
+  return out;
+}
+
+at::Tensor wrapper_special_entr(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_entr", rbln::functors::special_entr<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_entr", rbln::functors::special_entr<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_entr", rbln::functors::special_entr<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_entr", rbln::functors::special_entr<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_entr>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_entr");
+  return iter.output();
+}
+
+at::Tensor & wrapper_special_entr_out(const at::Tensor & self, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_entr.out", rbln::functors::special_entr<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_entr.out", rbln::functors::special_entr<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_entr.out", rbln::functors::special_entr<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_entr.out", rbln::functors::special_entr<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_entr_out>::call(self, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_entr.out");
+  return out;
+}
+
+at::Tensor wrapper_polygamma(int64_t n, const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::polygamma", rbln::functors::polygamma<float>(n)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::polygamma", rbln::functors::polygamma<at::Half>(n)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::polygamma", rbln::functors::polygamma<at::BFloat16>(n)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::polygamma", rbln::functors::polygamma<double>(n)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::polygamma>::call(n, self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::polygamma");
+  return iter.output();
+}
+
+at::Tensor & wrapper_polygamma_out(int64_t n, const at::Tensor & self, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::polygamma.out", rbln::functors::polygamma<float>(n)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::polygamma.out", rbln::functors::polygamma<at::Half>(n)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::polygamma.out", rbln::functors::polygamma<at::BFloat16>(n)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::polygamma.out", rbln::functors::polygamma<double>(n)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::polygamma_out>::call(n, self, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::polygamma.out");
+  return out;
+}
+
+at::Tensor wrapper_nan_to_num(const at::Tensor & self, ::std::optional<double> nan, ::std::optional<double> posinf, ::std::optional<double> neginf) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::nan_to_num", rbln::functors::nan_to_num<float>(nan, posinf, neginf)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::nan_to_num", rbln::functors::nan_to_num<at::Half>(nan, posinf, neginf)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::nan_to_num", rbln::functors::nan_to_num<at::BFloat16>(nan, posinf, neginf)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::nan_to_num", rbln::functors::nan_to_num<double>(nan, posinf, neginf)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nan_to_num>::call(self, nan, posinf, neginf);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::nan_to_num");
+  return iter.output();
+}
+
+at::Tensor & wrapper_nan_to_num_(at::Tensor & self, ::std::optional<double> nan, ::std::optional<double> posinf, ::std::optional<double> neginf) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::unary_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::nan_to_num_", rbln::functors::nan_to_num<float>(nan, posinf, neginf)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::nan_to_num_", rbln::functors::nan_to_num<at::Half>(nan, posinf, neginf)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::nan_to_num_", rbln::functors::nan_to_num<at::BFloat16>(nan, posinf, neginf)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::nan_to_num_", rbln::functors::nan_to_num<double>(nan, posinf, neginf)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nan_to_num_>::call(self, nan, posinf, neginf);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::nan_to_num_");
+  return self;
+}
+
+at::Tensor & wrapper_nan_to_num_out(const at::Tensor & self, ::std::optional<double> nan, ::std::optional<double> posinf, ::std::optional<double> neginf, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::nan_to_num.out", rbln::functors::nan_to_num<float>(nan, posinf, neginf)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::nan_to_num.out", rbln::functors::nan_to_num<at::Half>(nan, posinf, neginf)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::nan_to_num.out", rbln::functors::nan_to_num<at::BFloat16>(nan, posinf, neginf)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::nan_to_num.out", rbln::functors::nan_to_num<double>(nan, posinf, neginf)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nan_to_num_out>::call(self, nan, posinf, neginf, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::nan_to_num.out");
+  return out;
+}
+
+at::Tensor wrapper_isneginf(const at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::logical_iter(result, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::signbit", rbln::functors::signbit<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::signbit", rbln::functors::signbit<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::signbit", rbln::functors::signbit<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::signbit", rbln::functors::signbit<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::signbit", rbln::functors::signbit<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::signbit", rbln::functors::signbit<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::signbit>::call(self);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::isneginf", rbln::functors::isneginf<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::isneginf", rbln::functors::isneginf<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::isneginf", rbln::functors::isneginf<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::isneginf", rbln::functors::isneginf<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::isneginf", rbln::functors::isneginf<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::isneginf", rbln::functors::isneginf<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::isneginf", rbln::functors::isneginf<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::isneginf>::call(self);
   }
-  RBLN_COUNT_DEVICE_OP("aten::signbit");
+  RBLN_COUNT_DEVICE_OP("aten::isneginf");
   return iter.output();
 }
 
-at::Tensor & wrapper_signbit_out(const at::Tensor & self, at::Tensor & out) {
+at::Tensor & wrapper_isneginf_out(const at::Tensor & self, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::logical_iter(result, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::signbit.out", rbln::functors::signbit<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::signbit.out", rbln::functors::signbit<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::signbit.out", rbln::functors::signbit<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::signbit.out", rbln::functors::signbit<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::signbit.out", rbln::functors::signbit<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::signbit.out", rbln::functors::signbit<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::signbit_out>::call(self, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::isneginf.out", rbln::functors::isneginf<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::isneginf.out", rbln::functors::isneginf<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::isneginf.out", rbln::functors::isneginf<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::isneginf.out", rbln::functors::isneginf<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::isneginf.out", rbln::functors::isneginf<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::isneginf.out", rbln::functors::isneginf<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::isneginf.out", rbln::functors::isneginf<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::isneginf_out>::call(self, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::signbit.out");
+  RBLN_COUNT_DEVICE_OP("aten::isneginf.out");
   return out;
 }
 
-at::Tensor wrapper_clamp_min(const at::Tensor & self, const at::Scalar & min) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::unary_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::clamp_min", rbln::functors::clamp_min<float>(min)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::clamp_min", rbln::functors::clamp_min<at::Half>(min)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::clamp_min", rbln::functors::clamp_min<at::BFloat16>(min)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::clamp_min", rbln::functors::clamp_min<double>(min)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_min>::call(self, min);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::clamp_min");
-  return iter.output();
-}
-
-at::Tensor & wrapper_clamp_min_(at::Tensor & self, const at::Scalar & min) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::unary_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::clamp_min_", rbln::functors::clamp_min<float>(min)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::clamp_min_", rbln::functors::clamp_min<at::Half>(min)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::clamp_min_", rbln::functors::clamp_min<at::BFloat16>(min)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::clamp_min_", rbln::functors::clamp_min<double>(min)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_min_>::call(self, min);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::clamp_min_");
-  return self;
-}
-
-at::Tensor & wrapper_clamp_min_out(const at::Tensor & self, const at::Scalar & min, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::unary_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::clamp_min.out", rbln::functors::clamp_min<float>(min)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::clamp_min.out", rbln::functors::clamp_min<at::Half>(min)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::clamp_min.out", rbln::functors::clamp_min<at::BFloat16>(min)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::clamp_min.out", rbln::functors::clamp_min<double>(min)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_min_out>::call(self, min, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::clamp_min.out");
-  return out;
-}
-
-at::Tensor wrapper_sub_Tensor(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
+at::Tensor wrapper_add_Tensor(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<float>(alpha)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<at::Half>(alpha)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<at::BFloat16>(alpha)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<double>(alpha)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<int32_t>(alpha)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<int64_t>(alpha)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sub_Tensor>::call(self, other, alpha);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::add.Tensor", rbln::functors::add<float>(alpha)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::add.Tensor", rbln::functors::add<at::Half>(alpha)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::add.Tensor", rbln::functors::add<at::BFloat16>(alpha)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::add.Tensor", rbln::functors::add<double>(alpha)); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::add.Tensor", rbln::functors::add<int32_t>(alpha)); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::add.Tensor", rbln::functors::add<int64_t>(alpha)); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::add.Tensor", rbln::functors::add<bool>(alpha)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::add_Tensor>::call(self, other, alpha);
   }
-  RBLN_COUNT_DEVICE_OP("aten::sub.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::add.Tensor");
   return iter.output();
 }
 
-at::Tensor & wrapper_sub__Tensor(at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
+at::Tensor & wrapper_add__Tensor(at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<float>(alpha)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<at::Half>(alpha)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<at::BFloat16>(alpha)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<double>(alpha)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<int32_t>(alpha)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<int64_t>(alpha)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sub__Tensor>::call(self, other, alpha);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::add_.Tensor", rbln::functors::add<float>(alpha)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::add_.Tensor", rbln::functors::add<at::Half>(alpha)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::add_.Tensor", rbln::functors::add<at::BFloat16>(alpha)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::add_.Tensor", rbln::functors::add<double>(alpha)); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::add_.Tensor", rbln::functors::add<int32_t>(alpha)); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::add_.Tensor", rbln::functors::add<int64_t>(alpha)); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::add_.Tensor", rbln::functors::add<bool>(alpha)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::add__Tensor>::call(self, other, alpha);
   }
-  RBLN_COUNT_DEVICE_OP("aten::sub_.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::add_.Tensor");
   return self;
 }
 
-at::Tensor & wrapper_sub_out(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha, at::Tensor & out) {
+at::Tensor & wrapper_add_out(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::sub.out", rbln::functors::sub<float>(alpha)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::sub.out", rbln::functors::sub<at::Half>(alpha)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::sub.out", rbln::functors::sub<at::BFloat16>(alpha)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::sub.out", rbln::functors::sub<double>(alpha)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::sub.out", rbln::functors::sub<int32_t>(alpha)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::sub.out", rbln::functors::sub<int64_t>(alpha)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sub_out>::call(self, other, alpha, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::add.out", rbln::functors::add<float>(alpha)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::add.out", rbln::functors::add<at::Half>(alpha)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::add.out", rbln::functors::add<at::BFloat16>(alpha)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::add.out", rbln::functors::add<double>(alpha)); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::add.out", rbln::functors::add<int32_t>(alpha)); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::add.out", rbln::functors::add<int64_t>(alpha)); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::add.out", rbln::functors::add<bool>(alpha)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::add_out>::call(self, other, alpha, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::sub.out");
+  RBLN_COUNT_DEVICE_OP("aten::add.out");
   return out;
 }
 
-at::Tensor wrapper_remainder_Tensor(const at::Tensor & self, const at::Tensor & other) {
+at::Tensor wrapper_div_Tensor_mode(const at::Tensor & self, const at::Tensor & other, ::std::optional<c10::string_view> rounding_mode) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::remainder.Tensor", rbln::functors::remainder<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::remainder.Tensor", rbln::functors::remainder<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::remainder.Tensor", rbln::functors::remainder<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::remainder.Tensor", rbln::functors::remainder<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::remainder.Tensor", rbln::functors::remainder<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::remainder.Tensor", rbln::functors::remainder<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::remainder_Tensor>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::div.Tensor_mode", rbln::functors::div<float>(rounding_mode)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::div.Tensor_mode", rbln::functors::div<at::Half>(rounding_mode)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::div.Tensor_mode", rbln::functors::div<at::BFloat16>(rounding_mode)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::div.Tensor_mode", rbln::functors::div<double>(rounding_mode)); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::div.Tensor_mode", rbln::functors::div<int32_t>(rounding_mode)); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::div.Tensor_mode", rbln::functors::div<int64_t>(rounding_mode)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::div_Tensor_mode>::call(self, other, rounding_mode);
   }
-  RBLN_COUNT_DEVICE_OP("aten::remainder.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::div.Tensor_mode");
   return iter.output();
 }
 
-at::Tensor & wrapper_remainder__Tensor(at::Tensor & self, const at::Tensor & other) {
+at::Tensor & wrapper_div__Tensor_mode(at::Tensor & self, const at::Tensor & other, ::std::optional<c10::string_view> rounding_mode) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::remainder_.Tensor", rbln::functors::remainder<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::remainder_.Tensor", rbln::functors::remainder<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::remainder_.Tensor", rbln::functors::remainder<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::remainder_.Tensor", rbln::functors::remainder<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::remainder_.Tensor", rbln::functors::remainder<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::remainder_.Tensor", rbln::functors::remainder<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::remainder__Tensor>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::div_.Tensor_mode", rbln::functors::div<float>(rounding_mode)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::div_.Tensor_mode", rbln::functors::div<at::Half>(rounding_mode)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::div_.Tensor_mode", rbln::functors::div<at::BFloat16>(rounding_mode)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::div_.Tensor_mode", rbln::functors::div<double>(rounding_mode)); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::div_.Tensor_mode", rbln::functors::div<int32_t>(rounding_mode)); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::div_.Tensor_mode", rbln::functors::div<int64_t>(rounding_mode)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::div__Tensor_mode>::call(self, other, rounding_mode);
   }
-  RBLN_COUNT_DEVICE_OP("aten::remainder_.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::div_.Tensor_mode");
   return self;
 }
 
-at::Tensor & wrapper_remainder_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+at::Tensor & wrapper_div_out_mode(const at::Tensor & self, const at::Tensor & other, ::std::optional<c10::string_view> rounding_mode, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::remainder.Tensor_out", rbln::functors::remainder<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::remainder.Tensor_out", rbln::functors::remainder<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::remainder.Tensor_out", rbln::functors::remainder<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::remainder.Tensor_out", rbln::functors::remainder<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::remainder.Tensor_out", rbln::functors::remainder<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::remainder.Tensor_out", rbln::functors::remainder<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::remainder_Tensor_out>::call(self, other, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::div.out_mode", rbln::functors::div<float>(rounding_mode)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::div.out_mode", rbln::functors::div<at::Half>(rounding_mode)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::div.out_mode", rbln::functors::div<at::BFloat16>(rounding_mode)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::div.out_mode", rbln::functors::div<double>(rounding_mode)); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::div.out_mode", rbln::functors::div<int32_t>(rounding_mode)); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::div.out_mode", rbln::functors::div<int64_t>(rounding_mode)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::div_out_mode>::call(self, other, rounding_mode, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::remainder.Tensor_out");
+  RBLN_COUNT_DEVICE_OP("aten::div.out_mode");
   return out;
 }
 
-at::Tensor wrapper_atan2(const at::Tensor & self, const at::Tensor & other) {
+at::Tensor wrapper_pow_Scalar(const at::Scalar & self, const at::Tensor & exponent) {
+  const auto self_t = at::native::wrapped_scalar_tensor(self);
+  const c10::OptionalDeviceGuard guard(at::device_of(exponent));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, self_t, exponent);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::pow.Scalar", rbln::functors::pow<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::pow.Scalar", rbln::functors::pow<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::pow.Scalar", rbln::functors::pow<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow.Scalar", rbln::functors::pow<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow.Scalar", rbln::functors::pow<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow.Scalar", rbln::functors::pow<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow_Scalar>::call(self, exponent);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::pow.Scalar");
+  return iter.output();
+}
+
+at::Tensor & wrapper_pow_Scalar_out(const at::Scalar & self, const at::Tensor & exponent, at::Tensor & out) {
+  const auto self_t = at::native::wrapped_scalar_tensor(self);
+  const c10::OptionalDeviceGuard guard(at::device_of(exponent));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_iter(result, self_t, exponent);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::pow.Scalar_out", rbln::functors::pow<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::pow.Scalar_out", rbln::functors::pow<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::pow.Scalar_out", rbln::functors::pow<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow.Scalar_out", rbln::functors::pow<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow.Scalar_out", rbln::functors::pow<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow.Scalar_out", rbln::functors::pow<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow_Scalar_out>::call(self, exponent, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::pow.Scalar_out");
+  return out;
+}
+
+at::Tensor wrapper_copysign_Tensor(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::binary_float_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::atan2", rbln::functors::atan2<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::atan2", rbln::functors::atan2<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::atan2", rbln::functors::atan2<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::atan2", rbln::functors::atan2<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::atan2>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::copysign.Tensor", rbln::functors::copysign<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::copysign.Tensor", rbln::functors::copysign<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::copysign.Tensor", rbln::functors::copysign<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::copysign.Tensor", rbln::functors::copysign<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::copysign_Tensor>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::atan2");
+  RBLN_COUNT_DEVICE_OP("aten::copysign.Tensor");
   return iter.output();
 }
 
-at::Tensor & wrapper_atan2_(at::Tensor & self, const at::Tensor & other) {
+at::Tensor & wrapper_copysign__Tensor(at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
   auto iter = rbln::kernels::binary_float_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::atan2_", rbln::functors::atan2<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::atan2_", rbln::functors::atan2<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::atan2_", rbln::functors::atan2<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::atan2_", rbln::functors::atan2<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::atan2_>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::copysign_.Tensor", rbln::functors::copysign<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::copysign_.Tensor", rbln::functors::copysign<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::copysign_.Tensor", rbln::functors::copysign<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::copysign_.Tensor", rbln::functors::copysign<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::copysign__Tensor>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::atan2_");
+  RBLN_COUNT_DEVICE_OP("aten::copysign_.Tensor");
   return self;
 }
 
-at::Tensor & wrapper_atan2_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+at::Tensor & wrapper_copysign_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::binary_float_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::atan2.out", rbln::functors::atan2<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::atan2.out", rbln::functors::atan2<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::atan2.out", rbln::functors::atan2<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::atan2.out", rbln::functors::atan2<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::atan2_out>::call(self, other, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::copysign.out", rbln::functors::copysign<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::copysign.out", rbln::functors::copysign<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::copysign.out", rbln::functors::copysign<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::copysign.out", rbln::functors::copysign<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::copysign_out>::call(self, other, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::atan2.out");
+  RBLN_COUNT_DEVICE_OP("aten::copysign.out");
   return out;
 }
 
-at::Tensor wrapper_xlogy_Tensor(const at::Tensor & self, const at::Tensor & other) {
+at::Tensor wrapper_fmin(const at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::fmin", rbln::functors::fmin<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::fmin", rbln::functors::fmin<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::fmin", rbln::functors::fmin<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::fmin", rbln::functors::fmin<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::fmin", rbln::functors::fmin<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::fmin", rbln::functors::fmin<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fmin>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::fmin");
+  return iter.output();
+}
+
+at::Tensor & wrapper_fmin_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::fmin.out", rbln::functors::fmin<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::fmin.out", rbln::functors::fmin<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::fmin.out", rbln::functors::fmin<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::fmin.out", rbln::functors::fmin<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::fmin.out", rbln::functors::fmin<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::fmin.out", rbln::functors::fmin<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fmin_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::fmin.out");
+  return out;
+}
+
+at::Tensor wrapper_igamma(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::binary_float_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::xlogy.Tensor", rbln::functors::xlogy<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::xlogy.Tensor", rbln::functors::xlogy<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::xlogy.Tensor", rbln::functors::xlogy<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::xlogy.Tensor", rbln::functors::xlogy<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::xlogy_Tensor>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::igamma", rbln::functors::igamma<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::igamma", rbln::functors::igamma<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::igamma", rbln::functors::igamma<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::igamma", rbln::functors::igamma<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::igamma>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::xlogy.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::igamma");
   return iter.output();
 }
 
-at::Tensor & wrapper_xlogy__Tensor(at::Tensor & self, const at::Tensor & other) {
+at::Tensor & wrapper_igamma_(at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
   auto iter = rbln::kernels::binary_float_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::xlogy_.Tensor", rbln::functors::xlogy<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::xlogy_.Tensor", rbln::functors::xlogy<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::xlogy_.Tensor", rbln::functors::xlogy<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::xlogy_.Tensor", rbln::functors::xlogy<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::xlogy__Tensor>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::igamma_", rbln::functors::igamma<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::igamma_", rbln::functors::igamma<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::igamma_", rbln::functors::igamma<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::igamma_", rbln::functors::igamma<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::igamma_>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::xlogy_.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::igamma_");
   return self;
 }
 
-at::Tensor & wrapper_xlogy_OutTensor(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+at::Tensor & wrapper_igamma_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::binary_float_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::xlogy.OutTensor", rbln::functors::xlogy<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::xlogy.OutTensor", rbln::functors::xlogy<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::xlogy.OutTensor", rbln::functors::xlogy<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::xlogy.OutTensor", rbln::functors::xlogy<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::xlogy_OutTensor>::call(self, other, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::igamma.out", rbln::functors::igamma<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::igamma.out", rbln::functors::igamma<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::igamma.out", rbln::functors::igamma<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::igamma.out", rbln::functors::igamma<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::igamma_out>::call(self, other, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::xlogy.OutTensor");
+  RBLN_COUNT_DEVICE_OP("aten::igamma.out");
   return out;
 }
 
-at::Tensor wrapper_floor_divide(const at::Tensor & self, const at::Tensor & other) {
+at::Tensor wrapper_logaddexp2(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::floor_divide", rbln::functors::floor_divide_op<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::floor_divide", rbln::functors::floor_divide_op<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::floor_divide", rbln::functors::floor_divide_op<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::floor_divide", rbln::functors::floor_divide_op<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::floor_divide", rbln::functors::floor_divide_op<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::floor_divide", rbln::functors::floor_divide_op<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::floor_divide>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logaddexp2", rbln::functors::logaddexp2<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logaddexp2", rbln::functors::logaddexp2<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logaddexp2", rbln::functors::logaddexp2<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logaddexp2", rbln::functors::logaddexp2<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logaddexp2>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::floor_divide");
+  RBLN_COUNT_DEVICE_OP("aten::logaddexp2");
   return iter.output();
 }
 
-at::Tensor & wrapper_floor_divide__Tensor(at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::floor_divide_.Tensor", rbln::functors::floor_divide_op<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::floor_divide_.Tensor", rbln::functors::floor_divide_op<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::floor_divide_.Tensor", rbln::functors::floor_divide_op<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::floor_divide_.Tensor", rbln::functors::floor_divide_op<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::floor_divide_.Tensor", rbln::functors::floor_divide_op<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::floor_divide_.Tensor", rbln::functors::floor_divide_op<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::floor_divide__Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::floor_divide_.Tensor");
-  return self;
-}
-
-at::Tensor & wrapper_floor_divide_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+at::Tensor & wrapper_logaddexp2_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::floor_divide.out", rbln::functors::floor_divide_op<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::floor_divide.out", rbln::functors::floor_divide_op<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::floor_divide.out", rbln::functors::floor_divide_op<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::floor_divide.out", rbln::functors::floor_divide_op<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::floor_divide.out", rbln::functors::floor_divide_op<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::floor_divide.out", rbln::functors::floor_divide_op<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::floor_divide_out>::call(self, other, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logaddexp2.out", rbln::functors::logaddexp2<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logaddexp2.out", rbln::functors::logaddexp2<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logaddexp2.out", rbln::functors::logaddexp2<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logaddexp2.out", rbln::functors::logaddexp2<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logaddexp2_out>::call(self, other, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::floor_divide.out");
+  RBLN_COUNT_DEVICE_OP("aten::logaddexp2.out");
   return out;
 }
 
-at::Tensor wrapper_lerp_Scalar(const at::Tensor & self, const at::Tensor & end, const at::Scalar & weight) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+at::Tensor wrapper_special_chebyshev_polynomial_w(const at::Tensor & x, const at::Tensor & n) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
   at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, self, end);
+  auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::lerp.Scalar", rbln::functors::lerp_scalar<float>(weight)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lerp.Scalar", rbln::functors::lerp_scalar<at::Half>(weight)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lerp.Scalar", rbln::functors::lerp_scalar<at::BFloat16>(weight)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lerp.Scalar", rbln::functors::lerp_scalar<double>(weight)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lerp_Scalar>::call(self, end, weight);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_chebyshev_polynomial_w", rbln::functors::special_chebyshev_polynomial_w<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_chebyshev_polynomial_w", rbln::functors::special_chebyshev_polynomial_w<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_chebyshev_polynomial_w", rbln::functors::special_chebyshev_polynomial_w<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_chebyshev_polynomial_w", rbln::functors::special_chebyshev_polynomial_w<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_chebyshev_polynomial_w>::call(x, n);
   }
-  RBLN_COUNT_DEVICE_OP("aten::lerp.Scalar");
+  RBLN_COUNT_DEVICE_OP("aten::special_chebyshev_polynomial_w");
   return iter.output();
 }
 
-at::Tensor & wrapper_lerp__Scalar(at::Tensor & self, const at::Tensor & end, const at::Scalar & weight) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::binary_iter(result, self, end);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::lerp_.Scalar", rbln::functors::lerp_scalar<float>(weight)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lerp_.Scalar", rbln::functors::lerp_scalar<at::Half>(weight)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lerp_.Scalar", rbln::functors::lerp_scalar<at::BFloat16>(weight)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lerp_.Scalar", rbln::functors::lerp_scalar<double>(weight)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lerp__Scalar>::call(self, end, weight);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::lerp_.Scalar");
-  return self;
-}
-
-at::Tensor & wrapper_lerp_Scalar_out(const at::Tensor & self, const at::Tensor & end, const at::Scalar & weight, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+at::Tensor & wrapper_special_chebyshev_polynomial_w_out(const at::Tensor & x, const at::Tensor & n, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
   at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, self, end);
+  auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::lerp.Scalar_out", rbln::functors::lerp_scalar<float>(weight)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lerp.Scalar_out", rbln::functors::lerp_scalar<at::Half>(weight)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lerp.Scalar_out", rbln::functors::lerp_scalar<at::BFloat16>(weight)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lerp.Scalar_out", rbln::functors::lerp_scalar<double>(weight)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lerp_Scalar_out>::call(self, end, weight, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_chebyshev_polynomial_w.out", rbln::functors::special_chebyshev_polynomial_w<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_chebyshev_polynomial_w.out", rbln::functors::special_chebyshev_polynomial_w<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_chebyshev_polynomial_w.out", rbln::functors::special_chebyshev_polynomial_w<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_chebyshev_polynomial_w.out", rbln::functors::special_chebyshev_polynomial_w<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_chebyshev_polynomial_w_out>::call(x, n, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::lerp.Scalar_out");
+  RBLN_COUNT_DEVICE_OP("aten::special_chebyshev_polynomial_w.out");
   return out;
 }
 
-at::Tensor wrapper_eq_Scalar(const at::Tensor & self, const at::Scalar & other) {
-  const auto other_t = at::native::wrapped_scalar_tensor(other);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+at::Tensor wrapper_special_shifted_chebyshev_polynomial_w(const at::Tensor & x, const at::Tensor & n) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
   at::Tensor result;
-  auto iter = rbln::kernels::compare_iter(result, self, other_t);
+  auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq_Scalar>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_shifted_chebyshev_polynomial_w", rbln::functors::special_shifted_chebyshev_polynomial_w<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_shifted_chebyshev_polynomial_w", rbln::functors::special_shifted_chebyshev_polynomial_w<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_shifted_chebyshev_polynomial_w", rbln::functors::special_shifted_chebyshev_polynomial_w<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_shifted_chebyshev_polynomial_w", rbln::functors::special_shifted_chebyshev_polynomial_w<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_shifted_chebyshev_polynomial_w>::call(x, n);
   }
-  RBLN_COUNT_DEVICE_OP("aten::eq.Scalar");
+  RBLN_COUNT_DEVICE_OP("aten::special_shifted_chebyshev_polynomial_w");
   return iter.output();
 }
 
-at::Tensor & wrapper_eq__Scalar(at::Tensor & self, const at::Scalar & other) {
-  const auto other_t = at::native::wrapped_scalar_tensor(other);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::compare_iter(result, self, other_t);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq__Scalar>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::eq_.Scalar");
-  return self;
-}
-
-at::Tensor & wrapper_eq_Scalar_out(const at::Tensor & self, const at::Scalar & other, at::Tensor & out) {
-  const auto other_t = at::native::wrapped_scalar_tensor(other);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+at::Tensor & wrapper_special_shifted_chebyshev_polynomial_w_out(const at::Tensor & x, const at::Tensor & n, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
   at::Tensor result = out;
-  auto iter = rbln::kernels::compare_iter(result, self, other_t);
+  auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq_Scalar_out>::call(self, other, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_shifted_chebyshev_polynomial_w.out", rbln::functors::special_shifted_chebyshev_polynomial_w<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_shifted_chebyshev_polynomial_w.out", rbln::functors::special_shifted_chebyshev_polynomial_w<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_shifted_chebyshev_polynomial_w.out", rbln::functors::special_shifted_chebyshev_polynomial_w<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_shifted_chebyshev_polynomial_w.out", rbln::functors::special_shifted_chebyshev_polynomial_w<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_shifted_chebyshev_polynomial_w_out>::call(x, n, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::eq.Scalar_out");
+  RBLN_COUNT_DEVICE_OP("aten::special_shifted_chebyshev_polynomial_w.out");
   return out;
 }
 
-at::Tensor wrapper_gt_Scalar(const at::Tensor & self, const at::Scalar & other) {
-  const auto other_t = at::native::wrapped_scalar_tensor(other);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+at::Tensor wrapper_special_legendre_polynomial_p(const at::Tensor & x, const at::Tensor & n) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
   at::Tensor result;
-  auto iter = rbln::kernels::compare_iter(result, self, other_t);
+  auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::gt.Scalar", rbln::functors::gt<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::gt.Scalar", rbln::functors::gt<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::gt.Scalar", rbln::functors::gt<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::gt.Scalar", rbln::functors::gt<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::gt.Scalar", rbln::functors::gt<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::gt.Scalar", rbln::functors::gt<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::gt.Scalar", rbln::functors::gt<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gt_Scalar>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_legendre_polynomial_p", rbln::functors::special_legendre_polynomial_p<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_legendre_polynomial_p", rbln::functors::special_legendre_polynomial_p<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_legendre_polynomial_p", rbln::functors::special_legendre_polynomial_p<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_legendre_polynomial_p", rbln::functors::special_legendre_polynomial_p<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_legendre_polynomial_p>::call(x, n);
   }
-  RBLN_COUNT_DEVICE_OP("aten::gt.Scalar");
+  RBLN_COUNT_DEVICE_OP("aten::special_legendre_polynomial_p");
   return iter.output();
 }
 
-at::Tensor & wrapper_gt__Scalar(at::Tensor & self, const at::Scalar & other) {
-  const auto other_t = at::native::wrapped_scalar_tensor(other);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::compare_iter(result, self, other_t);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::gt_.Scalar", rbln::functors::gt<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::gt_.Scalar", rbln::functors::gt<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::gt_.Scalar", rbln::functors::gt<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::gt_.Scalar", rbln::functors::gt<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::gt_.Scalar", rbln::functors::gt<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::gt_.Scalar", rbln::functors::gt<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::gt_.Scalar", rbln::functors::gt<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gt__Scalar>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::gt_.Scalar");
-  return self;
-}
-
-at::Tensor & wrapper_gt_Scalar_out(const at::Tensor & self, const at::Scalar & other, at::Tensor & out) {
-  const auto other_t = at::native::wrapped_scalar_tensor(other);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
+at::Tensor & wrapper_special_legendre_polynomial_p_out(const at::Tensor & x, const at::Tensor & n, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
   at::Tensor result = out;
-  auto iter = rbln::kernels::compare_iter(result, self, other_t);
+  auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::gt.Scalar_out", rbln::functors::gt<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::gt.Scalar_out", rbln::functors::gt<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::gt.Scalar_out", rbln::functors::gt<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::gt.Scalar_out", rbln::functors::gt<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::gt.Scalar_out", rbln::functors::gt<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::gt.Scalar_out", rbln::functors::gt<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::gt.Scalar_out", rbln::functors::gt<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gt_Scalar_out>::call(self, other, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_legendre_polynomial_p.out", rbln::functors::special_legendre_polynomial_p<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_legendre_polynomial_p.out", rbln::functors::special_legendre_polynomial_p<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_legendre_polynomial_p.out", rbln::functors::special_legendre_polynomial_p<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_legendre_polynomial_p.out", rbln::functors::special_legendre_polynomial_p<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_legendre_polynomial_p_out>::call(x, n, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::gt.Scalar_out");
+  RBLN_COUNT_DEVICE_OP("aten::special_legendre_polynomial_p.out");
   return out;
 }
 
-at::Tensor wrapper_lt_Scalar(const at::Tensor & self, const at::Scalar & other) {
-  const auto other_t = at::native::wrapped_scalar_tensor(other);
+at::Tensor wrapper_addcdiv(const at::Tensor & self, const at::Tensor & tensor1, const at::Tensor & tensor2, const at::Scalar & value) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
-  auto iter = rbln::kernels::compare_iter(result, self, other_t);
+  auto iter = rbln::kernels::ternary_iter(result, self, tensor1, tensor2);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::lt.Scalar", rbln::functors::lt<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lt.Scalar", rbln::functors::lt<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lt.Scalar", rbln::functors::lt<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lt.Scalar", rbln::functors::lt<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::lt.Scalar", rbln::functors::lt<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::lt.Scalar", rbln::functors::lt<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::lt.Scalar", rbln::functors::lt<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lt_Scalar>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::addcdiv", rbln::functors::addcdiv<float>(value)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::addcdiv", rbln::functors::addcdiv<at::Half>(value)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::addcdiv", rbln::functors::addcdiv<at::BFloat16>(value)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::addcdiv", rbln::functors::addcdiv<double>(value)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addcdiv>::call(self, tensor1, tensor2, value);
   }
-  RBLN_COUNT_DEVICE_OP("aten::lt.Scalar");
+  RBLN_COUNT_DEVICE_OP("aten::addcdiv");
   return iter.output();
 }
 
-at::Tensor & wrapper_lt__Scalar(at::Tensor & self, const at::Scalar & other) {
-  const auto other_t = at::native::wrapped_scalar_tensor(other);
+at::Tensor & wrapper_addcdiv_(at::Tensor & self, const at::Tensor & tensor1, const at::Tensor & tensor2, const at::Scalar & value) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
-  auto iter = rbln::kernels::compare_iter(result, self, other_t);
+  auto iter = rbln::kernels::ternary_iter(result, self, tensor1, tensor2);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::lt_.Scalar", rbln::functors::lt<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lt_.Scalar", rbln::functors::lt<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lt_.Scalar", rbln::functors::lt<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lt_.Scalar", rbln::functors::lt<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::lt_.Scalar", rbln::functors::lt<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::lt_.Scalar", rbln::functors::lt<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::lt_.Scalar", rbln::functors::lt<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lt__Scalar>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::addcdiv_", rbln::functors::addcdiv<float>(value)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::addcdiv_", rbln::functors::addcdiv<at::Half>(value)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::addcdiv_", rbln::functors::addcdiv<at::BFloat16>(value)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::addcdiv_", rbln::functors::addcdiv<double>(value)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addcdiv_>::call(self, tensor1, tensor2, value);
   }
-  RBLN_COUNT_DEVICE_OP("aten::lt_.Scalar");
+  RBLN_COUNT_DEVICE_OP("aten::addcdiv_");
   return self;
 }
 
-at::Tensor & wrapper_lt_Scalar_out(const at::Tensor & self, const at::Scalar & other, at::Tensor & out) {
-  const auto other_t = at::native::wrapped_scalar_tensor(other);
+at::Tensor & wrapper_addcdiv_out(const at::Tensor & self, const at::Tensor & tensor1, const at::Tensor & tensor2, const at::Scalar & value, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
-  auto iter = rbln::kernels::compare_iter(result, self, other_t);
+  auto iter = rbln::kernels::ternary_iter(result, self, tensor1, tensor2);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::lt.Scalar_out", rbln::functors::lt<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lt.Scalar_out", rbln::functors::lt<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lt.Scalar_out", rbln::functors::lt<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lt.Scalar_out", rbln::functors::lt<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::lt.Scalar_out", rbln::functors::lt<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::lt.Scalar_out", rbln::functors::lt<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::lt.Scalar_out", rbln::functors::lt<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lt_Scalar_out>::call(self, other, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::addcdiv.out", rbln::functors::addcdiv<float>(value)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::addcdiv.out", rbln::functors::addcdiv<at::Half>(value)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::addcdiv.out", rbln::functors::addcdiv<at::BFloat16>(value)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::addcdiv.out", rbln::functors::addcdiv<double>(value)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addcdiv_out>::call(self, tensor1, tensor2, value, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::lt.Scalar_out");
+  RBLN_COUNT_DEVICE_OP("aten::addcdiv.out");
   return out;
 }
 
-at::Tensor wrapper_logical_or(const at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logical_or", rbln::functors::logical_or<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logical_or", rbln::functors::logical_or<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logical_or", rbln::functors::logical_or<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logical_or", rbln::functors::logical_or<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::logical_or", rbln::functors::logical_or<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::logical_or", rbln::functors::logical_or<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::logical_or", rbln::functors::logical_or<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_or>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::logical_or");
-  return iter.output();
-}
-
-at::Tensor & wrapper_logical_or_(at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logical_or_", rbln::functors::logical_or<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logical_or_", rbln::functors::logical_or<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logical_or_", rbln::functors::logical_or<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logical_or_", rbln::functors::logical_or<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::logical_or_", rbln::functors::logical_or<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::logical_or_", rbln::functors::logical_or<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::logical_or_", rbln::functors::logical_or<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_or_>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::logical_or_");
-  return self;
-}
-
-at::Tensor & wrapper_logical_or_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logical_or.out", rbln::functors::logical_or<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logical_or.out", rbln::functors::logical_or<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logical_or.out", rbln::functors::logical_or<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logical_or.out", rbln::functors::logical_or<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::logical_or.out", rbln::functors::logical_or<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::logical_or.out", rbln::functors::logical_or<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::logical_or.out", rbln::functors::logical_or<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_or_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::logical_or.out");
-  return out;
-}
-
-at::Tensor wrapper_bitwise_xor_Tensor(const at::Tensor & self, const at::Tensor & other) {
+at::Tensor wrapper_minimum(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_xor.Tensor", rbln::functors::bitwise_xor<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_xor.Tensor", rbln::functors::bitwise_xor<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_xor.Tensor", rbln::functors::bitwise_xor<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_xor_Tensor>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::minimum", rbln::functors::minimum<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::minimum", rbln::functors::minimum<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::minimum", rbln::functors::minimum<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::minimum", rbln::functors::minimum<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::minimum", rbln::functors::minimum<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::minimum", rbln::functors::minimum<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::minimum", rbln::functors::minimum<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::minimum>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::bitwise_xor.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::minimum");
   return iter.output();
 }
 
-at::Tensor & wrapper_bitwise_xor__Tensor(at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_xor_.Tensor", rbln::functors::bitwise_xor<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_xor_.Tensor", rbln::functors::bitwise_xor<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_xor_.Tensor", rbln::functors::bitwise_xor<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_xor__Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::bitwise_xor_.Tensor");
-  return self;
-}
-
-at::Tensor & wrapper_bitwise_xor_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+at::Tensor & wrapper_minimum_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_xor.Tensor_out", rbln::functors::bitwise_xor<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_xor.Tensor_out", rbln::functors::bitwise_xor<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_xor.Tensor_out", rbln::functors::bitwise_xor<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_xor_Tensor_out>::call(self, other, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::minimum.out", rbln::functors::minimum<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::minimum.out", rbln::functors::minimum<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::minimum.out", rbln::functors::minimum<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::minimum.out", rbln::functors::minimum<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::minimum.out", rbln::functors::minimum<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::minimum.out", rbln::functors::minimum<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::minimum.out", rbln::functors::minimum<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::minimum_out>::call(self, other, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::bitwise_xor.Tensor_out");
+  RBLN_COUNT_DEVICE_OP("aten::minimum.out");
   return out;
 }
 
-at::Tensor wrapper_sigmoid_backward(const at::Tensor & grad_output, const at::Tensor & output) {
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+at::Tensor wrapper_ne_Scalar(const at::Tensor & self, const at::Scalar & other) {
+  const auto other_t = at::native::wrapped_scalar_tensor(other);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, output);
+  auto iter = rbln::kernels::compare_iter(result, self, other_t);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::sigmoid_backward", rbln::functors::sigmoid_backward<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::sigmoid_backward", rbln::functors::sigmoid_backward<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::sigmoid_backward", rbln::functors::sigmoid_backward<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::sigmoid_backward", rbln::functors::sigmoid_backward<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sigmoid_backward>::call(grad_output, output);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne_Scalar>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::sigmoid_backward");
+  RBLN_COUNT_DEVICE_OP("aten::ne.Scalar");
   return iter.output();
 }
 
-at::Tensor & wrapper_sigmoid_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & output, at::Tensor & grad_input) {
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result = grad_input;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, output);
+at::Tensor & wrapper_ne__Scalar(at::Tensor & self, const at::Scalar & other) {
+  const auto other_t = at::native::wrapped_scalar_tensor(other);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::compare_iter(result, self, other_t);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::sigmoid_backward.grad_input", rbln::functors::sigmoid_backward<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::sigmoid_backward.grad_input", rbln::functors::sigmoid_backward<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::sigmoid_backward.grad_input", rbln::functors::sigmoid_backward<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::sigmoid_backward.grad_input", rbln::functors::sigmoid_backward<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sigmoid_backward_grad_input>::call(grad_output, output, grad_input);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne__Scalar>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::sigmoid_backward.grad_input");
-  return grad_input;
+  RBLN_COUNT_DEVICE_OP("aten::ne_.Scalar");
+  return self;
 }
 
-at::Tensor wrapper_leaky_relu_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & negative_slope, bool self_is_result) {
+at::Tensor & wrapper_ne_Scalar_out(const at::Tensor & self, const at::Scalar & other, at::Tensor & out) {
+  const auto other_t = at::native::wrapped_scalar_tensor(other);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::compare_iter(result, self, other_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne_Scalar_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::ne.Scalar_out");
+  return out;
+}
+
+at::Tensor wrapper_ge_Scalar(const at::Tensor & self, const at::Scalar & other) {
+  const auto other_t = at::native::wrapped_scalar_tensor(other);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::compare_iter(result, self, other_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ge.Scalar", rbln::functors::ge<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ge.Scalar", rbln::functors::ge<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ge.Scalar", rbln::functors::ge<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ge.Scalar", rbln::functors::ge<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ge.Scalar", rbln::functors::ge<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ge.Scalar", rbln::functors::ge<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ge.Scalar", rbln::functors::ge<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ge_Scalar>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::ge.Scalar");
+  return iter.output();
+}
+
+at::Tensor & wrapper_ge__Scalar(at::Tensor & self, const at::Scalar & other) {
+  const auto other_t = at::native::wrapped_scalar_tensor(other);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::compare_iter(result, self, other_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ge_.Scalar", rbln::functors::ge<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ge_.Scalar", rbln::functors::ge<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ge_.Scalar", rbln::functors::ge<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ge_.Scalar", rbln::functors::ge<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ge_.Scalar", rbln::functors::ge<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ge_.Scalar", rbln::functors::ge<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ge_.Scalar", rbln::functors::ge<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ge__Scalar>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::ge_.Scalar");
+  return self;
+}
+
+at::Tensor & wrapper_ge_Scalar_out(const at::Tensor & self, const at::Scalar & other, at::Tensor & out) {
+  const auto other_t = at::native::wrapped_scalar_tensor(other);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::compare_iter(result, self, other_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ge.Scalar_out", rbln::functors::ge<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ge.Scalar_out", rbln::functors::ge<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ge.Scalar_out", rbln::functors::ge<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ge.Scalar_out", rbln::functors::ge<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ge.Scalar_out", rbln::functors::ge<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ge.Scalar_out", rbln::functors::ge<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ge.Scalar_out", rbln::functors::ge<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ge_Scalar_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::ge.Scalar_out");
+  return out;
+}
+
+at::Tensor wrapper_le_Scalar(const at::Tensor & self, const at::Scalar & other) {
+  const auto other_t = at::native::wrapped_scalar_tensor(other);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::compare_iter(result, self, other_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::le.Scalar", rbln::functors::le<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::le.Scalar", rbln::functors::le<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::le.Scalar", rbln::functors::le<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::le.Scalar", rbln::functors::le<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::le.Scalar", rbln::functors::le<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::le.Scalar", rbln::functors::le<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::le.Scalar", rbln::functors::le<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::le_Scalar>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::le.Scalar");
+  return iter.output();
+}
+
+at::Tensor & wrapper_le__Scalar(at::Tensor & self, const at::Scalar & other) {
+  const auto other_t = at::native::wrapped_scalar_tensor(other);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::compare_iter(result, self, other_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::le_.Scalar", rbln::functors::le<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::le_.Scalar", rbln::functors::le<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::le_.Scalar", rbln::functors::le<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::le_.Scalar", rbln::functors::le<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::le_.Scalar", rbln::functors::le<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::le_.Scalar", rbln::functors::le<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::le_.Scalar", rbln::functors::le<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::le__Scalar>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::le_.Scalar");
+  return self;
+}
+
+at::Tensor & wrapper_le_Scalar_out(const at::Tensor & self, const at::Scalar & other, at::Tensor & out) {
+  const auto other_t = at::native::wrapped_scalar_tensor(other);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::compare_iter(result, self, other_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::le.Scalar_out", rbln::functors::le<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::le.Scalar_out", rbln::functors::le<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::le.Scalar_out", rbln::functors::le<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::le.Scalar_out", rbln::functors::le<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::le.Scalar_out", rbln::functors::le<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::le.Scalar_out", rbln::functors::le<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::le.Scalar_out", rbln::functors::le<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::le_Scalar_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::le.Scalar_out");
+  return out;
+}
+
+at::Tensor wrapper_bitwise_and_Tensor(const at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_and.Tensor", rbln::functors::bitwise_and<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_and.Tensor", rbln::functors::bitwise_and<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_and.Tensor", rbln::functors::bitwise_and<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_and_Tensor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::bitwise_and.Tensor");
+  return iter.output();
+}
+
+at::Tensor & wrapper_bitwise_and__Tensor(at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_and_.Tensor", rbln::functors::bitwise_and<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_and_.Tensor", rbln::functors::bitwise_and<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_and_.Tensor", rbln::functors::bitwise_and<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_and__Tensor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::bitwise_and_.Tensor");
+  return self;
+}
+
+at::Tensor & wrapper_bitwise_and_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_and.Tensor_out", rbln::functors::bitwise_and<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_and.Tensor_out", rbln::functors::bitwise_and<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_and.Tensor_out", rbln::functors::bitwise_and<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_and_Tensor_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::bitwise_and.Tensor_out");
+  return out;
+}
+
+at::Tensor wrapper_threshold_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & threshold) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::leaky_relu_backward", rbln::functors::leaky_relu_backward<float>(negative_slope, self_is_result)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::leaky_relu_backward", rbln::functors::leaky_relu_backward<at::Half>(negative_slope, self_is_result)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::leaky_relu_backward", rbln::functors::leaky_relu_backward<at::BFloat16>(negative_slope, self_is_result)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::leaky_relu_backward", rbln::functors::leaky_relu_backward<double>(negative_slope, self_is_result)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::leaky_relu_backward>::call(grad_output, self, negative_slope, self_is_result);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::threshold_backward", rbln::functors::threshold_backward<float>(threshold)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::threshold_backward", rbln::functors::threshold_backward<at::Half>(threshold)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::threshold_backward", rbln::functors::threshold_backward<at::BFloat16>(threshold)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::threshold_backward", rbln::functors::threshold_backward<double>(threshold)); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::threshold_backward", rbln::functors::threshold_backward<int32_t>(threshold)); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::threshold_backward", rbln::functors::threshold_backward<int64_t>(threshold)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::threshold_backward>::call(grad_output, self, threshold);
   }
-  RBLN_COUNT_DEVICE_OP("aten::leaky_relu_backward");
+  RBLN_COUNT_DEVICE_OP("aten::threshold_backward");
   return iter.output();
 }
 
-at::Tensor & wrapper_leaky_relu_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & negative_slope, bool self_is_result, at::Tensor & grad_input) {
+at::Tensor & wrapper_threshold_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & threshold, at::Tensor & grad_input) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result = grad_input;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::leaky_relu_backward.grad_input", rbln::functors::leaky_relu_backward<float>(negative_slope, self_is_result)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::leaky_relu_backward.grad_input", rbln::functors::leaky_relu_backward<at::Half>(negative_slope, self_is_result)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::leaky_relu_backward.grad_input", rbln::functors::leaky_relu_backward<at::BFloat16>(negative_slope, self_is_result)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::leaky_relu_backward.grad_input", rbln::functors::leaky_relu_backward<double>(negative_slope, self_is_result)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::leaky_relu_backward_grad_input>::call(grad_output, self, negative_slope, self_is_result, grad_input);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::threshold_backward.grad_input", rbln::functors::threshold_backward<float>(threshold)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::threshold_backward.grad_input", rbln::functors::threshold_backward<at::Half>(threshold)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::threshold_backward.grad_input", rbln::functors::threshold_backward<at::BFloat16>(threshold)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::threshold_backward.grad_input", rbln::functors::threshold_backward<double>(threshold)); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::threshold_backward.grad_input", rbln::functors::threshold_backward<int32_t>(threshold)); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::threshold_backward.grad_input", rbln::functors::threshold_backward<int64_t>(threshold)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::threshold_backward_grad_input>::call(grad_output, self, threshold, grad_input);
   }
-  RBLN_COUNT_DEVICE_OP("aten::leaky_relu_backward.grad_input");
+  RBLN_COUNT_DEVICE_OP("aten::threshold_backward.grad_input");
   return grad_input;
 }
 
-at::Tensor wrapper_native_dropout_backward(const at::Tensor & grad_output, const at::Tensor & mask, double scale) {
+at::Tensor wrapper_gelu_backward(const at::Tensor & grad_output, const at::Tensor & self, c10::string_view approximate) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, mask);
+  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::native_dropout_backward", rbln::functors::dropout_backward<float>(scale)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::native_dropout_backward", rbln::functors::dropout_backward<at::Half>(scale)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::native_dropout_backward", rbln::functors::dropout_backward<at::BFloat16>(scale)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::native_dropout_backward", rbln::functors::dropout_backward<double>(scale)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::native_dropout_backward>::call(grad_output, mask, scale);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::gelu_backward", rbln::functors::gelu_backward<float>(approximate)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::gelu_backward", rbln::functors::gelu_backward<at::Half>(approximate)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::gelu_backward", rbln::functors::gelu_backward<at::BFloat16>(approximate)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::gelu_backward", rbln::functors::gelu_backward<double>(approximate)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gelu_backward>::call(grad_output, self, approximate);
   }
-  RBLN_COUNT_DEVICE_OP("aten::native_dropout_backward");
+  RBLN_COUNT_DEVICE_OP("aten::gelu_backward");
   return iter.output();
 }
 
-at::Tensor & wrapper_native_dropout_backward_out(const at::Tensor & grad_output, const at::Tensor & mask, double scale, at::Tensor & out) {
+at::Tensor & wrapper_gelu_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, c10::string_view approximate, at::Tensor & grad_input) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, mask);
+  at::Tensor result = grad_input;
+  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::native_dropout_backward.out", rbln::functors::dropout_backward<float>(scale)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::native_dropout_backward.out", rbln::functors::dropout_backward<at::Half>(scale)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::native_dropout_backward.out", rbln::functors::dropout_backward<at::BFloat16>(scale)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::native_dropout_backward.out", rbln::functors::dropout_backward<double>(scale)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::native_dropout_backward_out>::call(grad_output, mask, scale, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::gelu_backward.grad_input", rbln::functors::gelu_backward<float>(approximate)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::gelu_backward.grad_input", rbln::functors::gelu_backward<at::Half>(approximate)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::gelu_backward.grad_input", rbln::functors::gelu_backward<at::BFloat16>(approximate)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::gelu_backward.grad_input", rbln::functors::gelu_backward<double>(approximate)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gelu_backward_grad_input>::call(grad_output, self, approximate, grad_input);
   }
-  RBLN_COUNT_DEVICE_OP("aten::native_dropout_backward.out");
-  return out;
+  RBLN_COUNT_DEVICE_OP("aten::gelu_backward.grad_input");
+  return grad_input;
+}
+
+at::Tensor wrapper_hardsigmoid_backward(const at::Tensor & grad_output, const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hardsigmoid_backward", rbln::functors::hardsigmoid_backward<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hardsigmoid_backward", rbln::functors::hardsigmoid_backward<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hardsigmoid_backward", rbln::functors::hardsigmoid_backward<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hardsigmoid_backward", rbln::functors::hardsigmoid_backward<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardsigmoid_backward>::call(grad_output, self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::hardsigmoid_backward");
+  return iter.output();
+}
+
+at::Tensor & wrapper_hardsigmoid_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, at::Tensor & grad_input) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  at::Tensor result = grad_input;
+  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hardsigmoid_backward.grad_input", rbln::functors::hardsigmoid_backward<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hardsigmoid_backward.grad_input", rbln::functors::hardsigmoid_backward<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hardsigmoid_backward.grad_input", rbln::functors::hardsigmoid_backward<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hardsigmoid_backward.grad_input", rbln::functors::hardsigmoid_backward<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardsigmoid_backward_grad_input>::call(grad_output, self, grad_input);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::hardsigmoid_backward.grad_input");
+  return grad_input;
 }
 
 }  // namespace
@@ -1306,50 +1673,73 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("elu", TORCH_FN(wrapper_elu));
   m.impl("elu_", TORCH_FN(wrapper_elu_));
   m.impl("elu.out", TORCH_FN(wrapper_elu_out));
-  m.impl("signbit", TORCH_FN(wrapper_signbit));
-  m.impl("signbit.out", TORCH_FN(wrapper_signbit_out));
-  m.impl("clamp_min", TORCH_FN(wrapper_clamp_min));
-  m.impl("clamp_min_", TORCH_FN(wrapper_clamp_min_));
-  m.impl("clamp_min.out", TORCH_FN(wrapper_clamp_min_out));
-  m.impl("sub.Tensor", TORCH_FN(wrapper_sub_Tensor));
-  m.impl("sub_.Tensor", TORCH_FN(wrapper_sub__Tensor));
-  m.impl("sub.out", TORCH_FN(wrapper_sub_out));
-  m.impl("remainder.Tensor", TORCH_FN(wrapper_remainder_Tensor));
-  m.impl("remainder_.Tensor", TORCH_FN(wrapper_remainder__Tensor));
-  m.impl("remainder.Tensor_out", TORCH_FN(wrapper_remainder_Tensor_out));
-  m.impl("atan2", TORCH_FN(wrapper_atan2));
-  m.impl("atan2_", TORCH_FN(wrapper_atan2_));
-  m.impl("atan2.out", TORCH_FN(wrapper_atan2_out));
-  m.impl("xlogy.Tensor", TORCH_FN(wrapper_xlogy_Tensor));
-  m.impl("xlogy_.Tensor", TORCH_FN(wrapper_xlogy__Tensor));
-  m.impl("xlogy.OutTensor", TORCH_FN(wrapper_xlogy_OutTensor));
-  m.impl("floor_divide", TORCH_FN(wrapper_floor_divide));
-  m.impl("floor_divide_.Tensor", TORCH_FN(wrapper_floor_divide__Tensor));
-  m.impl("floor_divide.out", TORCH_FN(wrapper_floor_divide_out));
-  m.impl("lerp.Scalar", TORCH_FN(wrapper_lerp_Scalar));
-  m.impl("lerp_.Scalar", TORCH_FN(wrapper_lerp__Scalar));
-  m.impl("lerp.Scalar_out", TORCH_FN(wrapper_lerp_Scalar_out));
-  m.impl("eq.Scalar", TORCH_FN(wrapper_eq_Scalar));
-  m.impl("eq_.Scalar", TORCH_FN(wrapper_eq__Scalar));
-  m.impl("eq.Scalar_out", TORCH_FN(wrapper_eq_Scalar_out));
-  m.impl("gt.Scalar", TORCH_FN(wrapper_gt_Scalar));
-  m.impl("gt_.Scalar", TORCH_FN(wrapper_gt__Scalar));
-  m.impl("gt.Scalar_out", TORCH_FN(wrapper_gt_Scalar_out));
-  m.impl("lt.Scalar", TORCH_FN(wrapper_lt_Scalar));
-  m.impl("lt_.Scalar", TORCH_FN(wrapper_lt__Scalar));
-  m.impl("lt.Scalar_out", TORCH_FN(wrapper_lt_Scalar_out));
-  m.impl("logical_or", TORCH_FN(wrapper_logical_or));
-  m.impl("logical_or_", TORCH_FN(wrapper_logical_or_));
-  m.impl("logical_or.out", TORCH_FN(wrapper_logical_or_out));
-  m.impl("bitwise_xor.Tensor", TORCH_FN(wrapper_bitwise_xor_Tensor));
-  m.impl("bitwise_xor_.Tensor", TORCH_FN(wrapper_bitwise_xor__Tensor));
-  m.impl("bitwise_xor.Tensor_out", TORCH_FN(wrapper_bitwise_xor_Tensor_out));
-  m.impl("sigmoid_backward", TORCH_FN(wrapper_sigmoid_backward));
-  m.impl("sigmoid_backward.grad_input", TORCH_FN(wrapper_sigmoid_backward_grad_input));
-  m.impl("leaky_relu_backward", TORCH_FN(wrapper_leaky_relu_backward));
-  m.impl("leaky_relu_backward.grad_input", TORCH_FN(wrapper_leaky_relu_backward_grad_input));
-  m.impl("native_dropout_backward", TORCH_FN(wrapper_native_dropout_backward));
-  m.impl("native_dropout_backward.out", TORCH_FN(wrapper_native_dropout_backward_out));
+  m.impl("erfinv", TORCH_FN(wrapper_erfinv));
+  m.impl("erfinv_", TORCH_FN(wrapper_erfinv_));
+  m.impl("erfinv.out", TORCH_FN(wrapper_erfinv_out));
+  m.impl("special_i1e", TORCH_FN(wrapper_special_i1e));
+  m.impl("special_i1e.out", TORCH_FN(wrapper_special_i1e_out));
+  m.impl("special_airy_ai", TORCH_FN(wrapper_special_airy_ai));
+  m.impl("special_airy_ai.out", TORCH_FN(wrapper_special_airy_ai_out));
+  m.impl("special_bessel_y1", TORCH_FN(wrapper_special_bessel_y1));
+  m.impl("special_bessel_y1.out", TORCH_FN(wrapper_special_bessel_y1_out));
+  m.impl("special_modified_bessel_k1", TORCH_FN(wrapper_special_modified_bessel_k1));
+  m.impl("special_modified_bessel_k1.out", TORCH_FN(wrapper_special_modified_bessel_k1_out));
+  m.impl("special_entr", TORCH_FN(wrapper_special_entr));
+  m.impl("special_entr.out", TORCH_FN(wrapper_special_entr_out));
+  m.impl("polygamma", TORCH_FN(wrapper_polygamma));
+  m.impl("polygamma.out", TORCH_FN(wrapper_polygamma_out));
+  m.impl("nan_to_num", TORCH_FN(wrapper_nan_to_num));
+  m.impl("nan_to_num_", TORCH_FN(wrapper_nan_to_num_));
+  m.impl("nan_to_num.out", TORCH_FN(wrapper_nan_to_num_out));
+  m.impl("isneginf", TORCH_FN(wrapper_isneginf));
+  m.impl("isneginf.out", TORCH_FN(wrapper_isneginf_out));
+  m.impl("add.Tensor", TORCH_FN(wrapper_add_Tensor));
+  m.impl("add_.Tensor", TORCH_FN(wrapper_add__Tensor));
+  m.impl("add.out", TORCH_FN(wrapper_add_out));
+  m.impl("div.Tensor_mode", TORCH_FN(wrapper_div_Tensor_mode));
+  m.impl("div_.Tensor_mode", TORCH_FN(wrapper_div__Tensor_mode));
+  m.impl("div.out_mode", TORCH_FN(wrapper_div_out_mode));
+  m.impl("pow.Scalar", TORCH_FN(wrapper_pow_Scalar));
+  m.impl("pow.Scalar_out", TORCH_FN(wrapper_pow_Scalar_out));
+  m.impl("copysign.Tensor", TORCH_FN(wrapper_copysign_Tensor));
+  m.impl("copysign_.Tensor", TORCH_FN(wrapper_copysign__Tensor));
+  m.impl("copysign.out", TORCH_FN(wrapper_copysign_out));
+  m.impl("fmin", TORCH_FN(wrapper_fmin));
+  m.impl("fmin.out", TORCH_FN(wrapper_fmin_out));
+  m.impl("igamma", TORCH_FN(wrapper_igamma));
+  m.impl("igamma_", TORCH_FN(wrapper_igamma_));
+  m.impl("igamma.out", TORCH_FN(wrapper_igamma_out));
+  m.impl("logaddexp2", TORCH_FN(wrapper_logaddexp2));
+  m.impl("logaddexp2.out", TORCH_FN(wrapper_logaddexp2_out));
+  m.impl("special_chebyshev_polynomial_w", TORCH_FN(wrapper_special_chebyshev_polynomial_w));
+  m.impl("special_chebyshev_polynomial_w.out", TORCH_FN(wrapper_special_chebyshev_polynomial_w_out));
+  m.impl("special_shifted_chebyshev_polynomial_w", TORCH_FN(wrapper_special_shifted_chebyshev_polynomial_w));
+  m.impl("special_shifted_chebyshev_polynomial_w.out", TORCH_FN(wrapper_special_shifted_chebyshev_polynomial_w_out));
+  m.impl("special_legendre_polynomial_p", TORCH_FN(wrapper_special_legendre_polynomial_p));
+  m.impl("special_legendre_polynomial_p.out", TORCH_FN(wrapper_special_legendre_polynomial_p_out));
+  m.impl("addcdiv", TORCH_FN(wrapper_addcdiv));
+  m.impl("addcdiv_", TORCH_FN(wrapper_addcdiv_));
+  m.impl("addcdiv.out", TORCH_FN(wrapper_addcdiv_out));
+  m.impl("minimum", TORCH_FN(wrapper_minimum));
+  m.impl("minimum.out", TORCH_FN(wrapper_minimum_out));
+  m.impl("ne.Scalar", TORCH_FN(wrapper_ne_Scalar));
+  m.impl("ne_.Scalar", TORCH_FN(wrapper_ne__Scalar));
+  m.impl("ne.Scalar_out", TORCH_FN(wrapper_ne_Scalar_out));
+  m.impl("ge.Scalar", TORCH_FN(wrapper_ge_Scalar));
+  m.impl("ge_.Scalar", TORCH_FN(wrapper_ge__Scalar));
+  m.impl("ge.Scalar_out", TORCH_FN(wrapper_ge_Scalar_out));
+  m.impl("le.Scalar", TORCH_FN(wrapper_le_Scalar));
+  m.impl("le_.Scalar", TORCH_FN(wrapper_le__Scalar));
+  m.impl("le.Scalar_out", TORCH_FN(wrapper_le_Scalar_out));
+  m.impl("bitwise_and.Tensor", TORCH_FN(wrapper_bitwise_and_Tensor));
+  m.impl("bitwise_and_.Tensor", TORCH_FN(wrapper_bitwise_and__Tensor));
+  m.impl("bitwise_and.Tensor_out", TORCH_FN(wrapper_bitwise_and_Tensor_out));
+  m.impl("threshold_backward", TORCH_FN(wrapper_threshold_backward));
+  m.impl("threshold_backward.grad_input", TORCH_FN(wrapper_threshold_backward_grad_input));
+  m.impl("gelu_backward", TORCH_FN(wrapper_gelu_backward));
+  m.impl("gelu_backward.grad_input", TORCH_FN(wrapper_gelu_backward_grad_input));
+  m.impl("hardsigmoid_backward", TORCH_FN(wrapper_hardsigmoid_backward));
+  m.impl("hardsigmoid_backward.grad_input", TORCH_FN(wrapper_hardsigmoid_backward_grad_input));
 }
 
 }  // namespace rbln::generated

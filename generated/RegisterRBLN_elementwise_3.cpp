@@ -6,30 +6,43 @@
 #include <torch/library.h>
 #include <ATen/ops/acos_ops.h>
 #include <ATen/ops/acosh_ops.h>
-#include <ATen/ops/addcmul_ops.h>
-#include <ATen/ops/bitwise_not_ops.h>
-#include <ATen/ops/clamp_max_ops.h>
+#include <ATen/ops/atan2_ops.h>
+#include <ATen/ops/bitwise_or_ops.h>
+#include <ATen/ops/clamp_min_ops.h>
+#include <ATen/ops/eq_ops.h>
 #include <ATen/ops/exp_ops.h>
 #include <ATen/ops/floor_ops.h>
-#include <ATen/ops/ge_ops.h>
-#include <ATen/ops/hypot_ops.h>
-#include <ATen/ops/isnan_ops.h>
-#include <ATen/ops/le_ops.h>
+#include <ATen/ops/floor_divide_ops.h>
+#include <ATen/ops/gt_ops.h>
+#include <ATen/ops/hardswish_backward_ops.h>
+#include <ATen/ops/hardtanh_backward_ops.h>
+#include <ATen/ops/i0_ops.h>
+#include <ATen/ops/igammac_ops.h>
+#include <ATen/ops/lerp_ops.h>
 #include <ATen/ops/lgamma_ops.h>
-#include <ATen/ops/logaddexp_ops.h>
-#include <ATen/ops/logical_xor_ops.h>
-#include <ATen/ops/maximum_ops.h>
+#include <ATen/ops/logical_and_ops.h>
+#include <ATen/ops/lt_ops.h>
 #include <ATen/ops/mish_ops.h>
-#include <ATen/ops/mul_ops.h>
-#include <ATen/ops/ne_ops.h>
-#include <ATen/ops/pow_ops.h>
 #include <ATen/ops/relu_ops.h>
+#include <ATen/ops/remainder_ops.h>
+#include <ATen/ops/round_ops.h>
 #include <ATen/ops/rsqrt_ops.h>
+#include <ATen/ops/rsub_ops.h>
 #include <ATen/ops/sigmoid_ops.h>
+#include <ATen/ops/signbit_ops.h>
+#include <ATen/ops/silu_backward_ops.h>
+#include <ATen/ops/sinc_ops.h>
 #include <ATen/ops/softplus_ops.h>
-#include <ATen/ops/softplus_backward_ops.h>
+#include <ATen/ops/special_bessel_j0_ops.h>
+#include <ATen/ops/special_chebyshev_polynomial_t_ops.h>
+#include <ATen/ops/special_hermite_polynomial_h_ops.h>
+#include <ATen/ops/special_modified_bessel_i0_ops.h>
+#include <ATen/ops/special_ndtri_ops.h>
+#include <ATen/ops/special_scaled_modified_bessel_k0_ops.h>
+#include <ATen/ops/special_shifted_chebyshev_polynomial_t_ops.h>
+#include <ATen/ops/sub_ops.h>
 #include <ATen/ops/tan_ops.h>
-#include <ATen/ops/tanh_backward_ops.h>
+#include <ATen/ops/xlogy_ops.h>
 
 #include "kernels/Elementwise.h"
 #include "kernels/Functors.h"
@@ -530,670 +543,1143 @@ at::Tensor & wrapper_softplus_out(const at::Tensor & self, const at::Scalar & be
   return out;
 }
 
-at::Tensor wrapper_isnan(const at::Tensor & self) {
+at::Tensor wrapper_i0(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::i0", rbln::functors::i0<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::i0", rbln::functors::i0<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::i0", rbln::functors::i0<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::i0", rbln::functors::i0<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::i0>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::i0");
+  return iter.output();
+}
+
+at::Tensor & wrapper_i0_(at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::i0_", rbln::functors::i0<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::i0_", rbln::functors::i0<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::i0_", rbln::functors::i0<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::i0_", rbln::functors::i0<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::i0_>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::i0_");
+  return self;
+}
+
+at::Tensor & wrapper_i0_out(const at::Tensor & self, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::i0.out", rbln::functors::i0<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::i0.out", rbln::functors::i0<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::i0.out", rbln::functors::i0<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::i0.out", rbln::functors::i0<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::i0_out>::call(self, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::i0.out");
+  return out;
+}
+
+at::Tensor wrapper_special_ndtri(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_ndtri", rbln::functors::special_ndtri<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_ndtri", rbln::functors::special_ndtri<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_ndtri", rbln::functors::special_ndtri<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_ndtri", rbln::functors::special_ndtri<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_ndtri>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_ndtri");
+  return iter.output();
+}
+
+at::Tensor & wrapper_special_ndtri_out(const at::Tensor & self, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_ndtri.out", rbln::functors::special_ndtri<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_ndtri.out", rbln::functors::special_ndtri<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_ndtri.out", rbln::functors::special_ndtri<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_ndtri.out", rbln::functors::special_ndtri<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_ndtri_out>::call(self, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_ndtri.out");
+  return out;
+}
+
+at::Tensor wrapper_special_bessel_j0(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_bessel_j0", rbln::functors::special_bessel_j0<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_bessel_j0", rbln::functors::special_bessel_j0<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_bessel_j0", rbln::functors::special_bessel_j0<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_bessel_j0", rbln::functors::special_bessel_j0<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_bessel_j0>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_bessel_j0");
+  return iter.output();
+}
+
+at::Tensor & wrapper_special_bessel_j0_out(const at::Tensor & self, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_bessel_j0.out", rbln::functors::special_bessel_j0<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_bessel_j0.out", rbln::functors::special_bessel_j0<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_bessel_j0.out", rbln::functors::special_bessel_j0<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_bessel_j0.out", rbln::functors::special_bessel_j0<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_bessel_j0_out>::call(self, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_bessel_j0.out");
+  return out;
+}
+
+at::Tensor wrapper_special_modified_bessel_i0(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_modified_bessel_i0", rbln::functors::special_modified_bessel_i0<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_modified_bessel_i0", rbln::functors::special_modified_bessel_i0<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_modified_bessel_i0", rbln::functors::special_modified_bessel_i0<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_modified_bessel_i0", rbln::functors::special_modified_bessel_i0<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_modified_bessel_i0>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_modified_bessel_i0");
+  return iter.output();
+}
+
+at::Tensor & wrapper_special_modified_bessel_i0_out(const at::Tensor & self, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_modified_bessel_i0.out", rbln::functors::special_modified_bessel_i0<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_modified_bessel_i0.out", rbln::functors::special_modified_bessel_i0<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_modified_bessel_i0.out", rbln::functors::special_modified_bessel_i0<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_modified_bessel_i0.out", rbln::functors::special_modified_bessel_i0<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_modified_bessel_i0_out>::call(self, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_modified_bessel_i0.out");
+  return out;
+}
+
+at::Tensor wrapper_special_scaled_modified_bessel_k0(const at::Tensor & x) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_float_iter(result, x);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_scaled_modified_bessel_k0", rbln::functors::special_scaled_modified_bessel_k0<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_scaled_modified_bessel_k0", rbln::functors::special_scaled_modified_bessel_k0<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_scaled_modified_bessel_k0", rbln::functors::special_scaled_modified_bessel_k0<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_scaled_modified_bessel_k0", rbln::functors::special_scaled_modified_bessel_k0<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_scaled_modified_bessel_k0>::call(x);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_scaled_modified_bessel_k0");
+  return iter.output();
+}
+
+at::Tensor & wrapper_special_scaled_modified_bessel_k0_out(const at::Tensor & x, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_float_iter(result, x);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_scaled_modified_bessel_k0.out", rbln::functors::special_scaled_modified_bessel_k0<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::special_scaled_modified_bessel_k0.out", rbln::functors::special_scaled_modified_bessel_k0<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::special_scaled_modified_bessel_k0.out", rbln::functors::special_scaled_modified_bessel_k0<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_scaled_modified_bessel_k0.out", rbln::functors::special_scaled_modified_bessel_k0<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_scaled_modified_bessel_k0_out>::call(x, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_scaled_modified_bessel_k0.out");
+  return out;
+}
+
+at::Tensor wrapper_sinc(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::sinc", rbln::functors::sinc<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::sinc", rbln::functors::sinc<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::sinc", rbln::functors::sinc<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::sinc", rbln::functors::sinc<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sinc>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::sinc");
+  return iter.output();
+}
+
+at::Tensor & wrapper_sinc_(at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::sinc_", rbln::functors::sinc<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::sinc_", rbln::functors::sinc<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::sinc_", rbln::functors::sinc<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::sinc_", rbln::functors::sinc<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sinc_>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::sinc_");
+  return self;
+}
+
+at::Tensor & wrapper_sinc_out(const at::Tensor & self, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_float_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::sinc.out", rbln::functors::sinc<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::sinc.out", rbln::functors::sinc<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::sinc.out", rbln::functors::sinc<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::sinc.out", rbln::functors::sinc<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sinc_out>::call(self, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::sinc.out");
+  return out;
+}
+
+at::Tensor wrapper_round_decimals(const at::Tensor & self, int64_t decimals) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::unary_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::round.decimals", rbln::functors::round_decimals<float>(decimals)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::round.decimals", rbln::functors::round_decimals<at::Half>(decimals)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::round.decimals", rbln::functors::round_decimals<at::BFloat16>(decimals)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::round.decimals", rbln::functors::round_decimals<double>(decimals)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::round_decimals>::call(self, decimals);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::round.decimals");
+  return iter.output();
+}
+
+at::Tensor & wrapper_round__decimals(at::Tensor & self, int64_t decimals) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::unary_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::round_.decimals", rbln::functors::round_decimals<float>(decimals)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::round_.decimals", rbln::functors::round_decimals<at::Half>(decimals)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::round_.decimals", rbln::functors::round_decimals<at::BFloat16>(decimals)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::round_.decimals", rbln::functors::round_decimals<double>(decimals)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::round__decimals>::call(self, decimals);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::round_.decimals");
+  return self;
+}
+
+at::Tensor & wrapper_round_decimals_out(const at::Tensor & self, int64_t decimals, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::unary_iter(result, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::round.decimals_out", rbln::functors::round_decimals<float>(decimals)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::round.decimals_out", rbln::functors::round_decimals<at::Half>(decimals)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::round.decimals_out", rbln::functors::round_decimals<at::BFloat16>(decimals)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::round.decimals_out", rbln::functors::round_decimals<double>(decimals)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::round_decimals_out>::call(self, decimals, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::round.decimals_out");
+  return out;
+}
+
+at::Tensor wrapper_signbit(const at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::logical_iter(result, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::isnan", rbln::functors::isnan<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::isnan", rbln::functors::isnan<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::isnan", rbln::functors::isnan<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::isnan", rbln::functors::isnan<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::isnan", rbln::functors::isnan<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::isnan", rbln::functors::isnan<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::isnan", rbln::functors::isnan<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::isnan>::call(self);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::signbit", rbln::functors::signbit<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::signbit", rbln::functors::signbit<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::signbit", rbln::functors::signbit<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::signbit", rbln::functors::signbit<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::signbit", rbln::functors::signbit<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::signbit", rbln::functors::signbit<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::signbit>::call(self);
   }
-  RBLN_COUNT_DEVICE_OP("aten::isnan");
+  RBLN_COUNT_DEVICE_OP("aten::signbit");
   return iter.output();
 }
 
-at::Tensor & wrapper_isnan_out(const at::Tensor & self, at::Tensor & out) {
+at::Tensor & wrapper_signbit_out(const at::Tensor & self, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::logical_iter(result, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::isnan.out", rbln::functors::isnan<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::isnan.out", rbln::functors::isnan<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::isnan.out", rbln::functors::isnan<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::isnan.out", rbln::functors::isnan<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::isnan.out", rbln::functors::isnan<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::isnan.out", rbln::functors::isnan<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::isnan.out", rbln::functors::isnan<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::isnan_out>::call(self, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::signbit.out", rbln::functors::signbit<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::signbit.out", rbln::functors::signbit<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::signbit.out", rbln::functors::signbit<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::signbit.out", rbln::functors::signbit<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::signbit.out", rbln::functors::signbit<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::signbit.out", rbln::functors::signbit<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::signbit_out>::call(self, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::isnan.out");
+  RBLN_COUNT_DEVICE_OP("aten::signbit.out");
   return out;
 }
 
-at::Tensor wrapper_clamp_max(const at::Tensor & self, const at::Scalar & max) {
+at::Tensor wrapper_clamp_min(const at::Tensor & self, const at::Scalar & min) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::unary_iter(result, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::clamp_max", rbln::functors::clamp_max<float>(max)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::clamp_max", rbln::functors::clamp_max<at::Half>(max)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::clamp_max", rbln::functors::clamp_max<at::BFloat16>(max)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::clamp_max", rbln::functors::clamp_max<double>(max)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_max>::call(self, max);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::clamp_min", rbln::functors::clamp_min<float>(min)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::clamp_min", rbln::functors::clamp_min<at::Half>(min)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::clamp_min", rbln::functors::clamp_min<at::BFloat16>(min)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::clamp_min", rbln::functors::clamp_min<double>(min)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_min>::call(self, min);
   }
-  RBLN_COUNT_DEVICE_OP("aten::clamp_max");
+  RBLN_COUNT_DEVICE_OP("aten::clamp_min");
   return iter.output();
 }
 
-at::Tensor & wrapper_clamp_max_(at::Tensor & self, const at::Scalar & max) {
+at::Tensor & wrapper_clamp_min_(at::Tensor & self, const at::Scalar & min) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
   auto iter = rbln::kernels::unary_iter(result, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::clamp_max_", rbln::functors::clamp_max<float>(max)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::clamp_max_", rbln::functors::clamp_max<at::Half>(max)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::clamp_max_", rbln::functors::clamp_max<at::BFloat16>(max)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::clamp_max_", rbln::functors::clamp_max<double>(max)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_max_>::call(self, max);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::clamp_min_", rbln::functors::clamp_min<float>(min)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::clamp_min_", rbln::functors::clamp_min<at::Half>(min)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::clamp_min_", rbln::functors::clamp_min<at::BFloat16>(min)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::clamp_min_", rbln::functors::clamp_min<double>(min)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_min_>::call(self, min);
   }
-  RBLN_COUNT_DEVICE_OP("aten::clamp_max_");
+  RBLN_COUNT_DEVICE_OP("aten::clamp_min_");
   return self;
 }
 
-at::Tensor & wrapper_clamp_max_out(const at::Tensor & self, const at::Scalar & max, at::Tensor & out) {
+at::Tensor & wrapper_clamp_min_out(const at::Tensor & self, const at::Scalar & min, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_iter(result, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::clamp_max.out", rbln::functors::clamp_max<float>(max)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::clamp_max.out", rbln::functors::clamp_max<at::Half>(max)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::clamp_max.out", rbln::functors::clamp_max<at::BFloat16>(max)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::clamp_max.out", rbln::functors::clamp_max<double>(max)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_max_out>::call(self, max, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::clamp_min.out", rbln::functors::clamp_min<float>(min)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::clamp_min.out", rbln::functors::clamp_min<at::Half>(min)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::clamp_min.out", rbln::functors::clamp_min<at::BFloat16>(min)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::clamp_min.out", rbln::functors::clamp_min<double>(min)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_min_out>::call(self, min, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::clamp_max.out");
+  RBLN_COUNT_DEVICE_OP("aten::clamp_min.out");
   return out;
 }
 
-at::Tensor wrapper_mul_Tensor(const at::Tensor & self, const at::Tensor & other) {
+at::Tensor wrapper_sub_Tensor(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mul_Tensor>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<float>(alpha)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<at::Half>(alpha)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<at::BFloat16>(alpha)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<double>(alpha)); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<int32_t>(alpha)); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<int64_t>(alpha)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sub_Tensor>::call(self, other, alpha);
   }
-  RBLN_COUNT_DEVICE_OP("aten::mul.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::sub.Tensor");
   return iter.output();
 }
 
-at::Tensor & wrapper_mul__Tensor(at::Tensor & self, const at::Tensor & other) {
+at::Tensor & wrapper_sub__Tensor(at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mul__Tensor>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<float>(alpha)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<at::Half>(alpha)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<at::BFloat16>(alpha)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<double>(alpha)); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<int32_t>(alpha)); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<int64_t>(alpha)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sub__Tensor>::call(self, other, alpha);
   }
-  RBLN_COUNT_DEVICE_OP("aten::mul_.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::sub_.Tensor");
   return self;
 }
 
-at::Tensor & wrapper_mul_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+at::Tensor & wrapper_sub_out(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::mul.out", rbln::functors::mul<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::mul.out", rbln::functors::mul<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::mul.out", rbln::functors::mul<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::mul.out", rbln::functors::mul<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::mul.out", rbln::functors::mul<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::mul.out", rbln::functors::mul<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::mul.out", rbln::functors::mul<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mul_out>::call(self, other, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::sub.out", rbln::functors::sub<float>(alpha)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::sub.out", rbln::functors::sub<at::Half>(alpha)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::sub.out", rbln::functors::sub<at::BFloat16>(alpha)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::sub.out", rbln::functors::sub<double>(alpha)); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::sub.out", rbln::functors::sub<int32_t>(alpha)); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::sub.out", rbln::functors::sub<int64_t>(alpha)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sub_out>::call(self, other, alpha, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::mul.out");
+  RBLN_COUNT_DEVICE_OP("aten::sub.out");
   return out;
 }
 
-at::Tensor wrapper_pow_Tensor_Tensor(const at::Tensor & self, const at::Tensor & exponent) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, self, exponent);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::pow.Tensor_Tensor", rbln::functors::pow<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::pow.Tensor_Tensor", rbln::functors::pow<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::pow.Tensor_Tensor", rbln::functors::pow<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow.Tensor_Tensor", rbln::functors::pow<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow.Tensor_Tensor", rbln::functors::pow<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow.Tensor_Tensor", rbln::functors::pow<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow_Tensor_Tensor>::call(self, exponent);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::pow.Tensor_Tensor");
-  return iter.output();
-}
-
-at::Tensor & wrapper_pow__Tensor(at::Tensor & self, const at::Tensor & exponent) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::binary_iter(result, self, exponent);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::pow_.Tensor", rbln::functors::pow<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::pow_.Tensor", rbln::functors::pow<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::pow_.Tensor", rbln::functors::pow<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow_.Tensor", rbln::functors::pow<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow_.Tensor", rbln::functors::pow<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow_.Tensor", rbln::functors::pow<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow__Tensor>::call(self, exponent);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::pow_.Tensor");
-  return self;
-}
-
-at::Tensor & wrapper_pow_Tensor_Tensor_out(const at::Tensor & self, const at::Tensor & exponent, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, self, exponent);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::pow.Tensor_Tensor_out", rbln::functors::pow<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::pow.Tensor_Tensor_out", rbln::functors::pow<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::pow.Tensor_Tensor_out", rbln::functors::pow<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow.Tensor_Tensor_out", rbln::functors::pow<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow.Tensor_Tensor_out", rbln::functors::pow<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow.Tensor_Tensor_out", rbln::functors::pow<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow_Tensor_Tensor_out>::call(self, exponent, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::pow.Tensor_Tensor_out");
-  return out;
-}
-
-at::Tensor wrapper_hypot(const at::Tensor & self, const at::Tensor & other) {
+at::Tensor wrapper_remainder_Tensor(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hypot", rbln::functors::hypot<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hypot", rbln::functors::hypot<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hypot", rbln::functors::hypot<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hypot", rbln::functors::hypot<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hypot>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::remainder.Tensor", rbln::functors::remainder<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::remainder.Tensor", rbln::functors::remainder<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::remainder.Tensor", rbln::functors::remainder<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::remainder.Tensor", rbln::functors::remainder<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::remainder.Tensor", rbln::functors::remainder<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::remainder.Tensor", rbln::functors::remainder<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::remainder_Tensor>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::hypot");
+  RBLN_COUNT_DEVICE_OP("aten::remainder.Tensor");
   return iter.output();
 }
 
-at::Tensor & wrapper_hypot_(at::Tensor & self, const at::Tensor & other) {
+at::Tensor & wrapper_remainder__Tensor(at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hypot_", rbln::functors::hypot<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hypot_", rbln::functors::hypot<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hypot_", rbln::functors::hypot<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hypot_", rbln::functors::hypot<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hypot_>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::remainder_.Tensor", rbln::functors::remainder<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::remainder_.Tensor", rbln::functors::remainder<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::remainder_.Tensor", rbln::functors::remainder<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::remainder_.Tensor", rbln::functors::remainder<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::remainder_.Tensor", rbln::functors::remainder<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::remainder_.Tensor", rbln::functors::remainder<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::remainder__Tensor>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::hypot_");
+  RBLN_COUNT_DEVICE_OP("aten::remainder_.Tensor");
   return self;
 }
 
-at::Tensor & wrapper_hypot_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+at::Tensor & wrapper_remainder_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hypot.out", rbln::functors::hypot<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hypot.out", rbln::functors::hypot<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hypot.out", rbln::functors::hypot<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hypot.out", rbln::functors::hypot<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hypot_out>::call(self, other, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::remainder.Tensor_out", rbln::functors::remainder<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::remainder.Tensor_out", rbln::functors::remainder<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::remainder.Tensor_out", rbln::functors::remainder<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::remainder.Tensor_out", rbln::functors::remainder<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::remainder.Tensor_out", rbln::functors::remainder<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::remainder.Tensor_out", rbln::functors::remainder<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::remainder_Tensor_out>::call(self, other, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::hypot.out");
+  RBLN_COUNT_DEVICE_OP("aten::remainder.Tensor_out");
   return out;
 }
 
-at::Tensor wrapper_logaddexp(const at::Tensor & self, const at::Tensor & other) {
+at::Tensor wrapper_atan2(const at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_float_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::atan2", rbln::functors::atan2<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::atan2", rbln::functors::atan2<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::atan2", rbln::functors::atan2<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::atan2", rbln::functors::atan2<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::atan2>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::atan2");
+  return iter.output();
+}
+
+at::Tensor & wrapper_atan2_(at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::binary_float_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::atan2_", rbln::functors::atan2<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::atan2_", rbln::functors::atan2<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::atan2_", rbln::functors::atan2<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::atan2_", rbln::functors::atan2<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::atan2_>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::atan2_");
+  return self;
+}
+
+at::Tensor & wrapper_atan2_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_float_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::atan2.out", rbln::functors::atan2<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::atan2.out", rbln::functors::atan2<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::atan2.out", rbln::functors::atan2<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::atan2.out", rbln::functors::atan2<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::atan2_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::atan2.out");
+  return out;
+}
+
+at::Tensor wrapper_xlogy_Tensor(const at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_float_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::xlogy.Tensor", rbln::functors::xlogy<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::xlogy.Tensor", rbln::functors::xlogy<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::xlogy.Tensor", rbln::functors::xlogy<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::xlogy.Tensor", rbln::functors::xlogy<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::xlogy_Tensor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::xlogy.Tensor");
+  return iter.output();
+}
+
+at::Tensor & wrapper_xlogy__Tensor(at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::binary_float_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::xlogy_.Tensor", rbln::functors::xlogy<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::xlogy_.Tensor", rbln::functors::xlogy<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::xlogy_.Tensor", rbln::functors::xlogy<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::xlogy_.Tensor", rbln::functors::xlogy<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::xlogy__Tensor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::xlogy_.Tensor");
+  return self;
+}
+
+at::Tensor & wrapper_xlogy_OutTensor(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_float_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::xlogy.OutTensor", rbln::functors::xlogy<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::xlogy.OutTensor", rbln::functors::xlogy<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::xlogy.OutTensor", rbln::functors::xlogy<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::xlogy.OutTensor", rbln::functors::xlogy<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::xlogy_OutTensor>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::xlogy.OutTensor");
+  return out;
+}
+
+at::Tensor wrapper_floor_divide(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logaddexp", rbln::functors::logaddexp<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logaddexp", rbln::functors::logaddexp<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logaddexp", rbln::functors::logaddexp<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logaddexp", rbln::functors::logaddexp<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logaddexp>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::floor_divide", rbln::functors::floor_divide_op<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::floor_divide", rbln::functors::floor_divide_op<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::floor_divide", rbln::functors::floor_divide_op<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::floor_divide", rbln::functors::floor_divide_op<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::floor_divide", rbln::functors::floor_divide_op<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::floor_divide", rbln::functors::floor_divide_op<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::floor_divide>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::logaddexp");
+  RBLN_COUNT_DEVICE_OP("aten::floor_divide");
   return iter.output();
 }
 
-at::Tensor & wrapper_logaddexp_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+at::Tensor & wrapper_floor_divide__Tensor(at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::floor_divide_.Tensor", rbln::functors::floor_divide_op<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::floor_divide_.Tensor", rbln::functors::floor_divide_op<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::floor_divide_.Tensor", rbln::functors::floor_divide_op<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::floor_divide_.Tensor", rbln::functors::floor_divide_op<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::floor_divide_.Tensor", rbln::functors::floor_divide_op<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::floor_divide_.Tensor", rbln::functors::floor_divide_op<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::floor_divide__Tensor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::floor_divide_.Tensor");
+  return self;
+}
+
+at::Tensor & wrapper_floor_divide_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logaddexp.out", rbln::functors::logaddexp<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logaddexp.out", rbln::functors::logaddexp<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logaddexp.out", rbln::functors::logaddexp<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logaddexp.out", rbln::functors::logaddexp<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logaddexp_out>::call(self, other, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::floor_divide.out", rbln::functors::floor_divide_op<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::floor_divide.out", rbln::functors::floor_divide_op<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::floor_divide.out", rbln::functors::floor_divide_op<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::floor_divide.out", rbln::functors::floor_divide_op<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::floor_divide.out", rbln::functors::floor_divide_op<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::floor_divide.out", rbln::functors::floor_divide_op<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::floor_divide_out>::call(self, other, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::logaddexp.out");
+  RBLN_COUNT_DEVICE_OP("aten::floor_divide.out");
   return out;
 }
 
-at::Tensor wrapper_addcmul(const at::Tensor & self, const at::Tensor & tensor1, const at::Tensor & tensor2, const at::Scalar & value) {
+at::Tensor wrapper_igammac(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
-  auto iter = rbln::kernels::ternary_iter(result, self, tensor1, tensor2);
+  auto iter = rbln::kernels::binary_float_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::addcmul", rbln::functors::addcmul<float>(value)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::addcmul", rbln::functors::addcmul<at::Half>(value)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::addcmul", rbln::functors::addcmul<at::BFloat16>(value)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::addcmul", rbln::functors::addcmul<double>(value)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 4>(iter, "aten::addcmul", rbln::functors::addcmul<int32_t>(value)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 4>(iter, "aten::addcmul", rbln::functors::addcmul<int64_t>(value)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addcmul>::call(self, tensor1, tensor2, value);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::igammac", rbln::functors::igammac<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::igammac", rbln::functors::igammac<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::igammac", rbln::functors::igammac<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::igammac", rbln::functors::igammac<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::igammac>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::addcmul");
+  RBLN_COUNT_DEVICE_OP("aten::igammac");
   return iter.output();
 }
 
-at::Tensor & wrapper_addcmul_(at::Tensor & self, const at::Tensor & tensor1, const at::Tensor & tensor2, const at::Scalar & value) {
+at::Tensor & wrapper_igammac_(at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
-  auto iter = rbln::kernels::ternary_iter(result, self, tensor1, tensor2);
+  auto iter = rbln::kernels::binary_float_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<float>(value)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<at::Half>(value)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<at::BFloat16>(value)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<double>(value)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<int32_t>(value)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<int64_t>(value)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addcmul_>::call(self, tensor1, tensor2, value);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::igammac_", rbln::functors::igammac<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::igammac_", rbln::functors::igammac<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::igammac_", rbln::functors::igammac<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::igammac_", rbln::functors::igammac<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::igammac_>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::addcmul_");
+  RBLN_COUNT_DEVICE_OP("aten::igammac_");
   return self;
 }
 
-at::Tensor & wrapper_addcmul_out(const at::Tensor & self, const at::Tensor & tensor1, const at::Tensor & tensor2, const at::Scalar & value, at::Tensor & out) {
+at::Tensor & wrapper_igammac_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
-  auto iter = rbln::kernels::ternary_iter(result, self, tensor1, tensor2);
+  auto iter = rbln::kernels::binary_float_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<float>(value)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<at::Half>(value)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<at::BFloat16>(value)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<double>(value)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<int32_t>(value)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<int64_t>(value)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addcmul_out>::call(self, tensor1, tensor2, value, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::igammac.out", rbln::functors::igammac<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::igammac.out", rbln::functors::igammac<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::igammac.out", rbln::functors::igammac<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::igammac.out", rbln::functors::igammac<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::igammac_out>::call(self, other, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::addcmul.out");
+  RBLN_COUNT_DEVICE_OP("aten::igammac.out");
   return out;
 }
 
-at::Tensor wrapper_maximum(const at::Tensor & self, const at::Tensor & other) {
+at::Tensor wrapper_special_chebyshev_polynomial_t(const at::Tensor & x, const at::Tensor & n) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_float_iter(result, x, n);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_chebyshev_polynomial_t", rbln::functors::special_chebyshev_polynomial_t<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_chebyshev_polynomial_t", rbln::functors::special_chebyshev_polynomial_t<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_chebyshev_polynomial_t", rbln::functors::special_chebyshev_polynomial_t<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_chebyshev_polynomial_t", rbln::functors::special_chebyshev_polynomial_t<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_chebyshev_polynomial_t>::call(x, n);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_chebyshev_polynomial_t");
+  return iter.output();
+}
+
+at::Tensor & wrapper_special_chebyshev_polynomial_t_out(const at::Tensor & x, const at::Tensor & n, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_float_iter(result, x, n);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_chebyshev_polynomial_t.out", rbln::functors::special_chebyshev_polynomial_t<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_chebyshev_polynomial_t.out", rbln::functors::special_chebyshev_polynomial_t<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_chebyshev_polynomial_t.out", rbln::functors::special_chebyshev_polynomial_t<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_chebyshev_polynomial_t.out", rbln::functors::special_chebyshev_polynomial_t<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_chebyshev_polynomial_t_out>::call(x, n, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_chebyshev_polynomial_t.out");
+  return out;
+}
+
+at::Tensor wrapper_special_shifted_chebyshev_polynomial_t(const at::Tensor & x, const at::Tensor & n) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_float_iter(result, x, n);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_shifted_chebyshev_polynomial_t", rbln::functors::special_shifted_chebyshev_polynomial_t<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_shifted_chebyshev_polynomial_t", rbln::functors::special_shifted_chebyshev_polynomial_t<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_shifted_chebyshev_polynomial_t", rbln::functors::special_shifted_chebyshev_polynomial_t<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_shifted_chebyshev_polynomial_t", rbln::functors::special_shifted_chebyshev_polynomial_t<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_shifted_chebyshev_polynomial_t>::call(x, n);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_shifted_chebyshev_polynomial_t");
+  return iter.output();
+}
+
+at::Tensor & wrapper_special_shifted_chebyshev_polynomial_t_out(const at::Tensor & x, const at::Tensor & n, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_float_iter(result, x, n);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_shifted_chebyshev_polynomial_t.out", rbln::functors::special_shifted_chebyshev_polynomial_t<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_shifted_chebyshev_polynomial_t.out", rbln::functors::special_shifted_chebyshev_polynomial_t<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_shifted_chebyshev_polynomial_t.out", rbln::functors::special_shifted_chebyshev_polynomial_t<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_shifted_chebyshev_polynomial_t.out", rbln::functors::special_shifted_chebyshev_polynomial_t<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_shifted_chebyshev_polynomial_t_out>::call(x, n, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_shifted_chebyshev_polynomial_t.out");
+  return out;
+}
+
+at::Tensor wrapper_special_hermite_polynomial_h(const at::Tensor & x, const at::Tensor & n) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_float_iter(result, x, n);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_hermite_polynomial_h", rbln::functors::special_hermite_polynomial_h<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_hermite_polynomial_h", rbln::functors::special_hermite_polynomial_h<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_hermite_polynomial_h", rbln::functors::special_hermite_polynomial_h<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_hermite_polynomial_h", rbln::functors::special_hermite_polynomial_h<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_hermite_polynomial_h>::call(x, n);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_hermite_polynomial_h");
+  return iter.output();
+}
+
+at::Tensor & wrapper_special_hermite_polynomial_h_out(const at::Tensor & x, const at::Tensor & n, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(x));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_float_iter(result, x, n);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_hermite_polynomial_h.out", rbln::functors::special_hermite_polynomial_h<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_hermite_polynomial_h.out", rbln::functors::special_hermite_polynomial_h<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_hermite_polynomial_h.out", rbln::functors::special_hermite_polynomial_h<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_hermite_polynomial_h.out", rbln::functors::special_hermite_polynomial_h<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_hermite_polynomial_h_out>::call(x, n, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::special_hermite_polynomial_h.out");
+  return out;
+}
+
+at::Tensor wrapper_rsub_Tensor(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::maximum", rbln::functors::maximum<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::maximum", rbln::functors::maximum<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::maximum", rbln::functors::maximum<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::maximum", rbln::functors::maximum<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::maximum", rbln::functors::maximum<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::maximum", rbln::functors::maximum<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::maximum", rbln::functors::maximum<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::maximum>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::rsub.Tensor", rbln::functors::rsub<float>(alpha)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::rsub.Tensor", rbln::functors::rsub<at::Half>(alpha)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::rsub.Tensor", rbln::functors::rsub<at::BFloat16>(alpha)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::rsub.Tensor", rbln::functors::rsub<double>(alpha)); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::rsub.Tensor", rbln::functors::rsub<int32_t>(alpha)); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::rsub.Tensor", rbln::functors::rsub<int64_t>(alpha)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::rsub_Tensor>::call(self, other, alpha);
   }
-  RBLN_COUNT_DEVICE_OP("aten::maximum");
+  RBLN_COUNT_DEVICE_OP("aten::rsub.Tensor");
   return iter.output();
 }
 
-at::Tensor & wrapper_maximum_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+at::Tensor & wrapper_rsub_Tensor_out(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::maximum.out", rbln::functors::maximum<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::maximum.out", rbln::functors::maximum<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::maximum.out", rbln::functors::maximum<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::maximum.out", rbln::functors::maximum<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::maximum.out", rbln::functors::maximum<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::maximum.out", rbln::functors::maximum<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::maximum.out", rbln::functors::maximum<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::maximum_out>::call(self, other, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::rsub.Tensor_out", rbln::functors::rsub<float>(alpha)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::rsub.Tensor_out", rbln::functors::rsub<at::Half>(alpha)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::rsub.Tensor_out", rbln::functors::rsub<at::BFloat16>(alpha)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::rsub.Tensor_out", rbln::functors::rsub<double>(alpha)); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::rsub.Tensor_out", rbln::functors::rsub<int32_t>(alpha)); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::rsub.Tensor_out", rbln::functors::rsub<int64_t>(alpha)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::rsub_Tensor_out>::call(self, other, alpha, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::maximum.out");
+  RBLN_COUNT_DEVICE_OP("aten::rsub.Tensor_out");
   return out;
 }
 
-at::Tensor wrapper_ne_Tensor(const at::Tensor & self, const at::Tensor & other) {
+at::Tensor wrapper_lerp_Tensor(const at::Tensor & self, const at::Tensor & end, const at::Tensor & weight) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::ternary_iter(result, self, end, weight);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::lerp.Tensor", rbln::functors::lerp<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::lerp.Tensor", rbln::functors::lerp<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::lerp.Tensor", rbln::functors::lerp<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::lerp.Tensor", rbln::functors::lerp<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lerp_Tensor>::call(self, end, weight);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::lerp.Tensor");
+  return iter.output();
+}
+
+at::Tensor & wrapper_lerp__Tensor(at::Tensor & self, const at::Tensor & end, const at::Tensor & weight) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::ternary_iter(result, self, end, weight);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::lerp_.Tensor", rbln::functors::lerp<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::lerp_.Tensor", rbln::functors::lerp<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::lerp_.Tensor", rbln::functors::lerp<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::lerp_.Tensor", rbln::functors::lerp<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lerp__Tensor>::call(self, end, weight);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::lerp_.Tensor");
+  return self;
+}
+
+at::Tensor & wrapper_lerp_Tensor_out(const at::Tensor & self, const at::Tensor & end, const at::Tensor & weight, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::ternary_iter(result, self, end, weight);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::lerp.Tensor_out", rbln::functors::lerp<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::lerp.Tensor_out", rbln::functors::lerp<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::lerp.Tensor_out", rbln::functors::lerp<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::lerp.Tensor_out", rbln::functors::lerp<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lerp_Tensor_out>::call(self, end, weight, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::lerp.Tensor_out");
+  return out;
+}
+
+at::Tensor wrapper_eq_Tensor(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::compare_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne_Tensor>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq_Tensor>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::ne.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::eq.Tensor");
   return iter.output();
 }
 
-at::Tensor & wrapper_ne__Tensor(at::Tensor & self, const at::Tensor & other) {
+at::Tensor & wrapper_eq__Tensor(at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
   auto iter = rbln::kernels::compare_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne__Tensor>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq__Tensor>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::ne_.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::eq_.Tensor");
   return self;
 }
 
-at::Tensor & wrapper_ne_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+at::Tensor & wrapper_eq_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::compare_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne_Tensor_out>::call(self, other, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq_Tensor_out>::call(self, other, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::ne.Tensor_out");
+  RBLN_COUNT_DEVICE_OP("aten::eq.Tensor_out");
   return out;
 }
 
-at::Tensor wrapper_ge_Tensor(const at::Tensor & self, const at::Tensor & other) {
+at::Tensor wrapper_gt_Tensor(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::compare_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ge.Tensor", rbln::functors::ge<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ge.Tensor", rbln::functors::ge<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ge.Tensor", rbln::functors::ge<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ge.Tensor", rbln::functors::ge<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ge.Tensor", rbln::functors::ge<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ge.Tensor", rbln::functors::ge<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ge.Tensor", rbln::functors::ge<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ge_Tensor>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::gt.Tensor", rbln::functors::gt<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::gt.Tensor", rbln::functors::gt<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::gt.Tensor", rbln::functors::gt<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::gt.Tensor", rbln::functors::gt<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::gt.Tensor", rbln::functors::gt<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::gt.Tensor", rbln::functors::gt<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::gt.Tensor", rbln::functors::gt<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gt_Tensor>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::ge.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::gt.Tensor");
   return iter.output();
 }
 
-at::Tensor & wrapper_ge__Tensor(at::Tensor & self, const at::Tensor & other) {
+at::Tensor & wrapper_gt__Tensor(at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
   auto iter = rbln::kernels::compare_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ge_.Tensor", rbln::functors::ge<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ge_.Tensor", rbln::functors::ge<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ge_.Tensor", rbln::functors::ge<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ge_.Tensor", rbln::functors::ge<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ge_.Tensor", rbln::functors::ge<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ge_.Tensor", rbln::functors::ge<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ge_.Tensor", rbln::functors::ge<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ge__Tensor>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::gt_.Tensor", rbln::functors::gt<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::gt_.Tensor", rbln::functors::gt<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::gt_.Tensor", rbln::functors::gt<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::gt_.Tensor", rbln::functors::gt<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::gt_.Tensor", rbln::functors::gt<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::gt_.Tensor", rbln::functors::gt<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::gt_.Tensor", rbln::functors::gt<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gt__Tensor>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::ge_.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::gt_.Tensor");
   return self;
 }
 
-at::Tensor & wrapper_ge_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+at::Tensor & wrapper_gt_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::compare_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ge.Tensor_out", rbln::functors::ge<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ge.Tensor_out", rbln::functors::ge<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ge.Tensor_out", rbln::functors::ge<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ge.Tensor_out", rbln::functors::ge<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ge.Tensor_out", rbln::functors::ge<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ge.Tensor_out", rbln::functors::ge<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ge.Tensor_out", rbln::functors::ge<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ge_Tensor_out>::call(self, other, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::gt.Tensor_out", rbln::functors::gt<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::gt.Tensor_out", rbln::functors::gt<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::gt.Tensor_out", rbln::functors::gt<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::gt.Tensor_out", rbln::functors::gt<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::gt.Tensor_out", rbln::functors::gt<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::gt.Tensor_out", rbln::functors::gt<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::gt.Tensor_out", rbln::functors::gt<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gt_Tensor_out>::call(self, other, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::ge.Tensor_out");
+  RBLN_COUNT_DEVICE_OP("aten::gt.Tensor_out");
   return out;
 }
 
-at::Tensor wrapper_le_Tensor(const at::Tensor & self, const at::Tensor & other) {
+at::Tensor wrapper_lt_Tensor(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::compare_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::le.Tensor", rbln::functors::le<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::le.Tensor", rbln::functors::le<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::le.Tensor", rbln::functors::le<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::le.Tensor", rbln::functors::le<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::le.Tensor", rbln::functors::le<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::le.Tensor", rbln::functors::le<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::le.Tensor", rbln::functors::le<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::le_Tensor>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::lt.Tensor", rbln::functors::lt<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lt.Tensor", rbln::functors::lt<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lt.Tensor", rbln::functors::lt<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lt.Tensor", rbln::functors::lt<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::lt.Tensor", rbln::functors::lt<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::lt.Tensor", rbln::functors::lt<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::lt.Tensor", rbln::functors::lt<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lt_Tensor>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::le.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::lt.Tensor");
   return iter.output();
 }
 
-at::Tensor & wrapper_le__Tensor(at::Tensor & self, const at::Tensor & other) {
+at::Tensor & wrapper_lt__Tensor(at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
   auto iter = rbln::kernels::compare_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::le_.Tensor", rbln::functors::le<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::le_.Tensor", rbln::functors::le<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::le_.Tensor", rbln::functors::le<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::le_.Tensor", rbln::functors::le<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::le_.Tensor", rbln::functors::le<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::le_.Tensor", rbln::functors::le<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::le_.Tensor", rbln::functors::le<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::le__Tensor>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::lt_.Tensor", rbln::functors::lt<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lt_.Tensor", rbln::functors::lt<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lt_.Tensor", rbln::functors::lt<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lt_.Tensor", rbln::functors::lt<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::lt_.Tensor", rbln::functors::lt<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::lt_.Tensor", rbln::functors::lt<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::lt_.Tensor", rbln::functors::lt<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lt__Tensor>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::le_.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::lt_.Tensor");
   return self;
 }
 
-at::Tensor & wrapper_le_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+at::Tensor & wrapper_lt_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::compare_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::le.Tensor_out", rbln::functors::le<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::le.Tensor_out", rbln::functors::le<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::le.Tensor_out", rbln::functors::le<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::le.Tensor_out", rbln::functors::le<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::le.Tensor_out", rbln::functors::le<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::le.Tensor_out", rbln::functors::le<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::le.Tensor_out", rbln::functors::le<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::le_Tensor_out>::call(self, other, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::lt.Tensor_out", rbln::functors::lt<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lt.Tensor_out", rbln::functors::lt<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lt.Tensor_out", rbln::functors::lt<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lt.Tensor_out", rbln::functors::lt<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::lt.Tensor_out", rbln::functors::lt<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::lt.Tensor_out", rbln::functors::lt<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::lt.Tensor_out", rbln::functors::lt<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lt_Tensor_out>::call(self, other, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::le.Tensor_out");
+  RBLN_COUNT_DEVICE_OP("aten::lt.Tensor_out");
   return out;
 }
 
-at::Tensor wrapper_logical_xor(const at::Tensor & self, const at::Tensor & other) {
+at::Tensor wrapper_logical_and(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::compare_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_xor>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logical_and", rbln::functors::logical_and<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logical_and", rbln::functors::logical_and<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logical_and", rbln::functors::logical_and<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logical_and", rbln::functors::logical_and<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::logical_and", rbln::functors::logical_and<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::logical_and", rbln::functors::logical_and<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::logical_and", rbln::functors::logical_and<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_and>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::logical_xor");
+  RBLN_COUNT_DEVICE_OP("aten::logical_and");
   return iter.output();
 }
 
-at::Tensor & wrapper_logical_xor_(at::Tensor & self, const at::Tensor & other) {
+at::Tensor & wrapper_logical_and_(at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
   auto iter = rbln::kernels::compare_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_xor_>::call(self, other);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logical_and_", rbln::functors::logical_and<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logical_and_", rbln::functors::logical_and<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logical_and_", rbln::functors::logical_and<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logical_and_", rbln::functors::logical_and<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::logical_and_", rbln::functors::logical_and<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::logical_and_", rbln::functors::logical_and<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::logical_and_", rbln::functors::logical_and<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_and_>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::logical_xor_");
+  RBLN_COUNT_DEVICE_OP("aten::logical_and_");
   return self;
 }
 
-at::Tensor & wrapper_logical_xor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+at::Tensor & wrapper_logical_and_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::compare_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_xor_out>::call(self, other, out);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logical_and.out", rbln::functors::logical_and<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logical_and.out", rbln::functors::logical_and<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logical_and.out", rbln::functors::logical_and<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logical_and.out", rbln::functors::logical_and<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::logical_and.out", rbln::functors::logical_and<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::logical_and.out", rbln::functors::logical_and<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::logical_and.out", rbln::functors::logical_and<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_and_out>::call(self, other, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::logical_xor.out");
+  RBLN_COUNT_DEVICE_OP("aten::logical_and.out");
   return out;
 }
 
-at::Tensor wrapper_bitwise_not(const at::Tensor & self) {
+at::Tensor wrapper_bitwise_or_Tensor(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
-  auto iter = rbln::kernels::unary_iter(result, self);
+  auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::bitwise_not", rbln::functors::bitwise_not<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::bitwise_not", rbln::functors::bitwise_not<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::bitwise_not", rbln::functors::bitwise_not<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_not>::call(self);
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_or.Tensor", rbln::functors::bitwise_or<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_or.Tensor", rbln::functors::bitwise_or<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_or.Tensor", rbln::functors::bitwise_or<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_or_Tensor>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::bitwise_not");
+  RBLN_COUNT_DEVICE_OP("aten::bitwise_or.Tensor");
   return iter.output();
 }
 
-at::Tensor & wrapper_bitwise_not_(at::Tensor & self) {
+at::Tensor & wrapper_bitwise_or__Tensor(at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
-  auto iter = rbln::kernels::unary_iter(result, self);
+  auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::bitwise_not_", rbln::functors::bitwise_not<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::bitwise_not_", rbln::functors::bitwise_not<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::bitwise_not_", rbln::functors::bitwise_not<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_not_>::call(self);
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_or_.Tensor", rbln::functors::bitwise_or<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_or_.Tensor", rbln::functors::bitwise_or<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_or_.Tensor", rbln::functors::bitwise_or<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_or__Tensor>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::bitwise_not_");
+  RBLN_COUNT_DEVICE_OP("aten::bitwise_or_.Tensor");
   return self;
 }
 
-at::Tensor & wrapper_bitwise_not_out(const at::Tensor & self, at::Tensor & out) {
+at::Tensor & wrapper_bitwise_or_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
-  auto iter = rbln::kernels::unary_iter(result, self);
+  auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::bitwise_not.out", rbln::functors::bitwise_not<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::bitwise_not.out", rbln::functors::bitwise_not<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::bitwise_not.out", rbln::functors::bitwise_not<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_not_out>::call(self, out);
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_or.Tensor_out", rbln::functors::bitwise_or<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_or.Tensor_out", rbln::functors::bitwise_or<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_or.Tensor_out", rbln::functors::bitwise_or<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_or_Tensor_out>::call(self, other, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::bitwise_not.out");
+  RBLN_COUNT_DEVICE_OP("aten::bitwise_or.Tensor_out");
   return out;
 }
 
-at::Tensor wrapper_tanh_backward(const at::Tensor & grad_output, const at::Tensor & output) {
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, output);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::tanh_backward", rbln::functors::tanh_backward<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::tanh_backward", rbln::functors::tanh_backward<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::tanh_backward", rbln::functors::tanh_backward<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::tanh_backward", rbln::functors::tanh_backward<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::tanh_backward>::call(grad_output, output);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::tanh_backward");
-  return iter.output();
-}
-
-at::Tensor & wrapper_tanh_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & output, at::Tensor & grad_input) {
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result = grad_input;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, output);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::tanh_backward.grad_input", rbln::functors::tanh_backward<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::tanh_backward.grad_input", rbln::functors::tanh_backward<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::tanh_backward.grad_input", rbln::functors::tanh_backward<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::tanh_backward.grad_input", rbln::functors::tanh_backward<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::tanh_backward_grad_input>::call(grad_output, output, grad_input);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::tanh_backward.grad_input");
-  return grad_input;
-}
-
-at::Tensor wrapper_softplus_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & beta, const at::Scalar & threshold) {
+at::Tensor wrapper_silu_backward(const at::Tensor & grad_output, const at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::softplus_backward", rbln::functors::softplus_backward<float>(beta, threshold)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::softplus_backward", rbln::functors::softplus_backward<at::Half>(beta, threshold)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::softplus_backward", rbln::functors::softplus_backward<at::BFloat16>(beta, threshold)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::softplus_backward", rbln::functors::softplus_backward<double>(beta, threshold)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::softplus_backward>::call(grad_output, self, beta, threshold);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::silu_backward", rbln::functors::silu_backward<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::silu_backward", rbln::functors::silu_backward<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::silu_backward", rbln::functors::silu_backward<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::silu_backward", rbln::functors::silu_backward<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::silu_backward>::call(grad_output, self);
   }
-  RBLN_COUNT_DEVICE_OP("aten::softplus_backward");
+  RBLN_COUNT_DEVICE_OP("aten::silu_backward");
   return iter.output();
 }
 
-at::Tensor & wrapper_softplus_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & beta, const at::Scalar & threshold, at::Tensor & grad_input) {
+at::Tensor & wrapper_silu_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, at::Tensor & grad_input) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result = grad_input;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::softplus_backward.grad_input", rbln::functors::softplus_backward<float>(beta, threshold)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::softplus_backward.grad_input", rbln::functors::softplus_backward<at::Half>(beta, threshold)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::softplus_backward.grad_input", rbln::functors::softplus_backward<at::BFloat16>(beta, threshold)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::softplus_backward.grad_input", rbln::functors::softplus_backward<double>(beta, threshold)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::softplus_backward_grad_input>::call(grad_output, self, beta, threshold, grad_input);
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::silu_backward.grad_input", rbln::functors::silu_backward<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::silu_backward.grad_input", rbln::functors::silu_backward<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::silu_backward.grad_input", rbln::functors::silu_backward<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::silu_backward.grad_input", rbln::functors::silu_backward<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::silu_backward_grad_input>::call(grad_output, self, grad_input);
   }
-  RBLN_COUNT_DEVICE_OP("aten::softplus_backward.grad_input");
+  RBLN_COUNT_DEVICE_OP("aten::silu_backward.grad_input");
   return grad_input;
+}
+
+at::Tensor wrapper_hardtanh_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & min_val, const at::Scalar & max_val) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hardtanh_backward", rbln::functors::hardtanh_backward<float>(min_val, max_val)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hardtanh_backward", rbln::functors::hardtanh_backward<at::Half>(min_val, max_val)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hardtanh_backward", rbln::functors::hardtanh_backward<at::BFloat16>(min_val, max_val)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hardtanh_backward", rbln::functors::hardtanh_backward<double>(min_val, max_val)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardtanh_backward>::call(grad_output, self, min_val, max_val);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::hardtanh_backward");
+  return iter.output();
+}
+
+at::Tensor & wrapper_hardtanh_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & min_val, const at::Scalar & max_val, at::Tensor & grad_input) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  at::Tensor result = grad_input;
+  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hardtanh_backward.grad_input", rbln::functors::hardtanh_backward<float>(min_val, max_val)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hardtanh_backward.grad_input", rbln::functors::hardtanh_backward<at::Half>(min_val, max_val)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hardtanh_backward.grad_input", rbln::functors::hardtanh_backward<at::BFloat16>(min_val, max_val)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hardtanh_backward.grad_input", rbln::functors::hardtanh_backward<double>(min_val, max_val)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardtanh_backward_grad_input>::call(grad_output, self, min_val, max_val, grad_input);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::hardtanh_backward.grad_input");
+  return grad_input;
+}
+
+at::Tensor wrapper_hardswish_backward(const at::Tensor & grad_output, const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hardswish_backward", rbln::functors::hardswish_backward<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hardswish_backward", rbln::functors::hardswish_backward<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hardswish_backward", rbln::functors::hardswish_backward<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hardswish_backward", rbln::functors::hardswish_backward<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardswish_backward>::call(grad_output, self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::hardswish_backward");
+  return iter.output();
+}
+
+at::Tensor & wrapper_hardswish_backward_out(const at::Tensor & grad_output, const at::Tensor & self, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hardswish_backward.out", rbln::functors::hardswish_backward<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hardswish_backward.out", rbln::functors::hardswish_backward<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hardswish_backward.out", rbln::functors::hardswish_backward<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hardswish_backward.out", rbln::functors::hardswish_backward<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardswish_backward_out>::call(grad_output, self, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::hardswish_backward.out");
+  return out;
 }
 
 }  // namespace
@@ -1231,46 +1717,78 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mish.out", TORCH_FN(wrapper_mish_out));
   m.impl("softplus", TORCH_FN(wrapper_softplus));
   m.impl("softplus.out", TORCH_FN(wrapper_softplus_out));
-  m.impl("isnan", TORCH_FN(wrapper_isnan));
-  m.impl("isnan.out", TORCH_FN(wrapper_isnan_out));
-  m.impl("clamp_max", TORCH_FN(wrapper_clamp_max));
-  m.impl("clamp_max_", TORCH_FN(wrapper_clamp_max_));
-  m.impl("clamp_max.out", TORCH_FN(wrapper_clamp_max_out));
-  m.impl("mul.Tensor", TORCH_FN(wrapper_mul_Tensor));
-  m.impl("mul_.Tensor", TORCH_FN(wrapper_mul__Tensor));
-  m.impl("mul.out", TORCH_FN(wrapper_mul_out));
-  m.impl("pow.Tensor_Tensor", TORCH_FN(wrapper_pow_Tensor_Tensor));
-  m.impl("pow_.Tensor", TORCH_FN(wrapper_pow__Tensor));
-  m.impl("pow.Tensor_Tensor_out", TORCH_FN(wrapper_pow_Tensor_Tensor_out));
-  m.impl("hypot", TORCH_FN(wrapper_hypot));
-  m.impl("hypot_", TORCH_FN(wrapper_hypot_));
-  m.impl("hypot.out", TORCH_FN(wrapper_hypot_out));
-  m.impl("logaddexp", TORCH_FN(wrapper_logaddexp));
-  m.impl("logaddexp.out", TORCH_FN(wrapper_logaddexp_out));
-  m.impl("addcmul", TORCH_FN(wrapper_addcmul));
-  m.impl("addcmul_", TORCH_FN(wrapper_addcmul_));
-  m.impl("addcmul.out", TORCH_FN(wrapper_addcmul_out));
-  m.impl("maximum", TORCH_FN(wrapper_maximum));
-  m.impl("maximum.out", TORCH_FN(wrapper_maximum_out));
-  m.impl("ne.Tensor", TORCH_FN(wrapper_ne_Tensor));
-  m.impl("ne_.Tensor", TORCH_FN(wrapper_ne__Tensor));
-  m.impl("ne.Tensor_out", TORCH_FN(wrapper_ne_Tensor_out));
-  m.impl("ge.Tensor", TORCH_FN(wrapper_ge_Tensor));
-  m.impl("ge_.Tensor", TORCH_FN(wrapper_ge__Tensor));
-  m.impl("ge.Tensor_out", TORCH_FN(wrapper_ge_Tensor_out));
-  m.impl("le.Tensor", TORCH_FN(wrapper_le_Tensor));
-  m.impl("le_.Tensor", TORCH_FN(wrapper_le__Tensor));
-  m.impl("le.Tensor_out", TORCH_FN(wrapper_le_Tensor_out));
-  m.impl("logical_xor", TORCH_FN(wrapper_logical_xor));
-  m.impl("logical_xor_", TORCH_FN(wrapper_logical_xor_));
-  m.impl("logical_xor.out", TORCH_FN(wrapper_logical_xor_out));
-  m.impl("bitwise_not", TORCH_FN(wrapper_bitwise_not));
-  m.impl("bitwise_not_", TORCH_FN(wrapper_bitwise_not_));
-  m.impl("bitwise_not.out", TORCH_FN(wrapper_bitwise_not_out));
-  m.impl("tanh_backward", TORCH_FN(wrapper_tanh_backward));
-  m.impl("tanh_backward.grad_input", TORCH_FN(wrapper_tanh_backward_grad_input));
-  m.impl("softplus_backward", TORCH_FN(wrapper_softplus_backward));
-  m.impl("softplus_backward.grad_input", TORCH_FN(wrapper_softplus_backward_grad_input));
+  m.impl("i0", TORCH_FN(wrapper_i0));
+  m.impl("i0_", TORCH_FN(wrapper_i0_));
+  m.impl("i0.out", TORCH_FN(wrapper_i0_out));
+  m.impl("special_ndtri", TORCH_FN(wrapper_special_ndtri));
+  m.impl("special_ndtri.out", TORCH_FN(wrapper_special_ndtri_out));
+  m.impl("special_bessel_j0", TORCH_FN(wrapper_special_bessel_j0));
+  m.impl("special_bessel_j0.out", TORCH_FN(wrapper_special_bessel_j0_out));
+  m.impl("special_modified_bessel_i0", TORCH_FN(wrapper_special_modified_bessel_i0));
+  m.impl("special_modified_bessel_i0.out", TORCH_FN(wrapper_special_modified_bessel_i0_out));
+  m.impl("special_scaled_modified_bessel_k0", TORCH_FN(wrapper_special_scaled_modified_bessel_k0));
+  m.impl("special_scaled_modified_bessel_k0.out", TORCH_FN(wrapper_special_scaled_modified_bessel_k0_out));
+  m.impl("sinc", TORCH_FN(wrapper_sinc));
+  m.impl("sinc_", TORCH_FN(wrapper_sinc_));
+  m.impl("sinc.out", TORCH_FN(wrapper_sinc_out));
+  m.impl("round.decimals", TORCH_FN(wrapper_round_decimals));
+  m.impl("round_.decimals", TORCH_FN(wrapper_round__decimals));
+  m.impl("round.decimals_out", TORCH_FN(wrapper_round_decimals_out));
+  m.impl("signbit", TORCH_FN(wrapper_signbit));
+  m.impl("signbit.out", TORCH_FN(wrapper_signbit_out));
+  m.impl("clamp_min", TORCH_FN(wrapper_clamp_min));
+  m.impl("clamp_min_", TORCH_FN(wrapper_clamp_min_));
+  m.impl("clamp_min.out", TORCH_FN(wrapper_clamp_min_out));
+  m.impl("sub.Tensor", TORCH_FN(wrapper_sub_Tensor));
+  m.impl("sub_.Tensor", TORCH_FN(wrapper_sub__Tensor));
+  m.impl("sub.out", TORCH_FN(wrapper_sub_out));
+  m.impl("remainder.Tensor", TORCH_FN(wrapper_remainder_Tensor));
+  m.impl("remainder_.Tensor", TORCH_FN(wrapper_remainder__Tensor));
+  m.impl("remainder.Tensor_out", TORCH_FN(wrapper_remainder_Tensor_out));
+  m.impl("atan2", TORCH_FN(wrapper_atan2));
+  m.impl("atan2_", TORCH_FN(wrapper_atan2_));
+  m.impl("atan2.out", TORCH_FN(wrapper_atan2_out));
+  m.impl("xlogy.Tensor", TORCH_FN(wrapper_xlogy_Tensor));
+  m.impl("xlogy_.Tensor", TORCH_FN(wrapper_xlogy__Tensor));
+  m.impl("xlogy.OutTensor", TORCH_FN(wrapper_xlogy_OutTensor));
+  m.impl("floor_divide", TORCH_FN(wrapper_floor_divide));
+  m.impl("floor_divide_.Tensor", TORCH_FN(wrapper_floor_divide__Tensor));
+  m.impl("floor_divide.out", TORCH_FN(wrapper_floor_divide_out));
+  m.impl("igammac", TORCH_FN(wrapper_igammac));
+  m.impl("igammac_", TORCH_FN(wrapper_igammac_));
+  m.impl("igammac.out", TORCH_FN(wrapper_igammac_out));
+  m.impl("special_chebyshev_polynomial_t", TORCH_FN(wrapper_special_chebyshev_polynomial_t));
+  m.impl("special_chebyshev_polynomial_t.out", TORCH_FN(wrapper_special_chebyshev_polynomial_t_out));
+  m.impl("special_shifted_chebyshev_polynomial_t", TORCH_FN(wrapper_special_shifted_chebyshev_polynomial_t));
+  m.impl("special_shifted_chebyshev_polynomial_t.out", TORCH_FN(wrapper_special_shifted_chebyshev_polynomial_t_out));
+  m.impl("special_hermite_polynomial_h", TORCH_FN(wrapper_special_hermite_polynomial_h));
+  m.impl("special_hermite_polynomial_h.out", TORCH_FN(wrapper_special_hermite_polynomial_h_out));
+  m.impl("rsub.Tensor", TORCH_FN(wrapper_rsub_Tensor));
+  m.impl("rsub.Tensor_out", TORCH_FN(wrapper_rsub_Tensor_out));
+  m.impl("lerp.Tensor", TORCH_FN(wrapper_lerp_Tensor));
+  m.impl("lerp_.Tensor", TORCH_FN(wrapper_lerp__Tensor));
+  m.impl("lerp.Tensor_out", TORCH_FN(wrapper_lerp_Tensor_out));
+  m.impl("eq.Tensor", TORCH_FN(wrapper_eq_Tensor));
+  m.impl("eq_.Tensor", TORCH_FN(wrapper_eq__Tensor));
+  m.impl("eq.Tensor_out", TORCH_FN(wrapper_eq_Tensor_out));
+  m.impl("gt.Tensor", TORCH_FN(wrapper_gt_Tensor));
+  m.impl("gt_.Tensor", TORCH_FN(wrapper_gt__Tensor));
+  m.impl("gt.Tensor_out", TORCH_FN(wrapper_gt_Tensor_out));
+  m.impl("lt.Tensor", TORCH_FN(wrapper_lt_Tensor));
+  m.impl("lt_.Tensor", TORCH_FN(wrapper_lt__Tensor));
+  m.impl("lt.Tensor_out", TORCH_FN(wrapper_lt_Tensor_out));
+  m.impl("logical_and", TORCH_FN(wrapper_logical_and));
+  m.impl("logical_and_", TORCH_FN(wrapper_logical_and_));
+  m.impl("logical_and.out", TORCH_FN(wrapper_logical_and_out));
+  m.impl("bitwise_or.Tensor", TORCH_FN(wrapper_bitwise_or_Tensor));
+  m.impl("bitwise_or_.Tensor", TORCH_FN(wrapper_bitwise_or__Tensor));
+  m.impl("bitwise_or.Tensor_out", TORCH_FN(wrapper_bitwise_or_Tensor_out));
+  m.impl("silu_backward", TORCH_FN(wrapper_silu_backward));
+  m.impl("silu_backward.grad_input", TORCH_FN(wrapper_silu_backward_grad_input));
+  m.impl("hardtanh_backward", TORCH_FN(wrapper_hardtanh_backward));
+  m.impl("hardtanh_backward.grad_input", TORCH_FN(wrapper_hardtanh_backward_grad_input));
+  m.impl("hardswish_backward", TORCH_FN(wrapper_hardswish_backward));
+  m.impl("hardswish_backward.out", TORCH_FN(wrapper_hardswish_backward_out));
 }
 
 }  // namespace rbln::generated

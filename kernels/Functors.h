@@ -5,6 +5,7 @@
 #pragma once
 
 #include <ATen/OpMathType.h>
+#include <ATen/native/Math.h>
 #include <ATen/core/Scalar.h>
 #include <c10/util/Exception.h>
 #include <c10/util/string_view.h>
@@ -74,7 +75,6 @@ RBLN_UNARY(frac, C(x - std::trunc(x)))
 RBLN_UNARY(hardsigmoid, C(std::min(std::max(x + C(3), C(0)), C(6)) / C(6)))
 RBLN_UNARY(hardswish, C(x * std::min(std::max(x + C(3), C(0)), C(6)) / C(6)))
 RBLN_UNARY(mish, C(x * std::tanh(std::log1p(std::exp(x)))))
-#undef RBLN_UNARY
 
 template <class T>
 struct hardtanh {
@@ -593,6 +593,116 @@ template <class T>
 struct bitwise_not {
   using C = at::opmath_type<T>;
   C operator()(C a) const { if constexpr (std::is_same_v<C, bool>) return !a; else return ~a; }
+};
+
+// Special functions: the scalar implementations ATen's own kernels use
+// (ATen/native/Math.h), evaluated in the compute type.
+RBLN_UNARY(digamma, C(calc_digamma(x)))
+RBLN_UNARY(erfinv, C(calc_erfinv(x)))
+RBLN_UNARY(i0, C(calc_i0(x)))
+RBLN_UNARY(special_i0e, C(calc_i0e(x)))
+RBLN_UNARY(special_i1, C(calc_i1(x)))
+RBLN_UNARY(special_i1e, C(calc_i1e(x)))
+RBLN_UNARY(special_ndtri, C(calc_ndtri(x)))
+RBLN_UNARY(special_log_ndtr, C(calc_log_ndtr(x)))
+RBLN_UNARY(special_erfcx, C(calc_erfcx(x)))
+RBLN_UNARY(special_airy_ai, C(airy_ai_forward(x)))
+RBLN_UNARY(special_bessel_j0, C(bessel_j0_forward(x)))
+RBLN_UNARY(special_bessel_j1, C(bessel_j1_forward(x)))
+RBLN_UNARY(special_bessel_y0, C(bessel_y0_forward(x)))
+RBLN_UNARY(special_bessel_y1, C(bessel_y1_forward(x)))
+RBLN_UNARY(special_modified_bessel_i0, C(modified_bessel_i0_forward(x)))
+RBLN_UNARY(special_modified_bessel_i1, C(modified_bessel_i1_forward(x)))
+RBLN_UNARY(special_modified_bessel_k0, C(modified_bessel_k0_forward(x)))
+RBLN_UNARY(special_modified_bessel_k1, C(modified_bessel_k1_forward(x)))
+RBLN_UNARY(special_scaled_modified_bessel_k0, C(scaled_modified_bessel_k0_forward(x)))
+RBLN_UNARY(special_scaled_modified_bessel_k1, C(scaled_modified_bessel_k1_forward(x)))
+RBLN_UNARY(special_spherical_bessel_j0, C(spherical_bessel_j0_forward(x)))
+RBLN_UNARY(special_entr, is_nan(x) ? x : x > C(0) ? C(-x * std::log(x)) : x == C(0) ? C(0) : -std::numeric_limits<C>::infinity())
+RBLN_UNARY(sinc, x == C(0) ? C(1) : C(std::sin(C(c10::pi<double>) * x) / (C(c10::pi<double>) * x)))
+RBLN_UNARY(angle, is_nan(x) ? x : x < C(0) ? C(c10::pi<double>) : C(0))
+#undef RBLN_UNARY
+
+template <class T>
+struct polygamma {
+  using C = at::opmath_type<T>;
+  int n;
+  explicit polygamma(int64_t order) : n(static_cast<int>(order)) {}
+  C operator()(C x) const {  // CPU's kernel: digamma and trigamma for the first two orders
+    return n == 0 ? C(calc_digamma(x)) : n == 1 ? C(trigamma(x)) : C(calc_polygamma(x, n));
+  }
+};
+template <class T>
+struct logit {
+  using C = at::opmath_type<T>;
+  std::optional<C> eps;
+  explicit logit(std::optional<double> e) {
+    if (e) eps = static_cast<C>(*e);
+  }
+  C operator()(C x) const {
+    if (eps) x = x < *eps ? *eps : (x > C(1) - *eps ? C(1) - *eps : x);
+    return std::log(x / (C(1) - x));
+  }
+};
+template <class T>
+struct round_decimals {
+  using C = at::opmath_type<T>;
+  C scale;
+  bool negative;
+  explicit round_decimals(int64_t decimals)
+      : scale(static_cast<C>(std::pow(10.0, static_cast<double>(decimals < 0 ? -decimals : decimals)))),
+        negative(decimals < 0) {}
+  C operator()(C x) const { return negative ? std::nearbyint(x / scale) * scale : std::nearbyint(x * scale) / scale; }
+};
+template <class T>
+struct hardshrink {
+  using C = at::opmath_type<T>;
+  C lambd;
+  explicit hardshrink(const at::Scalar& l) : lambd(l.to<C>()) {}
+  C operator()(C x) const { return (x >= -lambd && x <= lambd) ? C(0) : x; }
+};
+template <class T>
+struct softshrink {
+  using C = at::opmath_type<T>;
+  C lambd;
+  explicit softshrink(const at::Scalar& l) : lambd(l.to<C>()) {}
+  C operator()(C x) const { return x > lambd ? x - lambd : (x < -lambd ? x + lambd : C(0)); }
+};
+
+#define RBLN_BINARY(name, expr)                    \
+  template <class T>                               \
+  struct name {                                    \
+    using C = at::opmath_type<T>;                  \
+    C operator()(C a, C b) const { return expr; }  \
+  };
+RBLN_BINARY(special_xlog1py, is_nan(b) ? b : a == C(0) ? C(0) : C(a * std::log1p(b)))
+RBLN_BINARY(special_zeta, C(zeta(a, b)))
+RBLN_BINARY(igamma, C(calc_igamma(a, b)))
+RBLN_BINARY(igammac, C(calc_igammac(a, b)))
+RBLN_BINARY(heaviside, a == C(0) ? b : C(a > C(0)))
+RBLN_BINARY(nextafter, C(std::nextafter(a, b)))
+RBLN_BINARY(logaddexp2, (std::isinf(a) && a == b) ? a
+                        : C(std::max(a, b) + std::log1p(std::exp2(-std::abs(a - b))) / C(c10::ln_2<double>)))
+RBLN_BINARY(special_chebyshev_polynomial_t, C(chebyshev_polynomial_t_forward(a, b)))
+RBLN_BINARY(special_chebyshev_polynomial_u, C(chebyshev_polynomial_u_forward(a, b)))
+RBLN_BINARY(special_chebyshev_polynomial_v, C(chebyshev_polynomial_v_forward(a, b)))
+RBLN_BINARY(special_chebyshev_polynomial_w, C(chebyshev_polynomial_w_forward(a, b)))
+RBLN_BINARY(special_shifted_chebyshev_polynomial_t, C(shifted_chebyshev_polynomial_t_forward(a, b)))
+RBLN_BINARY(special_shifted_chebyshev_polynomial_u, C(shifted_chebyshev_polynomial_u_forward(a, b)))
+RBLN_BINARY(special_shifted_chebyshev_polynomial_v, C(shifted_chebyshev_polynomial_v_forward(a, b)))
+RBLN_BINARY(special_shifted_chebyshev_polynomial_w, C(shifted_chebyshev_polynomial_w_forward(a, b)))
+RBLN_BINARY(special_hermite_polynomial_h, C(hermite_polynomial_h_forward(a, b)))
+RBLN_BINARY(special_hermite_polynomial_he, C(hermite_polynomial_he_forward(a, b)))
+RBLN_BINARY(special_laguerre_polynomial_l, C(laguerre_polynomial_l_forward(a, b)))
+RBLN_BINARY(special_legendre_polynomial_p, C(legendre_polynomial_p_forward(a, b)))
+#undef RBLN_BINARY
+
+// other - alpha * self, with sub's rounding.
+template <class T>
+struct rsub {
+  sub<T> base;
+  explicit rsub(const at::Scalar& alpha) : base(alpha) {}
+  at::opmath_type<T> operator()(at::opmath_type<T> a, at::opmath_type<T> b) const { return base(b, a); }
 };
 
 }  // namespace rbln::functors
