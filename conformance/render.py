@@ -104,7 +104,8 @@ def upstream_section(upstream) -> list[str]:
              f"`python -m conformance --upstream` ({'every op_db, module_db and optim_db entry' if upstream['mode'] == 'full' else 'the bounded subset make test runs'}"
              f", {upstream['seconds']} s).", ""]
     lines += UPSTREAM_NOTES
-    lines += ["", "| class | tests | passed | failed | expected failure (known bug) | skipped |", "|---|---|---|---|---|---|"]
+    lines += ["", "| class | tests | passed | failed | expected failure | passed, upstream expects failure | skipped |",
+              "|---|---|---|---|---|---|---|"]
     total = defaultdict(int)
     for cls, c in upstream["classes"].items():
         n = sum(c.values())
@@ -112,16 +113,18 @@ def upstream_section(upstream) -> list[str]:
             total[k] += v
         total["tests"] += n
         lines.append(f"| {cls} | {n} | {c.get('passed', 0)} | {c.get('failed', 0)} | {c.get('xfailed', 0)} "
-                     f"| {c.get('skipped', 0)} |")
+                     f"| {c.get('xpassed', 0)} | {c.get('skipped', 0)} |")
     lines.append(f"| all | {total['tests']} | {total['passed']} | {total['failed']} | {total['xfailed']} "
-                 f"| {total['skipped']} |")
+                 f"| {total['xpassed']} | {total['skipped']} |")
     if upstream["causes"]:
-        lines += ["", "Failures and expected failures by cause (tests named by op, module or optimizer):", "",
-                  "| class | outcome | count | cause | tests |", "|---|---|---|---|---|"]
+        lines += ["", "Failures, expected failures and unexpected passes by cause (tests named by op, module or",
+                  "optimizer, and dtype; up to 12 per cause):", "",
+                  "| class | outcome | count | message | diagnosis | tests |", "|---|---|---|---|---|---|"]
         for r in upstream["causes"]:
             cause = r["cause"].replace("|", "/")
             tests = ", ".join(r["tests"]) + (", ..." if r["count"] > len(r["tests"]) else "")
-            lines.append(f"| {r['class']} | {r['outcome']} | {r['count']} | {cause} | {tests} |")
+            diagnosis = r.get("diagnosis", "").replace("|", "/")
+            lines.append(f"| {r['class']} | {r['outcome']} | {r['count']} | {cause} | {diagnosis} | {tests} |")
     return lines
 
 
