@@ -11,7 +11,15 @@
 #include <ATen/ops/_batch_norm_with_update_ops.h>
 #include <ATen/ops/_copy_from_ops.h>
 #include <ATen/ops/_copy_from_and_resize_ops.h>
+#include <ATen/ops/_fft_c2c_ops.h>
+#include <ATen/ops/_fft_c2r_ops.h>
+#include <ATen/ops/_fft_r2c_ops.h>
 #include <ATen/ops/_index_put_impl_ops.h>
+#include <ATen/ops/_linalg_det_ops.h>
+#include <ATen/ops/_linalg_eigh_ops.h>
+#include <ATen/ops/_linalg_slogdet_ops.h>
+#include <ATen/ops/_linalg_solve_ex_ops.h>
+#include <ATen/ops/_linalg_svd_ops.h>
 #include <ATen/ops/_local_scalar_dense_ops.h>
 #include <ATen/ops/_log_softmax_ops.h>
 #include <ATen/ops/_log_softmax_backward_data_ops.h>
@@ -45,6 +53,7 @@
 #include <ATen/ops/convolution_backward_overrideable_ops.h>
 #include <ATen/ops/convolution_overrideable_ops.h>
 #include <ATen/ops/copy_ops.h>
+#include <ATen/ops/cumprod_ops.h>
 #include <ATen/ops/cumsum_ops.h>
 #include <ATen/ops/dot_ops.h>
 #include <ATen/ops/embedding_dense_backward_ops.h>
@@ -56,13 +65,23 @@
 #include <ATen/ops/fill_ops.h>
 #include <ATen/ops/flip_ops.h>
 #include <ATen/ops/gather_ops.h>
+#include <ATen/ops/huber_loss_ops.h>
+#include <ATen/ops/huber_loss_backward_ops.h>
 #include <ATen/ops/index_ops.h>
 #include <ATen/ops/index_add_ops.h>
 #include <ATen/ops/index_copy_ops.h>
 #include <ATen/ops/index_select_ops.h>
 #include <ATen/ops/isin_ops.h>
+#include <ATen/ops/linalg_cholesky_ex_ops.h>
+#include <ATen/ops/linalg_eig_ops.h>
+#include <ATen/ops/linalg_inv_ex_ops.h>
+#include <ATen/ops/linalg_lstsq_ops.h>
+#include <ATen/ops/linalg_lu_factor_ex_ops.h>
+#include <ATen/ops/linalg_qr_ops.h>
 #include <ATen/ops/linalg_vector_norm_ops.h>
 #include <ATen/ops/linspace_ops.h>
+#include <ATen/ops/log_sigmoid_backward_ops.h>
+#include <ATen/ops/log_sigmoid_forward_ops.h>
 #include <ATen/ops/masked_fill_ops.h>
 #include <ATen/ops/masked_select_ops.h>
 #include <ATen/ops/max_ops.h>
@@ -73,11 +92,15 @@
 #include <ATen/ops/mean_ops.h>
 #include <ATen/ops/min_ops.h>
 #include <ATen/ops/mm_ops.h>
+#include <ATen/ops/mse_loss_ops.h>
+#include <ATen/ops/mse_loss_backward_ops.h>
 #include <ATen/ops/native_batch_norm_ops.h>
 #include <ATen/ops/native_batch_norm_backward_ops.h>
 #include <ATen/ops/native_dropout_ops.h>
 #include <ATen/ops/native_layer_norm_ops.h>
 #include <ATen/ops/native_layer_norm_backward_ops.h>
+#include <ATen/ops/nll_loss2d_backward_ops.h>
+#include <ATen/ops/nll_loss2d_forward_ops.h>
 #include <ATen/ops/nll_loss_backward_ops.h>
 #include <ATen/ops/nll_loss_forward_ops.h>
 #include <ATen/ops/nonzero_ops.h>
@@ -85,13 +108,27 @@
 #include <ATen/ops/prod_ops.h>
 #include <ATen/ops/random_ops.h>
 #include <ATen/ops/record_stream_ops.h>
+#include <ATen/ops/reflection_pad1d_ops.h>
+#include <ATen/ops/reflection_pad1d_backward_ops.h>
+#include <ATen/ops/reflection_pad2d_ops.h>
+#include <ATen/ops/reflection_pad2d_backward_ops.h>
+#include <ATen/ops/reflection_pad3d_ops.h>
+#include <ATen/ops/reflection_pad3d_backward_ops.h>
 #include <ATen/ops/repeat_interleave_ops.h>
+#include <ATen/ops/replication_pad1d_ops.h>
+#include <ATen/ops/replication_pad1d_backward_ops.h>
+#include <ATen/ops/replication_pad2d_ops.h>
+#include <ATen/ops/replication_pad2d_backward_ops.h>
+#include <ATen/ops/replication_pad3d_ops.h>
+#include <ATen/ops/replication_pad3d_backward_ops.h>
 #include <ATen/ops/resize_ops.h>
 #include <ATen/ops/roll_ops.h>
 #include <ATen/ops/scatter_ops.h>
 #include <ATen/ops/scatter_add_ops.h>
 #include <ATen/ops/scatter_reduce_ops.h>
 #include <ATen/ops/set_ops.h>
+#include <ATen/ops/smooth_l1_loss_ops.h>
+#include <ATen/ops/smooth_l1_loss_backward_ops.h>
 #include <ATen/ops/sort_ops.h>
 #include <ATen/ops/std_ops.h>
 #include <ATen/ops/std_mean_ops.h>
@@ -101,6 +138,12 @@
 #include <ATen/ops/triu_ops.h>
 #include <ATen/ops/unfold_ops.h>
 #include <ATen/ops/uniform_ops.h>
+#include <ATen/ops/upsample_nearest1d_ops.h>
+#include <ATen/ops/upsample_nearest1d_backward_ops.h>
+#include <ATen/ops/upsample_nearest2d_ops.h>
+#include <ATen/ops/upsample_nearest2d_backward_ops.h>
+#include <ATen/ops/upsample_nearest3d_ops.h>
+#include <ATen/ops/upsample_nearest3d_backward_ops.h>
 #include <ATen/ops/var_ops.h>
 #include <ATen/ops/var_mean_ops.h>
 #include <ATen/ops/view_ops.h>
@@ -906,6 +949,26 @@ at::Tensor & wrapper_cumsum_out(const at::Tensor & self, int64_t dim, ::std::opt
   }
   RBLN_COUNT_DEVICE_OP("aten::cumsum.out");
   return rbln::kernels::cumsum_out(self, dim, dtype, out);
+}
+
+at::Tensor wrapper_cumprod(const at::Tensor & self, int64_t dim, ::std::optional<at::ScalarType> dtype) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::cumprod>::call(self, dim, dtype);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::cumprod");
+  return rbln::kernels::cumprod(self, dim, dtype);
+}
+
+at::Tensor & wrapper_cumprod_out(const at::Tensor & self, int64_t dim, ::std::optional<at::ScalarType> dtype, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::cumprod_out>::call(self, dim, dtype, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::cumprod.out");
+  return rbln::kernels::cumprod_out(self, dim, dtype, out);
 }
 
 at::Tensor & wrapper_linspace_out(const at::Scalar & start, const at::Scalar & end, int64_t steps, at::Tensor & out) {
@@ -1753,6 +1816,326 @@ at::Tensor wrapper_adaptive_max_pool3d_backward(const at::Tensor & grad_output, 
   return rbln::kernels::batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_var, update, eps, output_mask, reserve);
 }
 
+::std::tuple<at::Tensor,at::Tensor> wrapper_sort_stable(const at::Tensor & self, ::std::optional<bool> stable, int64_t dim, bool descending) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sort_stable>::call(self, stable, dim, descending);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::sort.stable");
+  return rbln::kernels::sort_stable(self, stable, dim, descending);
+}
+
+::std::tuple<at::Tensor &,at::Tensor &> wrapper_sort_values_stable(const at::Tensor & self, ::std::optional<bool> stable, int64_t dim, bool descending, at::Tensor & values, at::Tensor & indices) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sort_values_stable>::call(self, stable, dim, descending, values, indices);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::sort.values_stable");
+  return rbln::kernels::sort_values_stable(self, stable, dim, descending, values, indices);
+}
+
+::std::tuple<at::Tensor,at::Tensor> wrapper_topk(const at::Tensor & self, c10::SymInt k, int64_t dim, bool largest, bool sorted) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::topk>::call(self, k, dim, largest, sorted);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::topk");
+  return rbln::kernels::topk(self, k, dim, largest, sorted);
+}
+
+::std::tuple<at::Tensor &,at::Tensor &> wrapper_topk_values(const at::Tensor & self, c10::SymInt k, int64_t dim, bool largest, bool sorted, at::Tensor & values, at::Tensor & indices) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::topk_values>::call(self, k, dim, largest, sorted, values, indices);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::topk.values");
+  return rbln::kernels::topk_values(self, k, dim, largest, sorted, values, indices);
+}
+
+::std::tuple<at::Tensor,at::Tensor> wrapper_nll_loss2d_forward(const at::Tensor & self, const at::Tensor & target, const ::std::optional<at::Tensor> & weight, int64_t reduction, c10::SymInt ignore_index) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nll_loss2d_forward>::call(self, target, weight, reduction, ignore_index);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::nll_loss2d_forward");
+  return rbln::kernels::nll_loss2d_forward(self, target, weight, reduction, ignore_index);
+}
+
+at::Tensor wrapper_nll_loss2d_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Tensor & target, const ::std::optional<at::Tensor> & weight, int64_t reduction, c10::SymInt ignore_index, const at::Tensor & total_weight) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(self.scalar_type()) && dtype_ok(total_weight.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nll_loss2d_backward>::call(grad_output, self, target, weight, reduction, ignore_index, total_weight);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::nll_loss2d_backward");
+  return rbln::kernels::nll_loss2d_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight);
+}
+
+at::Tensor wrapper_mse_loss(const at::Tensor & self, const at::Tensor & target, int64_t reduction) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mse_loss>::call(self, target, reduction);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::mse_loss");
+  return rbln::kernels::mse_loss(self, target, reduction);
+}
+
+at::Tensor wrapper_mse_loss_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Tensor & target, int64_t reduction) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mse_loss_backward>::call(grad_output, self, target, reduction);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::mse_loss_backward");
+  return rbln::kernels::mse_loss_backward(grad_output, self, target, reduction);
+}
+
+at::Tensor wrapper_smooth_l1_loss(const at::Tensor & self, const at::Tensor & target, int64_t reduction, double beta) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::smooth_l1_loss>::call(self, target, reduction, beta);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::smooth_l1_loss");
+  return rbln::kernels::smooth_l1_loss(self, target, reduction, beta);
+}
+
+at::Tensor wrapper_smooth_l1_loss_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Tensor & target, int64_t reduction, double beta) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::smooth_l1_loss_backward>::call(grad_output, self, target, reduction, beta);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::smooth_l1_loss_backward");
+  return rbln::kernels::smooth_l1_loss_backward(grad_output, self, target, reduction, beta);
+}
+
+at::Tensor wrapper_huber_loss(const at::Tensor & self, const at::Tensor & target, int64_t reduction, double delta) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::huber_loss>::call(self, target, reduction, delta);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::huber_loss");
+  return rbln::kernels::huber_loss(self, target, reduction, delta);
+}
+
+at::Tensor wrapper_huber_loss_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Tensor & target, int64_t reduction, double delta) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::huber_loss_backward>::call(grad_output, self, target, reduction, delta);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::huber_loss_backward");
+  return rbln::kernels::huber_loss_backward(grad_output, self, target, reduction, delta);
+}
+
+::std::tuple<at::Tensor,at::Tensor> wrapper_log_sigmoid_forward(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::log_sigmoid_forward>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::log_sigmoid_forward");
+  return rbln::kernels::log_sigmoid_forward(self);
+}
+
+at::Tensor wrapper_log_sigmoid_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Tensor & buffer) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(self.scalar_type()) && dtype_ok(buffer.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::log_sigmoid_backward>::call(grad_output, self, buffer);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::log_sigmoid_backward");
+  return rbln::kernels::log_sigmoid_backward(grad_output, self, buffer);
+}
+
+at::Tensor wrapper_upsample_nearest1d(const at::Tensor & self, c10::SymIntArrayRef output_size, ::std::optional<double> scales) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_nearest1d>::call(self, output_size, scales);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::upsample_nearest1d");
+  return rbln::kernels::upsample_nearest1d(self, output_size, scales);
+}
+
+at::Tensor wrapper_upsample_nearest1d_backward(const at::Tensor & grad_output, c10::SymIntArrayRef output_size, c10::SymIntArrayRef input_size, ::std::optional<double> scales) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_nearest1d_backward>::call(grad_output, output_size, input_size, scales);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::upsample_nearest1d_backward");
+  return rbln::kernels::upsample_nearest1d_backward(grad_output, output_size, input_size, scales);
+}
+
+at::Tensor wrapper_upsample_nearest2d(const at::Tensor & self, c10::SymIntArrayRef output_size, ::std::optional<double> scales_h, ::std::optional<double> scales_w) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_nearest2d>::call(self, output_size, scales_h, scales_w);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::upsample_nearest2d");
+  return rbln::kernels::upsample_nearest2d(self, output_size, scales_h, scales_w);
+}
+
+at::Tensor wrapper_upsample_nearest2d_backward(const at::Tensor & grad_output, c10::SymIntArrayRef output_size, c10::SymIntArrayRef input_size, ::std::optional<double> scales_h, ::std::optional<double> scales_w) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_nearest2d_backward>::call(grad_output, output_size, input_size, scales_h, scales_w);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::upsample_nearest2d_backward");
+  return rbln::kernels::upsample_nearest2d_backward(grad_output, output_size, input_size, scales_h, scales_w);
+}
+
+at::Tensor wrapper_upsample_nearest3d(const at::Tensor & self, c10::SymIntArrayRef output_size, ::std::optional<double> scales_d, ::std::optional<double> scales_h, ::std::optional<double> scales_w) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_nearest3d>::call(self, output_size, scales_d, scales_h, scales_w);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::upsample_nearest3d");
+  return rbln::kernels::upsample_nearest3d(self, output_size, scales_d, scales_h, scales_w);
+}
+
+at::Tensor wrapper_upsample_nearest3d_backward(const at::Tensor & grad_output, c10::SymIntArrayRef output_size, c10::SymIntArrayRef input_size, ::std::optional<double> scales_d, ::std::optional<double> scales_h, ::std::optional<double> scales_w) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_nearest3d_backward>::call(grad_output, output_size, input_size, scales_d, scales_h, scales_w);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::upsample_nearest3d_backward");
+  return rbln::kernels::upsample_nearest3d_backward(grad_output, output_size, input_size, scales_d, scales_h, scales_w);
+}
+
+at::Tensor wrapper_reflection_pad1d(const at::Tensor & self, c10::SymIntArrayRef padding) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::reflection_pad1d>::call(self, padding);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::reflection_pad1d");
+  return rbln::kernels::reflection_pad1d(self, padding);
+}
+
+at::Tensor wrapper_reflection_pad1d_backward(const at::Tensor & grad_output, const at::Tensor & self, c10::SymIntArrayRef padding) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::reflection_pad1d_backward>::call(grad_output, self, padding);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::reflection_pad1d_backward");
+  return rbln::kernels::reflection_pad1d_backward(grad_output, self, padding);
+}
+
+at::Tensor wrapper_reflection_pad2d(const at::Tensor & self, c10::SymIntArrayRef padding) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::reflection_pad2d>::call(self, padding);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::reflection_pad2d");
+  return rbln::kernels::reflection_pad2d(self, padding);
+}
+
+at::Tensor wrapper_reflection_pad2d_backward(const at::Tensor & grad_output, const at::Tensor & self, c10::SymIntArrayRef padding) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::reflection_pad2d_backward>::call(grad_output, self, padding);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::reflection_pad2d_backward");
+  return rbln::kernels::reflection_pad2d_backward(grad_output, self, padding);
+}
+
+at::Tensor wrapper_reflection_pad3d(const at::Tensor & self, c10::SymIntArrayRef padding) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::reflection_pad3d>::call(self, padding);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::reflection_pad3d");
+  return rbln::kernels::reflection_pad3d(self, padding);
+}
+
+at::Tensor wrapper_reflection_pad3d_backward(const at::Tensor & grad_output, const at::Tensor & self, c10::SymIntArrayRef padding) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::reflection_pad3d_backward>::call(grad_output, self, padding);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::reflection_pad3d_backward");
+  return rbln::kernels::reflection_pad3d_backward(grad_output, self, padding);
+}
+
+at::Tensor wrapper_replication_pad1d(const at::Tensor & self, c10::SymIntArrayRef padding) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::replication_pad1d>::call(self, padding);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::replication_pad1d");
+  return rbln::kernels::replication_pad1d(self, padding);
+}
+
+at::Tensor wrapper_replication_pad1d_backward(const at::Tensor & grad_output, const at::Tensor & self, c10::SymIntArrayRef padding) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::replication_pad1d_backward>::call(grad_output, self, padding);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::replication_pad1d_backward");
+  return rbln::kernels::replication_pad1d_backward(grad_output, self, padding);
+}
+
+at::Tensor wrapper_replication_pad2d(const at::Tensor & self, c10::SymIntArrayRef padding) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::replication_pad2d>::call(self, padding);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::replication_pad2d");
+  return rbln::kernels::replication_pad2d(self, padding);
+}
+
+at::Tensor wrapper_replication_pad2d_backward(const at::Tensor & grad_output, const at::Tensor & self, c10::SymIntArrayRef padding) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::replication_pad2d_backward>::call(grad_output, self, padding);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::replication_pad2d_backward");
+  return rbln::kernels::replication_pad2d_backward(grad_output, self, padding);
+}
+
+at::Tensor wrapper_replication_pad3d(const at::Tensor & self, c10::SymIntArrayRef padding) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::replication_pad3d>::call(self, padding);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::replication_pad3d");
+  return rbln::kernels::replication_pad3d(self, padding);
+}
+
+at::Tensor wrapper_replication_pad3d_backward(const at::Tensor & grad_output, const at::Tensor & self, c10::SymIntArrayRef padding) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::replication_pad3d_backward>::call(grad_output, self, padding);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::replication_pad3d_backward");
+  return rbln::kernels::replication_pad3d_backward(grad_output, self, padding);
+}
+
 at::Tensor & wrapper_uniform_(at::Tensor & self, double from, double to, ::std::optional<at::Generator> generator) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
@@ -1823,12 +2206,60 @@ at::Tensor & wrapper_random__to(at::Tensor & self, int64_t to, ::std::optional<a
   return rbln::kernels::native_dropout(input, p, train);
 }
 
-::std::tuple<at::Tensor,at::Tensor> wrapper_sort(const at::Tensor & self, int64_t dim, bool descending) {
-  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::sort>::call(self, dim, descending);
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper__linalg_svd(const at::Tensor & A, bool full_matrices, bool compute_uv, ::std::optional<c10::string_view> driver) {
+  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::_linalg_svd>::call(A, full_matrices, compute_uv, driver);
 }
 
-::std::tuple<at::Tensor,at::Tensor> wrapper_topk(const at::Tensor & self, c10::SymInt k, int64_t dim, bool largest, bool sorted) {
-  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::topk>::call(self, k, dim, largest, sorted);
+::std::tuple<at::Tensor,at::Tensor> wrapper_linalg_inv_ex(const at::Tensor & A, bool check_errors) {
+  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::linalg_inv_ex>::call(A, check_errors);
+}
+
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper_linalg_lu_factor_ex(const at::Tensor & A, bool pivot, bool check_errors) {
+  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::linalg_lu_factor_ex>::call(A, pivot, check_errors);
+}
+
+::std::tuple<at::Tensor,at::Tensor> wrapper__linalg_eigh(const at::Tensor & A, c10::string_view UPLO, bool compute_v) {
+  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::_linalg_eigh>::call(A, UPLO, compute_v);
+}
+
+::std::tuple<at::Tensor,at::Tensor> wrapper_linalg_cholesky_ex(const at::Tensor & self, bool upper, bool check_errors) {
+  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::linalg_cholesky_ex>::call(self, upper, check_errors);
+}
+
+::std::tuple<at::Tensor,at::Tensor,at::Tensor,at::Tensor> wrapper__linalg_solve_ex(const at::Tensor & A, const at::Tensor & B, bool left, bool check_errors) {
+  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::_linalg_solve_ex>::call(A, B, left, check_errors);
+}
+
+::std::tuple<at::Tensor,at::Tensor> wrapper_linalg_qr(const at::Tensor & A, c10::string_view mode) {
+  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::linalg_qr>::call(A, mode);
+}
+
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper__linalg_det(const at::Tensor & A) {
+  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::_linalg_det>::call(A);
+}
+
+::std::tuple<at::Tensor,at::Tensor,at::Tensor,at::Tensor> wrapper__linalg_slogdet(const at::Tensor & A) {
+  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::_linalg_slogdet>::call(A);
+}
+
+::std::tuple<at::Tensor,at::Tensor> wrapper_linalg_eig(const at::Tensor & self) {
+  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::linalg_eig>::call(self);
+}
+
+::std::tuple<at::Tensor,at::Tensor,at::Tensor,at::Tensor> wrapper_linalg_lstsq(const at::Tensor & self, const at::Tensor & b, ::std::optional<double> rcond, ::std::optional<c10::string_view> driver) {
+  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::linalg_lstsq>::call(self, b, rcond, driver);
+}
+
+at::Tensor wrapper__fft_r2c(const at::Tensor & self, at::IntArrayRef dim, int64_t normalization, bool onesided) {
+  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::_fft_r2c>::call(self, dim, normalization, onesided);
+}
+
+at::Tensor wrapper__fft_c2c(const at::Tensor & self, c10::SymIntArrayRef dim, int64_t normalization, bool forward) {
+  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::_fft_c2c>::call(self, dim, normalization, forward);
+}
+
+at::Tensor wrapper__fft_c2r(const at::Tensor & self, at::IntArrayRef dim, int64_t normalization, c10::SymInt last_dim_size) {
+  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::_fft_c2r>::call(self, dim, normalization, last_dim_size);
 }
 
 }  // namespace
@@ -1921,6 +2352,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_layer_norm_backward", TORCH_FN(wrapper_native_layer_norm_backward));
   m.impl("cumsum", TORCH_FN(wrapper_cumsum));
   m.impl("cumsum.out", TORCH_FN(wrapper_cumsum_out));
+  m.impl("cumprod", TORCH_FN(wrapper_cumprod));
+  m.impl("cumprod.out", TORCH_FN(wrapper_cumprod_out));
   m.impl("linspace.out", TORCH_FN(wrapper_linspace_out));
   m.impl("equal", TORCH_FN(wrapper_equal));
   m.impl("mm", TORCH_FN(wrapper_mm));
@@ -2007,6 +2440,38 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_native_batch_norm_legit.no_stats", TORCH_FN(wrapper__native_batch_norm_legit_no_stats));
   m.impl("_batch_norm_with_update", TORCH_FN(wrapper__batch_norm_with_update));
   m.impl("batch_norm_backward", TORCH_FN(wrapper_batch_norm_backward));
+  m.impl("sort.stable", TORCH_FN(wrapper_sort_stable));
+  m.impl("sort.values_stable", TORCH_FN(wrapper_sort_values_stable));
+  m.impl("topk", TORCH_FN(wrapper_topk));
+  m.impl("topk.values", TORCH_FN(wrapper_topk_values));
+  m.impl("nll_loss2d_forward", TORCH_FN(wrapper_nll_loss2d_forward));
+  m.impl("nll_loss2d_backward", TORCH_FN(wrapper_nll_loss2d_backward));
+  m.impl("mse_loss", TORCH_FN(wrapper_mse_loss));
+  m.impl("mse_loss_backward", TORCH_FN(wrapper_mse_loss_backward));
+  m.impl("smooth_l1_loss", TORCH_FN(wrapper_smooth_l1_loss));
+  m.impl("smooth_l1_loss_backward", TORCH_FN(wrapper_smooth_l1_loss_backward));
+  m.impl("huber_loss", TORCH_FN(wrapper_huber_loss));
+  m.impl("huber_loss_backward", TORCH_FN(wrapper_huber_loss_backward));
+  m.impl("log_sigmoid_forward", TORCH_FN(wrapper_log_sigmoid_forward));
+  m.impl("log_sigmoid_backward", TORCH_FN(wrapper_log_sigmoid_backward));
+  m.impl("upsample_nearest1d", TORCH_FN(wrapper_upsample_nearest1d));
+  m.impl("upsample_nearest1d_backward", TORCH_FN(wrapper_upsample_nearest1d_backward));
+  m.impl("upsample_nearest2d", TORCH_FN(wrapper_upsample_nearest2d));
+  m.impl("upsample_nearest2d_backward", TORCH_FN(wrapper_upsample_nearest2d_backward));
+  m.impl("upsample_nearest3d", TORCH_FN(wrapper_upsample_nearest3d));
+  m.impl("upsample_nearest3d_backward", TORCH_FN(wrapper_upsample_nearest3d_backward));
+  m.impl("reflection_pad1d", TORCH_FN(wrapper_reflection_pad1d));
+  m.impl("reflection_pad1d_backward", TORCH_FN(wrapper_reflection_pad1d_backward));
+  m.impl("reflection_pad2d", TORCH_FN(wrapper_reflection_pad2d));
+  m.impl("reflection_pad2d_backward", TORCH_FN(wrapper_reflection_pad2d_backward));
+  m.impl("reflection_pad3d", TORCH_FN(wrapper_reflection_pad3d));
+  m.impl("reflection_pad3d_backward", TORCH_FN(wrapper_reflection_pad3d_backward));
+  m.impl("replication_pad1d", TORCH_FN(wrapper_replication_pad1d));
+  m.impl("replication_pad1d_backward", TORCH_FN(wrapper_replication_pad1d_backward));
+  m.impl("replication_pad2d", TORCH_FN(wrapper_replication_pad2d));
+  m.impl("replication_pad2d_backward", TORCH_FN(wrapper_replication_pad2d_backward));
+  m.impl("replication_pad3d", TORCH_FN(wrapper_replication_pad3d));
+  m.impl("replication_pad3d_backward", TORCH_FN(wrapper_replication_pad3d_backward));
   m.impl("uniform_", TORCH_FN(wrapper_uniform_));
   m.impl("normal_", TORCH_FN(wrapper_normal_));
   m.impl("bernoulli_.float", TORCH_FN(wrapper_bernoulli__float));
@@ -2014,8 +2479,20 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("random_.from", TORCH_FN(wrapper_random__from));
   m.impl("random_.to", TORCH_FN(wrapper_random__to));
   m.impl("native_dropout", TORCH_FN(wrapper_native_dropout));
-  m.impl("sort", TORCH_FN(wrapper_sort));
-  m.impl("topk", TORCH_FN(wrapper_topk));
+  m.impl("_linalg_svd", TORCH_FN(wrapper__linalg_svd));
+  m.impl("linalg_inv_ex", TORCH_FN(wrapper_linalg_inv_ex));
+  m.impl("linalg_lu_factor_ex", TORCH_FN(wrapper_linalg_lu_factor_ex));
+  m.impl("_linalg_eigh", TORCH_FN(wrapper__linalg_eigh));
+  m.impl("linalg_cholesky_ex", TORCH_FN(wrapper_linalg_cholesky_ex));
+  m.impl("_linalg_solve_ex", TORCH_FN(wrapper__linalg_solve_ex));
+  m.impl("linalg_qr", TORCH_FN(wrapper_linalg_qr));
+  m.impl("_linalg_det", TORCH_FN(wrapper__linalg_det));
+  m.impl("_linalg_slogdet", TORCH_FN(wrapper__linalg_slogdet));
+  m.impl("linalg_eig", TORCH_FN(wrapper_linalg_eig));
+  m.impl("linalg_lstsq", TORCH_FN(wrapper_linalg_lstsq));
+  m.impl("_fft_r2c", TORCH_FN(wrapper__fft_r2c));
+  m.impl("_fft_c2c", TORCH_FN(wrapper__fft_c2c));
+  m.impl("_fft_c2r", TORCH_FN(wrapper__fft_c2r));
 }
 
 }  // namespace rbln::generated

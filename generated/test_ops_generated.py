@@ -171,6 +171,7 @@ ENTRIES = [
     ("native_layer_norm", ["native_layer_norm"], ["native_layer_norm"], ["float32", "float16", "bfloat16", "float64"], "kernel", {}),
     ("layer_norm", ["layer_norm"], ["nn.functional.layer_norm"], ["float32", "float16", "bfloat16", "float64"], "composite", {}),
     ("cumsum", ["cumsum", "cumsum.out"], ["cumsum"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"], "kernel", {}),
+    ("cumprod.out", ["cumprod", "cumprod.out"], ["cumprod"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"], "kernel", {}),
     ("linspace.out", ["linspace.out"], ["linspace"], ["float32", "float16", "bfloat16", "float64", "int32", "int64"], "kernel", {}),
     ("equal", ["equal"], ["equal"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"], "kernel", {}),
     ("mm", ["mm", "mm.out"], ["mm"], ["float32", "float16", "bfloat16", "float64", "int32", "int64"], "kernel", {}),
@@ -220,6 +221,13 @@ ENTRIES = [
     ("_native_batch_norm_legit", ["_native_batch_norm_legit", "_native_batch_norm_legit.no_stats"], ["_native_batch_norm_legit"], ["float32", "float16", "bfloat16", "float64"], "kernel", {"bfloat16": [0.0625, 0.07], "float16": [0.01, 0.01]}),
     ("_batch_norm_with_update", ["_batch_norm_with_update"], ["_batch_norm_with_update"], ["float32", "float16", "bfloat16", "float64"], "kernel", {"bfloat16": [0.0625, 0.07], "float16": [0.01, 0.01]}),
     ("batch_norm", ["batch_norm"], ["nn.functional.batch_norm"], ["float32", "float16", "bfloat16", "float64"], "composite", {"bfloat16": [0.0625, 0.07], "float16": [0.01, 0.01]}),
+    ("sort.stable", ["sort.stable", "sort.values_stable"], ["sort", "argsort", "msort"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"], "kernel", {}),
+    ("topk", ["topk", "topk.values"], ["topk"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"], "kernel", {}),
+    ("mse_loss", ["mse_loss"], ["nn.functional.mse_loss"], ["float32", "float16", "bfloat16", "float64"], "kernel", {}),
+    ("huber_loss", ["huber_loss"], ["nn.functional.huber_loss"], ["float32", "float16", "bfloat16", "float64"], "kernel", {"float16": [0.02, 0.002]}),
+    ("log_sigmoid_forward", ["log_sigmoid_forward"], ["nn.functional.logsigmoid"], ["float32", "float16", "bfloat16", "float64"], "kernel", {}),
+    ("upsample_nearest2d.vec", ["upsample_nearest2d"], ["nn.functional.interpolate.nearest", "nn.functional.upsample_nearest"], ["float32", "float16", "bfloat16", "float64"], "composite", {}),
+    ("pad", ["pad"], ["nn.functional.pad.reflect", "nn.functional.pad.replicate", "nn.functional.pad.constant"], ["float32", "float16", "bfloat16", "float64"], "composite", {}),
 ]
 
 

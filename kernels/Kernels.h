@@ -300,4 +300,63 @@ at::Tensor& triu_out(const at::Tensor& self, c10::SymInt diagonal, at::Tensor& o
 at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims);
 at::Tensor roll(const at::Tensor& self, c10::SymIntArrayRef shifts, at::IntArrayRef dims);
 
+// sorting (kernels/Sort.cpp)
+std::tuple<at::Tensor&, at::Tensor&> sort_values_stable(const at::Tensor& self, std::optional<bool> stable,
+                                                        int64_t dim, bool descending, at::Tensor& values,
+                                                        at::Tensor& indices);
+std::tuple<at::Tensor, at::Tensor> sort_stable(const at::Tensor& self, std::optional<bool> stable, int64_t dim,
+                                               bool descending);
+std::tuple<at::Tensor&, at::Tensor&> topk_values(const at::Tensor& self, c10::SymInt k, int64_t dim, bool largest,
+                                                 bool sorted, at::Tensor& values, at::Tensor& indices);
+std::tuple<at::Tensor, at::Tensor> topk(const at::Tensor& self, c10::SymInt k, int64_t dim, bool largest,
+                                        bool sorted);
+at::Tensor cumprod(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype);
+at::Tensor& cumprod_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out);
+
+// losses (kernels/Loss.cpp)
+std::tuple<at::Tensor, at::Tensor> nll_loss2d_forward(const at::Tensor& self, const at::Tensor& target,
+                                                      const std::optional<at::Tensor>& weight, int64_t reduction,
+                                                      c10::SymInt ignore_index);
+at::Tensor nll_loss2d_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                               const std::optional<at::Tensor>& weight, int64_t reduction, c10::SymInt ignore_index,
+                               const at::Tensor& total_weight);
+at::Tensor mse_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction);
+at::Tensor mse_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                             int64_t reduction);
+at::Tensor smooth_l1_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double beta);
+at::Tensor smooth_l1_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                                   int64_t reduction, double beta);
+at::Tensor huber_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double delta);
+at::Tensor huber_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                               int64_t reduction, double delta);
+std::tuple<at::Tensor, at::Tensor> log_sigmoid_forward(const at::Tensor& self);
+at::Tensor log_sigmoid_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& buffer);
+
+// resampling: nearest upsampling and padding (kernels/Resample.cpp)
+at::Tensor upsample_nearest1d(const at::Tensor& self, c10::SymIntArrayRef output_size, std::optional<double> scales);
+at::Tensor upsample_nearest2d(const at::Tensor& self, c10::SymIntArrayRef output_size, std::optional<double> scales_h,
+                              std::optional<double> scales_w);
+at::Tensor upsample_nearest3d(const at::Tensor& self, c10::SymIntArrayRef output_size, std::optional<double> scales_d,
+                              std::optional<double> scales_h, std::optional<double> scales_w);
+at::Tensor upsample_nearest1d_backward(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
+                                       c10::SymIntArrayRef input_size, std::optional<double> scales);
+at::Tensor upsample_nearest2d_backward(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
+                                       c10::SymIntArrayRef input_size, std::optional<double> scales_h,
+                                       std::optional<double> scales_w);
+at::Tensor upsample_nearest3d_backward(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
+                                       c10::SymIntArrayRef input_size, std::optional<double> scales_d,
+                                       std::optional<double> scales_h, std::optional<double> scales_w);
+at::Tensor reflection_pad1d(const at::Tensor& self, c10::SymIntArrayRef padding);
+at::Tensor reflection_pad1d_backward(const at::Tensor& grad_output, const at::Tensor& self, c10::SymIntArrayRef padding);
+at::Tensor reflection_pad2d(const at::Tensor& self, c10::SymIntArrayRef padding);
+at::Tensor reflection_pad2d_backward(const at::Tensor& grad_output, const at::Tensor& self, c10::SymIntArrayRef padding);
+at::Tensor reflection_pad3d(const at::Tensor& self, c10::SymIntArrayRef padding);
+at::Tensor reflection_pad3d_backward(const at::Tensor& grad_output, const at::Tensor& self, c10::SymIntArrayRef padding);
+at::Tensor replication_pad1d(const at::Tensor& self, c10::SymIntArrayRef padding);
+at::Tensor replication_pad1d_backward(const at::Tensor& grad_output, const at::Tensor& self, c10::SymIntArrayRef padding);
+at::Tensor replication_pad2d(const at::Tensor& self, c10::SymIntArrayRef padding);
+at::Tensor replication_pad2d_backward(const at::Tensor& grad_output, const at::Tensor& self, c10::SymIntArrayRef padding);
+at::Tensor replication_pad3d(const at::Tensor& self, c10::SymIntArrayRef padding);
+at::Tensor replication_pad3d_backward(const at::Tensor& grad_output, const at::Tensor& self, c10::SymIntArrayRef padding);
+
 }  // namespace rbln::kernels

@@ -1,7 +1,14 @@
-// nll_loss forward and backward for [N, C] or [C] log-probabilities. Targets
-// live in device memory, so their bounds are checked inside the kernel.
+// nll_loss forward and backward for [N, C] or [C] log-probabilities (and
+// spatial [N, C, H, W] through the same kernel). Targets live in device
+// memory, so their bounds are checked inside the kernel. The pointwise losses
+// (mse, smooth L1, Huber, log-sigmoid) are compositions of device ops.
+#include <ATen/TensorOperators.h>
 #include <ATen/core/Reduction.h>
+#include <ATen/ops/abs.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/mean.h>
+#include <ATen/ops/sum.h>
+#include <ATen/ops/where.h>
 
 #include <stdexcept>
 #include <string>
@@ -122,6 +129,109 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& se
   auto grad_input = at::empty({0}, self.options());
   return nll_loss_backward_grad_input(grad_output, self, target, weight, reduction, ignore_index, total_weight,
                                       grad_input);
+}
+
+namespace {
+
+void check_spatial(const at::Tensor& self, const at::Tensor& target) {
+  TORCH_CHECK(self.dim() == 4, "only batches of spatial inputs supported (4D tensors), but got input of dimension: ",
+              self.dim());
+  TORCH_CHECK(target.dim() == 3, "only batches of spatial targets supported (3D tensors) but got targets of dimension: ",
+              target.dim());
+  TORCH_CHECK(self.size(0) == target.size(0) && self.size(2) == target.size(1) && self.size(3) == target.size(2),
+              "size mismatch (got input: ", self.sizes(), " , target: ", target.sizes(), ")");
+}
+
+// [N, C, H, W] as [N*H*W, C] rows.
+at::Tensor as_rows(const at::Tensor& self) { return self.movedim(1, -1).reshape({-1, self.size(1)}); }
+
+// Reduced-precision values continue in float32 and round once at the end, as CPU's kernels do
+// (CPU's loss kernels round the input difference to the input dtype first).
+at::Tensor widen(const at::Tensor& t) {
+  return at::isReducedFloatingType(t.scalar_type()) ? t.to(at::kFloat) : t;
+}
+
+at::Tensor reduce_loss(const at::Tensor& loss, int64_t reduction, at::ScalarType dtype) {
+  auto r = reduction == at::Reduction::Mean ? at::mean(loss) : reduction == at::Reduction::Sum ? at::sum(loss) : loss;
+  return r.to(dtype);
+}
+
+// The derivative's scale: 1/N for a mean, 1 otherwise.
+double loss_scale(const at::Tensor& self, int64_t reduction) {
+  return reduction == at::Reduction::Mean ? 1.0 / static_cast<double>(std::max<int64_t>(self.numel(), 1)) : 1.0;
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> nll_loss2d_forward(const at::Tensor& self, const at::Tensor& target,
+                                                      const std::optional<at::Tensor>& weight, int64_t reduction,
+                                                      c10::SymInt ignore_index) {
+  check_spatial(self, target);
+  auto [out, total] = nll_loss_forward(as_rows(self), target.reshape({-1}), weight, reduction, ignore_index);
+  if (reduction == at::Reduction::None) out = out.view(target.sizes());
+  return {out, total};
+}
+
+at::Tensor nll_loss2d_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                               const std::optional<at::Tensor>& weight, int64_t reduction, c10::SymInt ignore_index,
+                               const at::Tensor& total_weight) {
+  check_spatial(self, target);
+  auto go = reduction == at::Reduction::None ? grad_output.reshape({-1}) : grad_output;
+  auto rows = nll_loss_backward(go, as_rows(self), target.reshape({-1}), weight, reduction, ignore_index, total_weight);
+  auto sizes = self.sizes().vec();
+  std::rotate(sizes.begin() + 1, sizes.begin() + 2, sizes.end());  // [N, H, W, C]
+  return contiguous(rows.view(sizes).movedim(-1, 1));
+}
+
+at::Tensor mse_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction) {
+  check_same_device({&self, &target});
+  auto d = self - target;
+  return reduce_loss(d * d, reduction, self.scalar_type());
+}
+at::Tensor mse_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                             int64_t reduction) {
+  check_same_device({&grad_output, &self, &target});
+  return (self - target) * (2.0 * loss_scale(self, reduction)) * grad_output;  // CPU's order of roundings
+}
+
+at::Tensor smooth_l1_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double beta) {
+  TORCH_CHECK(beta >= 0, "smooth_l1_loss does not support negative values for beta.");
+  check_same_device({&self, &target});
+  auto z = at::abs(widen(self - target));
+  if (beta == 0) return reduce_loss(z, reduction, self.scalar_type());
+  return reduce_loss(at::where(z < beta, z * z * (0.5 / beta), z - 0.5 * beta), reduction, self.scalar_type());
+}
+at::Tensor smooth_l1_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                                   int64_t reduction, double beta) {
+  check_same_device({&grad_output, &self, &target});
+  auto x = widen(self - target);
+  auto slope = beta == 0 ? x.sign() : at::where(x.abs() < beta, x / beta, x.sign());
+  return (slope * widen(grad_output) * loss_scale(self, reduction)).to(self.scalar_type());
+}
+
+at::Tensor huber_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double delta) {
+  TORCH_CHECK(delta > 0, "huber_loss does not support non-positive values for delta.");
+  check_same_device({&self, &target});
+  auto z = at::abs(widen(self - target));
+  return reduce_loss(at::where(z < delta, z * z * 0.5, (z - 0.5 * delta) * delta), reduction, self.scalar_type());
+}
+at::Tensor huber_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                               int64_t reduction, double delta) {
+  check_same_device({&grad_output, &self, &target});
+  auto x = widen(self - target);
+  auto slope = at::where(x.abs() < delta, x, x.sign() * delta);
+  return (slope * widen(grad_output) * loss_scale(self, reduction)).to(self.scalar_type());
+}
+
+std::tuple<at::Tensor, at::Tensor> log_sigmoid_forward(const at::Tensor& self) {
+  // min(x, 0) - log1p(exp(-|x|)), CPU's stable form; the backward needs no buffer.
+  auto x = widen(self);
+  auto out = (x.clamp_max(0) - (-x.abs()).exp().log1p()).to(self.scalar_type());
+  return {out, at::empty({0}, self.options())};
+}
+at::Tensor log_sigmoid_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& /*buffer*/) {
+  check_same_device({&grad_output, &self});
+  return (widen(grad_output) * (-widen(self)).sigmoid()).to(self.scalar_type());
 }
 
 }  // namespace rbln::kernels

@@ -135,12 +135,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
   return {dx, dw, db};
 }
 
-at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
+namespace {
+
+// Running sum or product along `dim`, accumulated in the accumulate type.
+at::Tensor& scan_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out,
+                     bool product, const char* op, const char* name) {
   auto type = dtype.value_or(out.defined() && out.scalar_type() != self.scalar_type() && !dtype
                                  ? out.scalar_type()
                                  : (at::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type()));
   dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
-  prepare_out(out, self.sizes(), type, self, "cumsum");
+  prepare_out(out, self.sizes(), type, self, op);
   if (self.numel() == 0) return out;
   auto x = at::empty(self.sizes(), self.options().dtype(type));
   device_copy(x, self);  // contiguous, in the result dtype
@@ -148,17 +152,18 @@ at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<at::Sc
   for (int64_t d = dim + 1; d < self.dim(); ++d) inner *= self.size(d);
   int64_t outer = self.numel() / (size * inner);
   write_contiguous(out, [&](const at::Tensor& target) {
-    RBLN_DISPATCH_ALL(type, "cumsum", [&] {
+    RBLN_DISPATCH_ALL(type, "scan", [&] {
       using acc_t = at::acc_type<scalar_t, false>;
       const auto* xp = x.const_data_ptr<scalar_t>();
       auto* yp = target.data_ptr<scalar_t>();
-      launch_on(target, "aten::cumsum", [=] {
+      launch_on(target, name, [=] {
         at::parallel_for(0, outer * inner, std::max<int64_t>(1, kGrainSize / size), [&](int64_t lo, int64_t hi) {
           for (int64_t r = lo; r < hi; ++r) {
             int64_t base = (r / inner) * size * inner + r % inner;
-            acc_t acc = 0;
+            acc_t acc = product ? 1 : 0;
             for (int64_t j = 0; j < size; ++j) {
-              acc += static_cast<acc_t>(xp[base + j * inner]);
+              const auto v = static_cast<acc_t>(xp[base + j * inner]);
+              acc = product ? static_cast<acc_t>(acc * v) : static_cast<acc_t>(acc + v);
               yp[base + j * inner] = static_cast<scalar_t>(acc);
             }
           }
@@ -169,11 +174,25 @@ at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<at::Sc
   return out;
 }
 
+at::ScalarType scan_dtype(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  return dtype.value_or(at::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type());
+}
+
+}  // namespace
+
+at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  return scan_out(self, dim, dtype, out, false, "cumsum", "aten::cumsum");
+}
 at::Tensor cumsum(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
-  at::Tensor out = at::empty({0}, self.options().dtype(
-                                      dtype.value_or(at::isIntegralType(self.scalar_type(), true) ? at::kLong
-                                                                                                  : self.scalar_type())));
+  at::Tensor out = at::empty({0}, self.options().dtype(scan_dtype(self, dtype)));
   return cumsum_out(self, dim, out.scalar_type(), out);
+}
+at::Tensor& cumprod_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  return scan_out(self, dim, dtype, out, true, "cumprod", "aten::cumprod");
+}
+at::Tensor cumprod(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
+  at::Tensor out = at::empty({0}, self.options().dtype(scan_dtype(self, dtype)));
+  return cumprod_out(self, dim, out.scalar_type(), out);
 }
 
 at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {

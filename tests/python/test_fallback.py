@@ -8,13 +8,13 @@ import torch_rbln
 
 NOT_LISTED, LISTED, DTYPE = "not in ops.yaml", "listed as fallback in ops.yaml", "dtype not supported on the device"
 
-# (op, dtype of the input, the overload that falls back, reason). torch.cumprod reaches the device as
-# aten::cumprod.out: PyTorch's functional cumprod is a composite over it for every backend but CPU.
+# (op, dtype of the input, the overload that falls back, reason). torch.kthvalue reaches the device as
+# aten::kthvalue.values: PyTorch's functional kthvalue is a composite over it.
 FALLBACKS = {
     "histc": (lambda x: torch.histc(x, bins=4), torch.float32, "aten::histc", NOT_LISTED),
-    "cumprod": (lambda x: torch.cumprod(x, 1), torch.float32, "aten::cumprod.out", NOT_LISTED),
-    "sort": (lambda x: torch.sort(x, 1), torch.float32, "aten::sort", LISTED),
-    "topk": (lambda x: torch.topk(x, 2), torch.float32, "aten::topk", LISTED),
+    "kthvalue": (lambda x: torch.kthvalue(x, 2), torch.float32, "aten::kthvalue.values", NOT_LISTED),
+    "svdvals": (lambda x: torch.linalg.svdvals(x), torch.float32, "aten::_linalg_svd", LISTED),
+    "rfft": (lambda x: torch.fft.rfft(x), torch.float32, "aten::_fft_r2c", LISTED),
     # ops.yaml: add.Tensor's dtypes are `all`, which has no int16
     "add_int16": (lambda x: x + x, torch.int16, "aten::add.Tensor", DTYPE),
 }
@@ -53,11 +53,11 @@ def test_fallback_on_strided_input_and_in_place_on_a_view(cpu_rand):
         with torch.rbln.explain() as ex:
             counts = torch.histc(d.t()[1:, ::2], bins=4)
             # unlisted in-place ops writing through non-contiguous views of d
-            d[:, 3].cumprod_(0)
+            d[:, 3].sgn_()
             d[1:, ::2].t().index_fill_(1, torch.tensor([0, 2]).rbln(), -3.0)
-    assert ex.fallback_ops == {"aten::histc": 1, "aten::cumprod.out": 1, "aten::index_fill_.int_Scalar": 1}
+    assert ex.fallback_ops == {"aten::histc": 1, "aten::sgn.out": 1, "aten::index_fill_.int_Scalar": 1}
     expected = x.clone()
-    expected[:, 3].cumprod_(0)
+    expected[:, 3].sgn_()
     expected[1:, ::2].t().index_fill_(1, torch.tensor([0, 2]), -3.0)
     torch.testing.assert_close(counts.cpu(), torch.histc(x.t()[1:, ::2], bins=4))
     torch.testing.assert_close(d.cpu(), expected)
@@ -87,19 +87,19 @@ def test_explain_counts_repeated_fallbacks_only_inside_the_block(cpu_rand):
 
 
 def test_fallback_warns_once_per_op(cpu_rand):
-    # aten::i0.out falls back in this test only, so its first fallback happens here.
-    assert "aten::i0.out" not in torch_rbln._C._fallback_counts()
+    # aten::_logcumsumexp falls back in this test only, so its first fallback happens here.
+    assert "aten::_logcumsumexp" not in torch_rbln._C._fallback_counts()
     d = cpu_rand(6).rbln()
     with warnings.catch_warnings(record=True) as first:
         warnings.simplefilter("always")
-        torch.special.i0(d)
+        torch.logcumsumexp(d, 0)
     with warnings.catch_warnings(record=True) as again:
         warnings.simplefilter("always")
-        out = torch.special.i0(d)
+        out = torch.logcumsumexp(d, 0)
     assert [w.category for w in first] == [UserWarning]
-    assert "aten::i0.out" in str(first[0].message) and NOT_LISTED in str(first[0].message)
+    assert "aten::_logcumsumexp" in str(first[0].message) and NOT_LISTED in str(first[0].message)
     assert again == []
-    torch.testing.assert_close(out.cpu(), torch.special.i0(d.cpu()))
+    torch.testing.assert_close(out.cpu(), torch.logcumsumexp(d.cpu(), 0))
 
 
 def test_disabled_fallback_raises_naming_the_op(run_python):
@@ -107,8 +107,8 @@ def test_disabled_fallback_raises_naming_the_op(run_python):
         """
         x = torch.arange(20.0).view(4, 5).rbln()
         cases = {
-            "aten::cumprod.out": lambda: torch.cumprod(x, 1),
-            "aten::sort": lambda: torch.sort(x),
+            "aten::kthvalue.values": lambda: torch.kthvalue(x, 2),
+            "aten::_linalg_svd": lambda: torch.linalg.svdvals(x),
             "aten::add.Tensor": lambda: x.to(torch.int16) + x.to(torch.int16),
         }
         errors = {}
