@@ -94,6 +94,7 @@
 #include <ATen/ops/mm_ops.h>
 #include <ATen/ops/mse_loss_ops.h>
 #include <ATen/ops/mse_loss_backward_ops.h>
+#include <ATen/ops/multinomial_ops.h>
 #include <ATen/ops/native_batch_norm_ops.h>
 #include <ATen/ops/native_batch_norm_backward_ops.h>
 #include <ATen/ops/native_dropout_ops.h>
@@ -107,6 +108,7 @@
 #include <ATen/ops/normal_ops.h>
 #include <ATen/ops/prod_ops.h>
 #include <ATen/ops/random_ops.h>
+#include <ATen/ops/randperm_ops.h>
 #include <ATen/ops/record_stream_ops.h>
 #include <ATen/ops/reflection_pad1d_ops.h>
 #include <ATen/ops/reflection_pad1d_backward_ops.h>
@@ -2206,6 +2208,102 @@ at::Tensor & wrapper_random__to(at::Tensor & self, int64_t to, ::std::optional<a
   return rbln::kernels::native_dropout(input, p, train);
 }
 
+at::Tensor & wrapper_random_(at::Tensor & self, ::std::optional<at::Generator> generator) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::random_>::call(self, generator);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::random_");
+  return rbln::kernels::random_(self, generator);
+}
+
+at::Tensor & wrapper_bernoulli__Tensor(at::Tensor & self, const at::Tensor & p, ::std::optional<at::Generator> generator) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(p.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bernoulli__Tensor>::call(self, p, generator);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::bernoulli_.Tensor");
+  return rbln::kernels::bernoulli__Tensor(self, p, generator);
+}
+
+at::Tensor wrapper_bernoulli(const at::Tensor & self, ::std::optional<at::Generator> generator) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bernoulli>::call(self, generator);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::bernoulli");
+  return rbln::kernels::bernoulli(self, generator);
+}
+
+at::Tensor wrapper_normal_Tensor_Tensor(const at::Tensor & mean, const at::Tensor & std, ::std::optional<at::Generator> generator) {
+  const c10::OptionalDeviceGuard guard(at::device_of(mean));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(mean.scalar_type()) && dtype_ok(std.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::normal_Tensor_Tensor>::call(mean, std, generator);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::normal.Tensor_Tensor");
+  return rbln::kernels::normal_Tensor_Tensor(mean, std, generator);
+}
+
+at::Tensor & wrapper_normal_Tensor_Tensor_out(const at::Tensor & mean, const at::Tensor & std, ::std::optional<at::Generator> generator, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(mean));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(mean.scalar_type()) && dtype_ok(std.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::normal_Tensor_Tensor_out>::call(mean, std, generator, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::normal.Tensor_Tensor_out");
+  return rbln::kernels::normal_Tensor_Tensor_out(mean, std, generator, out);
+}
+
+at::Tensor wrapper_normal_Tensor_float(const at::Tensor & mean, double std, ::std::optional<at::Generator> generator) {
+  const c10::OptionalDeviceGuard guard(at::device_of(mean));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(mean.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::normal_Tensor_float>::call(mean, std, generator);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::normal.Tensor_float");
+  return rbln::kernels::normal_Tensor_float(mean, std, generator);
+}
+
+at::Tensor wrapper_normal_float_Tensor(double mean, const at::Tensor & std, ::std::optional<at::Generator> generator) {
+  const c10::OptionalDeviceGuard guard(at::device_of(std));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(std.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::normal_float_Tensor>::call(mean, std, generator);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::normal.float_Tensor");
+  return rbln::kernels::normal_float_Tensor(mean, std, generator);
+}
+
+at::Tensor & wrapper_randperm_generator_out(c10::SymInt n, ::std::optional<at::Generator> generator, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(out));
+  RBLN_COUNT_DEVICE_OP("aten::randperm.generator_out");
+  return rbln::kernels::randperm_generator_out(n, generator, out);
+}
+
+at::Tensor wrapper_multinomial(const at::Tensor & self, c10::SymInt num_samples, bool replacement, ::std::optional<at::Generator> generator) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::multinomial>::call(self, num_samples, replacement, generator);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::multinomial");
+  return rbln::kernels::multinomial(self, num_samples, replacement, generator);
+}
+
+at::Tensor & wrapper_multinomial_out(const at::Tensor & self, c10::SymInt num_samples, bool replacement, ::std::optional<at::Generator> generator, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::multinomial_out>::call(self, num_samples, replacement, generator, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::multinomial.out");
+  return rbln::kernels::multinomial_out(self, num_samples, replacement, generator, out);
+}
+
 ::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper__linalg_svd(const at::Tensor & A, bool full_matrices, bool compute_uv, ::std::optional<c10::string_view> driver) {
   return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::_linalg_svd>::call(A, full_matrices, compute_uv, driver);
 }
@@ -2479,6 +2577,16 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("random_.from", TORCH_FN(wrapper_random__from));
   m.impl("random_.to", TORCH_FN(wrapper_random__to));
   m.impl("native_dropout", TORCH_FN(wrapper_native_dropout));
+  m.impl("random_", TORCH_FN(wrapper_random_));
+  m.impl("bernoulli_.Tensor", TORCH_FN(wrapper_bernoulli__Tensor));
+  m.impl("bernoulli", TORCH_FN(wrapper_bernoulli));
+  m.impl("normal.Tensor_Tensor", TORCH_FN(wrapper_normal_Tensor_Tensor));
+  m.impl("normal.Tensor_Tensor_out", TORCH_FN(wrapper_normal_Tensor_Tensor_out));
+  m.impl("normal.Tensor_float", TORCH_FN(wrapper_normal_Tensor_float));
+  m.impl("normal.float_Tensor", TORCH_FN(wrapper_normal_float_Tensor));
+  m.impl("randperm.generator_out", TORCH_FN(wrapper_randperm_generator_out));
+  m.impl("multinomial", TORCH_FN(wrapper_multinomial));
+  m.impl("multinomial.out", TORCH_FN(wrapper_multinomial_out));
   m.impl("_linalg_svd", TORCH_FN(wrapper__linalg_svd));
   m.impl("linalg_inv_ex", TORCH_FN(wrapper_linalg_inv_ex));
   m.impl("linalg_lu_factor_ex", TORCH_FN(wrapper_linalg_lu_factor_ex));

@@ -145,6 +145,19 @@ at::Tensor& random__from(at::Tensor& self, int64_t from, std::optional<int64_t> 
                          std::optional<at::Generator> generator);
 at::Tensor& random__to(at::Tensor& self, int64_t to, std::optional<at::Generator> generator);
 std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p, std::optional<bool> train);
+at::Tensor& random_(at::Tensor& self, std::optional<at::Generator> generator);
+at::Tensor& bernoulli__Tensor(at::Tensor& self, const at::Tensor& p, std::optional<at::Generator> generator);
+at::Tensor bernoulli(const at::Tensor& self, std::optional<at::Generator> generator);
+at::Tensor& normal_Tensor_Tensor_out(const at::Tensor& mean, const at::Tensor& std, std::optional<at::Generator> generator,
+                                     at::Tensor& out);
+at::Tensor normal_Tensor_Tensor(const at::Tensor& mean, const at::Tensor& std, std::optional<at::Generator> generator);
+at::Tensor normal_Tensor_float(const at::Tensor& mean, double std, std::optional<at::Generator> generator);
+at::Tensor normal_float_Tensor(double mean, const at::Tensor& std, std::optional<at::Generator> generator);
+at::Tensor& randperm_generator_out(c10::SymInt n, std::optional<at::Generator> generator, at::Tensor& out);
+at::Tensor& multinomial_out(const at::Tensor& self, c10::SymInt num_samples, bool replacement,
+                            std::optional<at::Generator> generator, at::Tensor& out);
+at::Tensor multinomial(const at::Tensor& self, c10::SymInt num_samples, bool replacement,
+                       std::optional<at::Generator> generator);
 
 at::Tensor& embedding_renorm_(at::Tensor& self, const at::Tensor& indices, double max_norm, double norm_type);
 

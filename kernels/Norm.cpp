@@ -221,11 +221,9 @@ at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
 
 bool equal(const at::Tensor& self, const at::Tensor& other) {
   check_same_device({&self, &other});
-  TORCH_CHECK(self.scalar_type() == other.scalar_type(), "Expected object of scalar type ", self.scalar_type(),
-              " but got scalar type ", other.scalar_type(), " for argument 'other'");
   if (self.sizes() != other.sizes()) return false;
   if (self.numel() == 0) return true;
-  // Elementwise on the device, then one boolean read back.
+  // Elementwise on the device (promoting mixed dtypes, as CPU does), then one boolean read back.
   auto same = at::eq(self, other).logical_not_().sum().item<int64_t>();
   return same == 0;
 }

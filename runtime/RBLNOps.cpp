@@ -5,6 +5,10 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/CachingHostAllocator.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/neg.h>
+#include <ATen/ops/conj_physical.h>
+#include <ATen/ops/_neg_view.h>
+#include <ATen/ops/_conj.h>
 #include <ATen/ops/_local_scalar_dense.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
@@ -172,10 +176,34 @@ at::Tensor& set_(at::Tensor& self) {
   return set_source_Storage_storage_offset(self, storage, 0, {0}, {});
 }
 
+namespace {
+
+// The same data without the lazy conjugate/negative bits.
+at::Tensor without_math_bits(const at::Tensor& t) {
+  auto raw = t.is_conj() ? at::_conj(t) : t;
+  return raw.is_neg() ? at::_neg_view(raw) : raw;
+}
+
+at::Tensor& copy_values(at::Tensor& self, const at::Tensor& src, bool non_blocking);
+
+}  // namespace
+
 at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   TORCH_CHECK(self.defined(), "self is undefined");
   TORCH_CHECK(src.defined(), "src is undefined");
   if (self.is_same(src) || self.numel() == 0) return self;
+  if (!self.is_conj() && !self.is_neg() && !src.is_conj() && !src.is_neg()) return copy_values(self, src, non_blocking);
+  // Copy the stored data, then apply the bits that differ, as ATen's copy_ does.
+  auto dst = without_math_bits(self);
+  copy_values(dst, without_math_bits(src), non_blocking);
+  if (self.is_conj() != src.is_conj()) dst.conj_physical_();
+  if (self.is_neg() != src.is_neg()) dst.neg_();
+  return self;
+}
+
+namespace {
+
+at::Tensor& copy_values(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   auto shape = at::infer_size(self.sizes(), src.sizes());  // CPU's broadcast error on mismatch
   TORCH_CHECK(at::IntArrayRef(shape) == self.sizes(), "output with shape ", self.sizes(),
               " doesn't match the broadcast shape ", at::IntArrayRef(shape));
@@ -226,6 +254,8 @@ at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   if (!direct) self.copy_(host);
   return self;
 }
+
+}  // namespace
 
 at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   at::Tensor out = dst;

@@ -159,12 +159,8 @@ def test_uniform_with_bounds_statistics(dtype):
 
 @pytest.mark.parametrize("dtype", [
     torch.float32,
-    pytest.param(torch.bfloat16, marks=pytest.mark.xfail(strict=True, reason=(
-        "rbln uniform_ in bfloat16 returns the upper bound (about 0.2% of torch.rand draws are 1.0); "
-        "CPU and CUDA keep draws in [from, to)"))),
-    pytest.param(torch.float16, marks=pytest.mark.xfail(strict=True, reason=(
-        "rbln uniform_ in float16 returns the upper bound (about 0.02% of torch.rand draws are 1.0); "
-        "CPU and CUDA keep draws in [from, to)"))),
+    torch.bfloat16,
+    torch.float16,
 ])
 def test_uniform_excludes_upper_bound(dtype):
     """torch.rand draws from [0, 1) and uniform_(a, b) from [a, b), in every dtype (CPU: never 1.0)."""
@@ -231,8 +227,6 @@ def test_bernoulli_tensor_p_statistics():
     assert abs(y.mean().item() - 0.3) <= SIGMAS * math.sqrt(0.21 / N)
 
 
-@pytest.mark.xfail(strict=True, reason="bernoulli with a tensor p (aten::bernoulli_.Tensor) falls back to the CPU, "
-                                       "so it draws from the CPU generator and rejects an rbln generator")
 def test_bernoulli_tensor_p_runs_on_device():
     p = torch.full((1000,), 0.3, device="rbln")
     g = torch.Generator(device="rbln").manual_seed(0)
@@ -275,8 +269,6 @@ def test_random_without_bounds_range(dtype):
     assert x.double().mean().item() > top / 4  # spread over the range, not clustered at 0
 
 
-@pytest.mark.xfail(strict=True, reason="random_() without bounds (aten::random_) falls back to the CPU and "
-                                       "rejects an rbln generator")
 def test_random_without_bounds_runs_on_device():
     g = torch.Generator(device="rbln").manual_seed(0)
     _on_device(lambda: torch.empty(100, device="rbln").random_(generator=g), "aten::random_")
@@ -343,9 +335,9 @@ SAMPLERS = {
     "random_": lambda gen: torch.empty(4096, device="rbln", dtype=torch.int64).random_(0, 1 << 40, generator=gen),
     "dropout": lambda gen: F.dropout(torch.ones(4096, device="rbln"), 0.5, training=True),  # default generator
 }
-# Samplers that fall back to the CPU today: they draw from the CPU generator, so neither
-# torch.rbln.manual_seed nor the rbln RNG state reproduces them.
-FALLBACK_SAMPLERS = {
+# Samplers whose parameters are tensors or that permute (they once fell back to the CPU and drew
+# from the CPU generator): torch.rbln.manual_seed alone must reproduce them.
+TENSOR_SAMPLERS = {
     "randperm": lambda: torch.randperm(1000, device="rbln"),
     "multinomial": lambda: torch.multinomial(torch.ones(1000, device="rbln"), 100),
     "multinomial_replacement": lambda: torch.multinomial(torch.ones(1000, device="rbln"), 100, True),
@@ -397,12 +389,9 @@ def test_generator_reproduces_and_leaves_default_alone(name):
     assert torch.equal(torch.rbln.get_rng_state(), default_state)
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=f"{n} falls back to the CPU, which draws from the "
-                                                                "CPU generator, not the rbln one"))
-    for n in FALLBACK_SAMPLERS])
-def test_fallback_samplers_follow_the_rbln_generator(name):
-    draw = FALLBACK_SAMPLERS[name]
+@pytest.mark.parametrize("name", TENSOR_SAMPLERS)
+def test_tensor_samplers_follow_the_rbln_generator(name):
+    draw = TENSOR_SAMPLERS[name]
     torch.manual_seed(0)  # the CPU generator stays put, so only the rbln seed and state can matter
     torch.rbln.manual_seed(9)
     a = draw().cpu()
@@ -411,7 +400,7 @@ def test_fallback_samplers_follow_the_rbln_generator(name):
     assert torch.equal(draw().cpu(), a)
 
 
-# ---- randperm and multinomial (CPU fallback today) ----------------------------------------------
+# ---- randperm and multinomial ----------------------------------------------
 def test_randperm_is_a_permutation():
     for n in (0, 1, 2, 10, 1000, 100_000):
         for dtype in (torch.int64, torch.int32, torch.float32):
@@ -431,8 +420,6 @@ def test_randperm_is_uniform():
     assert abs(in_order - 0.5) <= SIGMAS * math.sqrt(0.25 / 4000)
 
 
-@pytest.mark.xfail(strict=True, reason="randperm falls back to the CPU, whose kernel rejects an rbln generator "
-                                       "(Expected a 'cpu' generator device but found 'rbln:0')")
 def test_randperm_with_rbln_generator():
     g = torch.Generator(device="rbln").manual_seed(3)
     a = torch.randperm(100, device="rbln", generator=g)
@@ -468,9 +455,6 @@ def test_multinomial_without_replacement():
     assert torch.equal(full.sort(1).values, torch.arange(4).repeat(100, 1))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "multinomial with replacement falls back to the CPU, whose kernel rejects an rbln generator "
-    "(Expected a 'cpu' device type for generator but found 'rbln')"))
 def test_multinomial_with_replacement_and_rbln_generator():
     g = torch.Generator(device="rbln")
     weights = (P + 0.05).to("rbln")
@@ -482,12 +466,8 @@ def test_multinomial_with_replacement_and_rbln_generator():
     assert ((a.cpu() >= 0) & (a.cpu() < 5)).all()
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "without replacement, the CPU fallback's exponential_(generator=rbln) dispatches (on the generator's key) "
-    "to the rbln kernel with a CPU tensor: it writes host memory asynchronously, after CPU has read and freed "
-    "it (heap corruption, now and then an abort); see test_rbln_generator_with_cpu_tensor_raises"))
 def test_multinomial_without_replacement_and_rbln_generator(run_python):
-    """In a subprocess: the bug above can abort the interpreter."""
+    """In a subprocess: this once corrupted the heap (a CPU tensor written by the device worker)."""
     out = run_python("""
         P = torch.tensor([0.15, 0.25, 0.35, 0.45, 0.05])
         g = torch.Generator(device="rbln")
@@ -502,12 +482,9 @@ def test_multinomial_without_replacement_and_rbln_generator(run_python):
     assert all(len(set(r)) == 3 and all(0 <= v < 5 for v in r) for r in out["rows"])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "an rbln generator dispatches random ops to the rbln kernels even for CPU tensors, which then write host "
-    "memory from the device worker (no error); CPU rejects a generator of another device"))
 def test_rbln_generator_with_cpu_tensor_raises(run_python):
-    """In a subprocess, keeping the CPU tensor alive until the device is idle: today the rbln kernel
-    writes it from the device worker, and a temporary would be freed before that write."""
+    """In a subprocess, keeping the CPU tensor alive until the device is idle, in case a regression
+    lets the device worker write it."""
     out = run_python("""
         g = torch.Generator(device="rbln").manual_seed(0)
         x = torch.zeros(16)

@@ -287,9 +287,7 @@ class TestAutocastRBLN(autocast_test_lists.TestAutocast):
 
     # Ops of the lists that are not rbln's: cuDNN-only ATen ops (no CPU kernel to fall back to).
     NOT_FOR_RBLN = {"cudnn_convolution": "cuDNN-only op", "cudnn_convolution_transpose": "cuDNN-only op"}
-    KNOWN = {"lstm_cell": KNOWN_FAILURES["nn.LSTMCell"], "gru_cell": KNOWN_FAILURES["nn.GRUCell"],
-             "equal": "torch.equal of a float32 and a float16 rbln tensor raises (Expected object of scalar type "
-                      "Float but got scalar type Half); CPU and CUDA compare them"}
+    KNOWN = {"lstm_cell": KNOWN_FAILURES["nn.LSTMCell"], "gru_cell": KNOWN_FAILURES["nn.GRUCell"]}
 
     def setUp(self):
         super().setUp()
