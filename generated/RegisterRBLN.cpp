@@ -9,6 +9,7 @@
 #include <ATen/ops/_adaptive_avg_pool3d_ops.h>
 #include <ATen/ops/_adaptive_avg_pool3d_backward_ops.h>
 #include <ATen/ops/_batch_norm_with_update_ops.h>
+#include <ATen/ops/_conj_physical_ops.h>
 #include <ATen/ops/_copy_from_ops.h>
 #include <ATen/ops/_copy_from_and_resize_ops.h>
 #include <ATen/ops/_fft_c2c_ops.h>
@@ -27,6 +28,10 @@
 #include <ATen/ops/_reshape_alias_ops.h>
 #include <ATen/ops/_softmax_ops.h>
 #include <ATen/ops/_softmax_backward_data_ops.h>
+#include <ATen/ops/_thnn_fused_gru_cell_ops.h>
+#include <ATen/ops/_thnn_fused_gru_cell_backward_ops.h>
+#include <ATen/ops/_thnn_fused_lstm_cell_ops.h>
+#include <ATen/ops/_thnn_fused_lstm_cell_backward_impl_ops.h>
 #include <ATen/ops/adaptive_max_pool2d_ops.h>
 #include <ATen/ops/adaptive_max_pool2d_backward_ops.h>
 #include <ATen/ops/adaptive_max_pool3d_ops.h>
@@ -50,6 +55,7 @@
 #include <ATen/ops/bmm_ops.h>
 #include <ATen/ops/cat_ops.h>
 #include <ATen/ops/clamp_ops.h>
+#include <ATen/ops/conj_physical_ops.h>
 #include <ATen/ops/convolution_backward_overrideable_ops.h>
 #include <ATen/ops/convolution_overrideable_ops.h>
 #include <ATen/ops/copy_ops.h>
@@ -205,6 +211,18 @@ at::Tensor wrapper_view_as_complex(const at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   RBLN_COUNT_DEVICE_OP("aten::view_as_complex");
   return rbln::view_as_complex(self);
+}
+
+at::Tensor & wrapper_conj_physical_(at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::conj_physical_");
+  return rbln::conj_physical_(self);
+}
+
+at::Tensor wrapper__conj_physical(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::_conj_physical");
+  return rbln::_conj_physical(self);
 }
 
 const at::Tensor & wrapper_resize_(const at::Tensor & self, c10::SymIntArrayRef size, ::std::optional<at::MemoryFormat> memory_format) {
@@ -2138,6 +2156,46 @@ at::Tensor wrapper_replication_pad3d_backward(const at::Tensor & grad_output, co
   return rbln::kernels::replication_pad3d_backward(grad_output, self, padding);
 }
 
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper__thnn_fused_lstm_cell(const at::Tensor & input_gates, const at::Tensor & hidden_gates, const at::Tensor & cx, const ::std::optional<at::Tensor> & input_bias, const ::std::optional<at::Tensor> & hidden_bias) {
+  const c10::OptionalDeviceGuard guard(at::device_of(input_gates));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(input_gates.scalar_type()) && dtype_ok(hidden_gates.scalar_type()) && dtype_ok(cx.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_thnn_fused_lstm_cell>::call(input_gates, hidden_gates, cx, input_bias, hidden_bias);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_thnn_fused_lstm_cell");
+  return rbln::kernels::_thnn_fused_lstm_cell(input_gates, hidden_gates, cx, input_bias, hidden_bias);
+}
+
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper__thnn_fused_lstm_cell_backward_impl(const ::std::optional<at::Tensor> & grad_hy, const ::std::optional<at::Tensor> & grad_cy, const at::Tensor & cx, const at::Tensor & cy, const at::Tensor & workspace, bool has_bias) {
+  const c10::OptionalDeviceGuard guard(at::device_of(cx));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(cx.scalar_type()) && dtype_ok(cy.scalar_type()) && dtype_ok(workspace.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_thnn_fused_lstm_cell_backward_impl>::call(grad_hy, grad_cy, cx, cy, workspace, has_bias);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_thnn_fused_lstm_cell_backward_impl");
+  return rbln::kernels::_thnn_fused_lstm_cell_backward_impl(grad_hy, grad_cy, cx, cy, workspace, has_bias);
+}
+
+::std::tuple<at::Tensor,at::Tensor> wrapper__thnn_fused_gru_cell(const at::Tensor & input_gates, const at::Tensor & hidden_gates, const at::Tensor & hx, const ::std::optional<at::Tensor> & input_bias, const ::std::optional<at::Tensor> & hidden_bias) {
+  const c10::OptionalDeviceGuard guard(at::device_of(input_gates));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(input_gates.scalar_type()) && dtype_ok(hidden_gates.scalar_type()) && dtype_ok(hx.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_thnn_fused_gru_cell>::call(input_gates, hidden_gates, hx, input_bias, hidden_bias);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_thnn_fused_gru_cell");
+  return rbln::kernels::_thnn_fused_gru_cell(input_gates, hidden_gates, hx, input_bias, hidden_bias);
+}
+
+::std::tuple<at::Tensor,at::Tensor,at::Tensor,at::Tensor,at::Tensor> wrapper__thnn_fused_gru_cell_backward(const at::Tensor & grad_hy, const at::Tensor & workspace, bool has_bias) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_hy));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_hy.scalar_type()) && dtype_ok(workspace.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_thnn_fused_gru_cell_backward>::call(grad_hy, workspace, has_bias);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_thnn_fused_gru_cell_backward");
+  return rbln::kernels::_thnn_fused_gru_cell_backward(grad_hy, workspace, has_bias);
+}
+
 at::Tensor & wrapper_uniform_(at::Tensor & self, double from, double to, ::std::optional<at::Generator> generator) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
@@ -2371,6 +2429,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("unfold", TORCH_FN(wrapper_unfold));
   m.impl("view_as_real", TORCH_FN(wrapper_view_as_real));
   m.impl("view_as_complex", TORCH_FN(wrapper_view_as_complex));
+  m.impl("conj_physical_", TORCH_FN(wrapper_conj_physical_));
+  m.impl("_conj_physical", TORCH_FN(wrapper__conj_physical));
   m.impl("resize_", TORCH_FN(wrapper_resize_));
   m.impl("set_", TORCH_FN(wrapper_set_));
   m.impl("set_.source_Storage", TORCH_FN(wrapper_set__source_Storage));
@@ -2570,6 +2630,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("replication_pad2d_backward", TORCH_FN(wrapper_replication_pad2d_backward));
   m.impl("replication_pad3d", TORCH_FN(wrapper_replication_pad3d));
   m.impl("replication_pad3d_backward", TORCH_FN(wrapper_replication_pad3d_backward));
+  m.impl("_thnn_fused_lstm_cell", TORCH_FN(wrapper__thnn_fused_lstm_cell));
+  m.impl("_thnn_fused_lstm_cell_backward_impl", TORCH_FN(wrapper__thnn_fused_lstm_cell_backward_impl));
+  m.impl("_thnn_fused_gru_cell", TORCH_FN(wrapper__thnn_fused_gru_cell));
+  m.impl("_thnn_fused_gru_cell_backward", TORCH_FN(wrapper__thnn_fused_gru_cell_backward));
   m.impl("uniform_", TORCH_FN(wrapper_uniform_));
   m.impl("normal_", TORCH_FN(wrapper_normal_));
   m.impl("bernoulli_.float", TORCH_FN(wrapper_bernoulli__float));

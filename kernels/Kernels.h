@@ -372,4 +372,20 @@ at::Tensor replication_pad2d_backward(const at::Tensor& grad_output, const at::T
 at::Tensor replication_pad3d(const at::Tensor& self, c10::SymIntArrayRef padding);
 at::Tensor replication_pad3d_backward(const at::Tensor& grad_output, const at::Tensor& self, c10::SymIntArrayRef padding);
 
+// fused recurrent cells (kernels/Recurrent.cpp)
+std::tuple<at::Tensor, at::Tensor, at::Tensor> _thnn_fused_lstm_cell(const at::Tensor& input_gates,
+                                                                     const at::Tensor& hidden_gates,
+                                                                     const at::Tensor& cx,
+                                                                     const std::optional<at::Tensor>& input_bias,
+                                                                     const std::optional<at::Tensor>& hidden_bias);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> _thnn_fused_lstm_cell_backward_impl(
+    const std::optional<at::Tensor>& grad_hy, const std::optional<at::Tensor>& grad_cy, const at::Tensor& cx,
+    const at::Tensor& cy, const at::Tensor& workspace, bool has_bias);
+std::tuple<at::Tensor, at::Tensor> _thnn_fused_gru_cell(const at::Tensor& input_gates, const at::Tensor& hidden_gates,
+                                                        const at::Tensor& hx,
+                                                        const std::optional<at::Tensor>& input_bias,
+                                                        const std::optional<at::Tensor>& hidden_bias);
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> _thnn_fused_gru_cell_backward(
+    const at::Tensor& grad_hy, const at::Tensor& workspace, bool has_bias);
+
 }  // namespace rbln::kernels

@@ -9,6 +9,7 @@
 #include <ATen/ops/conj_physical.h>
 #include <ATen/ops/_neg_view.h>
 #include <ATen/ops/_conj.h>
+#include <ATen/ops/view_as_real.h>
 #include <ATen/ops/_local_scalar_dense.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
@@ -111,6 +112,19 @@ at::Tensor unfold(const at::Tensor& self, int64_t dimension, int64_t size, int64
 at::Tensor view_as_real(const at::Tensor& self) { return at::native::view_as_real(self); }
 
 at::Tensor view_as_complex(const at::Tensor& self) { return at::native::view_as_complex(self); }
+
+at::Tensor& conj_physical_(at::Tensor& self) {
+  if (!self.is_complex()) return self;
+  TORCH_CHECK(!self.is_conj() && !self.is_neg(), "conj_physical_: expected a tensor without lazy conjugate/negative bits");
+  at::view_as_real(self).select(-1, 1).neg_();
+  return self;
+}
+
+at::Tensor _conj_physical(const at::Tensor& self) {
+  auto out = at::empty(self.sizes(), self.options().dtype(self.scalar_type()));
+  out.copy_(self);  // resolves self's own bits
+  return rbln::conj_physical_(out);
+}
 
 void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
   auto* impl = storage.unsafeGetStorageImpl();

@@ -25,6 +25,9 @@ at::Tensor _reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size, c10:
 at::Tensor unfold(const at::Tensor& self, int64_t dimension, int64_t size, int64_t step);
 at::Tensor view_as_real(const at::Tensor& self);
 at::Tensor view_as_complex(const at::Tensor& self);
+// Complex conjugation on the device: negate the imaginary parts through a real view.
+at::Tensor& conj_physical_(at::Tensor& self);
+at::Tensor _conj_physical(const at::Tensor& self);
 const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
                           std::optional<at::MemoryFormat> memory_format);
 at::Tensor& set_(at::Tensor& self);

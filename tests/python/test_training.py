@@ -63,3 +63,23 @@ def test_dropout_draws_from_the_device_generator():
     kept = (a != 0).float().mean().item()
     assert abs(kept - 0.75) < 0.02
     assert torch.allclose(a[a != 0].cpu(), torch.tensor(1 / 0.75))
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_recurrent_layers_match_cpu_on_device(kind):
+    """nn.LSTM/GRU call the fused cells PyTorch reserves for accelerators: forward and gradients vs CPU."""
+    torch.manual_seed(0)
+    cpu = getattr(torch.nn, kind)(6, 8, num_layers=2, batch_first=True)
+    dev = getattr(torch.nn, kind)(6, 8, num_layers=2, batch_first=True).rbln()
+    dev.load_state_dict(cpu.state_dict())
+    x = torch.randn(3, 5, 6)
+    out, _ = cpu(x)
+    out.sum().backward()
+    with torch.rbln.explain() as ex:
+        dev_out, _ = dev(x.rbln())
+        dev_out.sum().backward()
+    torch.testing.assert_close(dev_out.cpu(), out.detach(), atol=1e-5, rtol=1e-4)
+    for (name, p), q in zip(cpu.named_parameters(), dev.parameters()):
+        torch.testing.assert_close(q.grad.cpu(), p.grad, atol=1e-5, rtol=1e-4, msg=lambda m: f"{name}: {m}")
+    cell = f"aten::_thnn_fused_{kind.lower()}_cell"
+    assert cell in ex.device_ops and not ex.fallback_ops, ex.fallback_reasons

@@ -68,29 +68,12 @@ OPTIMIZERS = ("SGD", "Adam", "AdamW", "RMSprop", "Adagrad")
 # Modules of the bounded subset allowed to fall back to the CPU, with the ops that do (measured).
 # Every other module there must run forward and backward on the device with no fallback.
 MAY_FALL_BACK = {
-    "nn.GroupNorm": "native_group_norm_backward and var_mean.correction have no device kernel yet",
-    "nn.CrossEntropyLoss": "nll_loss2d_forward/backward (2-d targets) have no device kernel yet",
-    "nn.MSELoss": "mse_loss and mse_loss_backward are not in ops.yaml",
-    "nn.TransformerEncoderLayer": "all.out (in the eval-mode fast-path checks) has no device kernel yet",
+    "nn.GroupNorm": "native_group_norm and its backward have no device kernel yet",
     "nn.MultiheadAttention": "baddbmm.out has no device kernel yet",
 }
-# Known failures on rbln today: each runs, and must fail (a strict expected failure: once the
-# backend is fixed the test errors until the entry is removed).
-CONJ_BUG = ("the rbln copy_ ignores the conjugate and negative bits (x.conj().cpu() returns x), "
-            "so complex backward formulas that conjugate lazily go wrong")
-KNOWN_FAILURES = {
-    "nn.LSTM": "aten::_thnn_fused_lstm_cell (which PyTorch's LSTM cell calls for PrivateUse1 inputs) has no rbln "
-               "kernel and no CPU kernel to fall back to",
-    "nn.GRU": "aten::_thnn_fused_gru_cell (which PyTorch's GRU cell calls for PrivateUse1 inputs) has no rbln "
-              "kernel and no CPU kernel to fall back to",
-    "nn.LSTMCell": "aten::_thnn_fused_lstm_cell has no rbln kernel and no CPU kernel to fall back to",
-    "nn.GRUCell": "aten::_thnn_fused_gru_cell has no rbln kernel and no CPU kernel to fall back to",
-    ("test_fn_grad", "div.no_rounding_mode", torch.complex128): CONJ_BUG,
-    ("test_fn_grad", "exp", torch.complex128): CONJ_BUG,
-    ("test_fn_grad", "mul", torch.complex128): CONJ_BUG,
-    ("test_fn_grad", "mm", torch.complex128): CONJ_BUG,
-    ("test_fn_grad", "nn.functional.linear", torch.complex128): CONJ_BUG,
-}
+# Known failures on rbln (none today): each runs, and must fail (a strict expected failure: once
+# the backend is fixed the test errors until the entry is removed).
+KNOWN_FAILURES = {}
 
 
 def _run_known(key, fn):
@@ -287,7 +270,6 @@ class TestAutocastRBLN(autocast_test_lists.TestAutocast):
 
     # Ops of the lists that are not rbln's: cuDNN-only ATen ops (no CPU kernel to fall back to).
     NOT_FOR_RBLN = {"cudnn_convolution": "cuDNN-only op", "cudnn_convolution_transpose": "cuDNN-only op"}
-    KNOWN = {"lstm_cell": KNOWN_FAILURES["nn.LSTMCell"], "gru_cell": KNOWN_FAILURES["nn.GRUCell"]}
 
     def setUp(self):
         super().setUp()
@@ -295,7 +277,7 @@ class TestAutocastRBLN(autocast_test_lists.TestAutocast):
         self.autocast_lists = autocast_test_lists.AutocastTestLists(torch.device("rbln"))
 
     def _run_list(self, entries, run_as_type, amp_dtype, out_types=False, **kwargs):
-        ran, known = 0, []
+        ran = 0
         for op_with_args in entries:
             op, args = op_with_args[0], op_with_args[1]
             add_kwargs = None
@@ -307,16 +289,10 @@ class TestAutocastRBLN(autocast_test_lists.TestAutocast):
                 add_kwargs = op_with_args[2]
             if op in self.NOT_FOR_RBLN:
                 continue
-            if op in self.KNOWN:
-                with self.assertRaises(Exception, msg=f"{op} passed: drop it from KNOWN ({self.KNOWN[op]})"):
-                    self._run_autocast_outofplace(op, args, run_as_type, "rbln", amp_dtype=amp_dtype, **kwargs)
-                known.append(op)
-                continue
             self._run_autocast_outofplace(op, args, run_as_type, "rbln", amp_dtype=amp_dtype,
                                           add_kwargs=add_kwargs, **kwargs)
             ran += 1
         self.assertGreater(ran, 0)
-        return known
 
     def test_autocast_torch_fp16(self):
         self._run_list(self.autocast_lists.torch_fp16, torch.float16, torch.float16)
