@@ -8,6 +8,8 @@
 #include <ATen/ops/_adaptive_avg_pool2d_backward_ops.h>
 #include <ATen/ops/_adaptive_avg_pool3d_ops.h>
 #include <ATen/ops/_adaptive_avg_pool3d_backward_ops.h>
+#include <ATen/ops/_amp_foreach_non_finite_check_and_unscale_ops.h>
+#include <ATen/ops/_amp_update_scale_ops.h>
 #include <ATen/ops/_batch_norm_with_update_ops.h>
 #include <ATen/ops/_conj_physical_ops.h>
 #include <ATen/ops/_copy_from_ops.h>
@@ -2196,6 +2198,18 @@ at::Tensor wrapper_replication_pad3d_backward(const at::Tensor & grad_output, co
   return rbln::kernels::_thnn_fused_gru_cell_backward(grad_hy, workspace, has_bias);
 }
 
+void wrapper__amp_foreach_non_finite_check_and_unscale_(at::TensorList self, at::Tensor & found_inf, const at::Tensor & inv_scale) {
+  const c10::OptionalDeviceGuard guard(at::device_of(found_inf));
+  RBLN_COUNT_DEVICE_OP("aten::_amp_foreach_non_finite_check_and_unscale_");
+  return rbln::kernels::_amp_foreach_non_finite_check_and_unscale_(self, found_inf, inv_scale);
+}
+
+at::Tensor & wrapper__amp_update_scale_(at::Tensor & self, at::Tensor & growth_tracker, const at::Tensor & found_inf, double scale_growth_factor, double scale_backoff_factor, int64_t growth_interval) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::_amp_update_scale_");
+  return rbln::kernels::_amp_update_scale_(self, growth_tracker, found_inf, scale_growth_factor, scale_backoff_factor, growth_interval);
+}
+
 at::Tensor & wrapper_uniform_(at::Tensor & self, double from, double to, ::std::optional<at::Generator> generator) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
@@ -2634,6 +2648,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_thnn_fused_lstm_cell_backward_impl", TORCH_FN(wrapper__thnn_fused_lstm_cell_backward_impl));
   m.impl("_thnn_fused_gru_cell", TORCH_FN(wrapper__thnn_fused_gru_cell));
   m.impl("_thnn_fused_gru_cell_backward", TORCH_FN(wrapper__thnn_fused_gru_cell_backward));
+  m.impl("_amp_foreach_non_finite_check_and_unscale_", TORCH_FN(wrapper__amp_foreach_non_finite_check_and_unscale_));
+  m.impl("_amp_update_scale_", TORCH_FN(wrapper__amp_update_scale_));
   m.impl("uniform_", TORCH_FN(wrapper_uniform_));
   m.impl("normal_", TORCH_FN(wrapper_normal_));
   m.impl("bernoulli_.float", TORCH_FN(wrapper_bernoulli__float));

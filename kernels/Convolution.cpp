@@ -5,7 +5,9 @@
 // one (the strided side): gather (small = W @ im2col(big)) and scatter
 // (big = col2im(W^T @ small)). A convolution gathers and its input gradient
 // scatters; a transposed convolution scatters and its input gradient gathers.
-// float16/bfloat16 compute in float32.
+// float16/bfloat16 compute in float32; integer dtypes run on the CPU, counted.
+#include <ATen/ops/convolution.h>
+#include <ATen/ops/convolution_backward.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/sum.h>
 
@@ -15,6 +17,7 @@
 #include "kernels/Common.h"
 #include "kernels/Kernels.h"
 #include "kernels/Window.h"
+#include "runtime/RBLNFallback.h"
 
 namespace rbln::kernels {
 namespace {
@@ -154,10 +157,13 @@ at::Tensor compute_copy(const at::Tensor& t, at::ScalarType compute) {
 }
 
 at::ScalarType compute_type(const at::Tensor& t) {
-  TORCH_CHECK(at::isFloatingType(t.scalar_type()), "rbln convolution: ", t.scalar_type(),
-              " is not supported (floating dtypes only, as on CPU)");
   return t.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
 }
+
+// Integer convolutions (exact on CPU, not through a float matrix engine) run on the CPU, counted.
+at::Tensor host(const at::Tensor& t) { return t.defined() ? t.cpu() : t; }
+at::Tensor back(const at::Tensor& t, const at::Device& device) { return t.defined() ? t.to(device) : t; }
+constexpr const char* kIntegerReason = "integer convolution runs on the CPU";
 
 // The result in the caller's dtype.
 at::Tensor finish(const at::Tensor& result, at::ScalarType dtype) {
@@ -181,6 +187,12 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
                                     c10::SymIntArrayRef output_padding, c10::SymInt groups) {
   const at::Tensor b = bias && bias->defined() ? *bias : at::Tensor();
   check_same_device({&input, &weight, &b});
+  if (!at::isFloatingType(input.scalar_type())) {
+    count_fallback("aten::convolution_overrideable", kIntegerReason);
+    return back(at::convolution_symint(host(input), host(weight), host(b), stride, padding, dilation, transposed,
+                                       output_padding, groups),
+                input.device());
+  }
   const auto compute = compute_type(input);
   const int64_t dims = input.dim() - 2;
   auto s = shape_of(input, weight, C10_AS_INTARRAYREF_SLOW(stride), C10_AS_INTARRAYREF_SLOW(padding),
@@ -213,6 +225,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
     c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding,
     c10::SymInt groups, std::array<bool, 3> output_mask) {
   check_same_device({&grad_output, &input, &weight});
+  if (!at::isFloatingType(input.scalar_type())) {
+    count_fallback("aten::convolution_backward_overrideable", kIntegerReason);
+    std::vector<c10::SymInt> bias_sizes{grad_output.sym_size(1)};
+    auto [gi, gw, gb] = at::convolution_backward_symint(host(grad_output), host(input), host(weight), bias_sizes,
+                                                        stride, padding, dilation, transposed, output_padding, groups,
+                                                        output_mask);
+    return {back(gi, input.device()), back(gw, input.device()), back(gb, input.device())};
+  }
   const auto compute = compute_type(input);
   auto s = shape_of(input, weight, C10_AS_INTARRAYREF_SLOW(stride), C10_AS_INTARRAYREF_SLOW(padding),
                     C10_AS_INTARRAYREF_SLOW(dilation), transposed, C10_AS_INTARRAYREF_SLOW(output_padding),

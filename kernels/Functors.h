@@ -666,7 +666,7 @@ struct softshrink {
   using C = at::opmath_type<T>;
   C lambd;
   explicit softshrink(const at::Scalar& l) : lambd(l.to<C>()) {}
-  C operator()(C x) const { return x > lambd ? x - lambd : (x < -lambd ? x + lambd : C(0)); }
+  C operator()(C x) const { return x > lambd ? x - lambd : (x < -lambd ? x + lambd : x * C(0)); }  // NaN stays NaN
 };
 
 #define RBLN_BINARY(name, expr)                    \

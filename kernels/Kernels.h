@@ -388,4 +388,10 @@ std::tuple<at::Tensor, at::Tensor> _thnn_fused_gru_cell(const at::Tensor& input_
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> _thnn_fused_gru_cell_backward(
     const at::Tensor& grad_hy, const at::Tensor& workspace, bool has_bias);
 
+// GradScaler (kernels/Amp.cpp)
+void _amp_foreach_non_finite_check_and_unscale_(at::TensorList self, at::Tensor& found_inf,
+                                                const at::Tensor& inv_scale);
+at::Tensor& _amp_update_scale_(at::Tensor& self, at::Tensor& growth_tracker, const at::Tensor& found_inf,
+                               double scale_growth_factor, double scale_backoff_factor, int64_t growth_interval);
+
 }  // namespace rbln::kernels

@@ -502,9 +502,12 @@ def test_grad_scaler_training_loop_matches_cpu():
         scaled = scaler.scale(loss)
         assert scaled.device.type == "rbln"
         torch.testing.assert_close(scaled.item(), loss.item() * scaler.get_scale())
-        scaled.backward()
-        scaler.step(opt_dev)
-        scaler.update()
+        with torch.rbln.explain() as ex:
+            scaled.backward()
+            scaler.step(opt_dev)
+            scaler.update()
+        assert {"aten::_amp_foreach_non_finite_check_and_unscale_", "aten::_amp_update_scale_"} <= set(ex.device_ops)
+        assert not ex.fallback_ops, ex.fallback_reasons
         losses_dev.append(loss.item())
         scales.append(scaler.get_scale())
     assert losses_dev[-1] < losses_dev[0] * 0.8
