@@ -201,13 +201,49 @@ void mark_completed(Stream* stream) {
   }
 }
 
-void wait_completed(Stream* stream, uint64_t ticket) {
-  auto ready = [&] { return stream->completed.load() >= ticket; };
+// A slot's seq while its task runs (on the worker, or on a host that took it).
+constexpr uint64_t kClaimed = uint64_t(1) << 63;
+
+// Called by a host thread waiting for `ticket`: if the stream's next task is
+// published but the worker has not claimed it yet (it may be descheduled on a
+// busy machine), the waiting thread runs it itself. Only the head task can be
+// taken (completed == its position, so everything before it has run), and the
+// worker skips a taken slot, so stream order holds. Returns true if it ran one.
+bool run_next_here(Stream* stream, uint64_t ticket) {
+  if (!stream->worker_started.load(std::memory_order_acquire)) return false;
+  uint64_t pos = stream->completed.load();
+  if (pos >= ticket) return false;
+  Slot& slot = stream->ring[pos % kRingSize];
+  uint64_t expected = pos + 1;
+  if (slot.seq.load() != expected || !slot.seq.compare_exchange_strong(expected, (pos + 1) | kClaimed)) return false;
+  run_task(stream, slot);
+  slot.seq.store(pos + kRingSize);  // seq_cst: either a parking worker sees it or we see worker_parked
+  mark_completed(stream);
+  if (stream->worker_parked.load()) {  // a parked worker waits on this slot
+    { std::lock_guard<std::mutex> lock(stream->queue_mu); }
+    stream->queue_cv.notify_one();
+  }
+  return true;
+}
+
+// help: the caller is a host thread that may run the stream's head task itself.
+void wait_completed(Stream* stream, uint64_t ticket, bool help = false) {
+  auto done = [&] { return stream->completed.load() >= ticket; };
+  auto ready = [&] {
+    if (done()) return true;
+    if (help) run_next_here(stream, ticket);
+    return done();
+  };
   wait_until(ready, [&] {
-    std::unique_lock<std::mutex> lock(stream->done_mu);
-    stream->parked_waiters.fetch_add(1);
-    stream->done_cv.wait(lock, ready);
-    stream->parked_waiters.fetch_sub(1);
+    for (;;) {  // park, waking to help whenever the worker may have left work
+      std::unique_lock<std::mutex> lock(stream->done_mu);
+      stream->parked_waiters.fetch_add(1);
+      bool finished = stream->done_cv.wait_for(lock, std::chrono::milliseconds(help ? 1 : 1000), done);
+      stream->parked_waiters.fetch_sub(1);
+      if (finished) return;
+      lock.unlock();
+      if (ready()) return;
+    }
   });
 }
 
@@ -217,17 +253,27 @@ void run_worker(Stream* stream) {
   Slot* ring = stream->ring.get();
   for (uint64_t pos = 0;; ++pos) {
     Slot& slot = ring[pos % kRingSize];
-    auto ready = [&] { return slot.seq.load() == pos + 1; };  // seq_cst: see commit_slot
-    wait_until(ready, [&] {
-      std::unique_lock<std::mutex> lock(stream->queue_mu);
-      stream->worker_parked.store(true);  // seq_cst: pairs with commit_slot's store and load
-      stream->queue_cv.wait(lock, ready);
-      stream->worker_parked.store(false, std::memory_order_relaxed);
-    });
-    run_task(stream, slot);
-    slot.fn = nullptr;  // the callable was destroyed by fn: captures are released before completion shows
-    slot.seq.store(pos + kRingSize, std::memory_order_release);
-    mark_completed(stream);
+    // Published (pos + 1), or already run by a waiting host (pos + kRingSize).
+    auto ready = [&] {
+      uint64_t seq = slot.seq.load();  // seq_cst: see commit_slot
+      return seq == pos + 1 || seq == pos + kRingSize;
+    };
+    for (;;) {
+      wait_until(ready, [&] {
+        std::unique_lock<std::mutex> lock(stream->queue_mu);
+        stream->worker_parked.store(true);  // seq_cst: pairs with commit_slot's store and load
+        stream->queue_cv.wait(lock, ready);
+        stream->worker_parked.store(false, std::memory_order_relaxed);
+      });
+      uint64_t expected = pos + 1;
+      if (slot.seq.compare_exchange_strong(expected, (pos + 1) | kClaimed)) {
+        run_task(stream, slot);
+        slot.seq.store(pos + kRingSize, std::memory_order_release);
+        mark_completed(stream);
+        break;
+      }
+      if (expected == pos + kRingSize) break;  // a host ran it; else it is running there: wait
+    }
   }
 }
 
@@ -252,7 +298,7 @@ uint64_t enqueue(Stream* stream, const char* name, F&& fn, bool touches_memory) 
 
 void synchronize(Stream* stream) {
   check_not_forked(stream);
-  wait_completed(stream, stream->enqueued.load(std::memory_order_acquire));
+  wait_completed(stream, stream->enqueued.load(std::memory_order_acquire), /*help=*/true);
 }
 
 struct RecordSnapshot {
@@ -336,7 +382,7 @@ void commit_slot(Stream* stream, uint64_t ticket, const char* name, TaskFn fn, b
 }
 
 void after_launch(Stream* stream, uint64_t ticket) {
-  wait_completed(stream, ticket);
+  wait_completed(stream, ticket, /*help=*/true);
   throw_pending_error(stream);
 }
 
@@ -391,7 +437,7 @@ void event_synchronize(Event* event) {
   RecordSnapshot record = latest_record(event);
   if (!record.stream) return;
   check_not_forked(record.stream);
-  wait_completed(record.stream, record.ticket);
+  wait_completed(record.stream, record.ticket, /*help=*/true);
   throw_pending_error(record.stream);
 }
 
