@@ -253,10 +253,13 @@ void run_worker(Stream* stream) {
   Slot* ring = stream->ring.get();
   for (uint64_t pos = 0;; ++pos) {
     Slot& slot = ring[pos % kRingSize];
-    // Published (pos + 1), or already run by a waiting host (pos + kRingSize).
+    // Published (pos + 1), or already run by a waiting host: then the slot is
+    // at pos + kRingSize or later (a producer of the next lap may already have
+    // reused it, and a host may even be running that next task).
+    auto ran_elsewhere = [&](uint64_t seq) { return (seq & ~kClaimed) >= pos + kRingSize; };
     auto ready = [&] {
       uint64_t seq = slot.seq.load();  // seq_cst: see commit_slot
-      return seq == pos + 1 || seq == pos + kRingSize;
+      return seq == pos + 1 || ran_elsewhere(seq);
     };
     for (;;) {
       wait_until(ready, [&] {
@@ -272,7 +275,7 @@ void run_worker(Stream* stream) {
         mark_completed(stream);
         break;
       }
-      if (expected == pos + kRingSize) break;  // a host ran it; else it is running there: wait
+      if (ran_elsewhere(expected)) break;  // a host ran it; else it is running there: wait
     }
   }
 }
