@@ -50,6 +50,7 @@ test: test-cpp test-py
 
 # Ratios against CPU eager: benchmarks/results.json and docs/performance.md.
 bench: install
+	$(PY) benchmarks/build_time.py --build-dir $(BUILD)
 	$(PY) benchmarks/run.py
 
 # The full OpInfo sweep (forward and gradient columns), then PyTorch's device-generic tests over

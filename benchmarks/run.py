@@ -63,6 +63,41 @@ def compare(name, group, make, repeats, target, higher_is_better=False, referenc
     return row
 
 
+def compare_fns(name, group, make, repeats, target, reference, labels=("ref", "test")):
+    """Like compare(), for two rbln workloads: make() returns {labels[0]: fn, labels[1]: fn};
+    the ratio is test time / ref time."""
+    if ONLY and not any(s.lower() in f"{group} {name}".lower() for s in ONLY):
+        return None
+    fns = make()
+    for fn in fns.values():
+        timed(fn, "rbln")
+    ratios, times = [], {k: [] for k in labels}
+    for _ in range(repeats):
+        t = {k: timed(fns[k], "rbln") for k in labels}
+        for k in labels:
+            times[k].append(t[k])
+        ratios.append(t[labels[1]] / t[labels[0]])
+    row = {"name": name, "group": group, "median": statistics.median(ratios), "min": min(ratios),
+           "max": max(ratios), "cpu_s": statistics.median(times[labels[0]]),
+           "rbln_s": statistics.median(times[labels[1]]), "target": target, "higher_is_better": False,
+           "reference": reference}
+    row["meets_target"] = row["median"] <= target
+    print(f"{group:10s} {name:44s} {row['median']:8.2f} (min {row['min']:.2f}, max {row['max']:.2f})"
+          f"  target <= {target}", flush=True)
+    return row
+
+
+def value_row(name, group, measure, target, reference):
+    """A measured quantity that is not a time ratio (e.g. a memory ratio); measure() -> float."""
+    if ONLY and not any(s.lower() in f"{group} {name}".lower() for s in ONLY):
+        return None
+    v = measure()
+    row = {"name": name, "group": group, "median": v, "min": v, "max": v, "cpu_s": None, "rbln_s": None,
+           "target": target, "higher_is_better": False, "reference": reference, "meets_target": v <= target}
+    print(f"{group:10s} {name:44s} {v:8.2f}  target <= {target}", flush=True)
+    return row
+
+
 def small_ops(n):
     """Per-op workloads on tiny tensors: name -> (device -> op(z) -> z). Ops whose
     result can feed the next call are dependent chains (z = op(z))."""
@@ -168,6 +203,61 @@ def main() -> int:
             rows.append(compare(f"{kind}, {'pinned' if pinned else 'pageable'}, 64 MiB", "copy", make, reps, 0.8,
                                 higher_is_better=True, reference="host memcpy"))
 
+    # ---- overlap: pinned non_blocking uploads on a copy stream while the default stream computes ----
+    def overlap():
+        chunks, nbytes = 8, 16 << 20
+        hosts = [torch.randn(nbytes // 4).pin_memory() for _ in range(chunks)]
+        devs = [torch.empty(nbytes // 4, device="rbln") for _ in range(chunks)]
+        a = torch.randn(768, 768, device="rbln")
+        copy_stream = torch.rbln.Stream()
+
+        def compute():
+            for _ in range(3):
+                a @ a
+
+        def serialized():  # upload, then compute, on one stream
+            for h, d in zip(hosts, devs):
+                d.copy_(h, non_blocking=True)
+                compute()
+
+        def overlapped():  # uploads queued on the copy stream run while the default stream computes
+            with torch.rbln.stream(copy_stream):
+                for h, d in zip(hosts, devs):
+                    d.copy_(h, non_blocking=True)
+            for _ in devs:
+                compute()
+            torch.rbln.current_stream().wait_stream(copy_stream)
+        return {"serialized": serialized, "overlapped": overlapped}
+    rows.append(compare_fns("pinned upload (8 x 16 MiB) + matmul, overlapped / serialized", "overlap", overlap,
+                            reps, 0.9, reference="same work on one stream", labels=("serialized", "overlapped")))
+
+    # ---- memory: caching-allocator fragmentation over a transformer training loop ----
+    def reserved_over_allocated(vary):
+        def measure():
+            torch.manual_seed(0)
+            torch.rbln.synchronize()
+            torch.rbln.empty_cache()
+            layer = torch.nn.TransformerEncoderLayer(256, 4, 1024, dropout=0.0, batch_first=True)
+            model = torch.nn.Sequential(torch.nn.TransformerEncoder(layer, 2), torch.nn.Linear(256, 256)).to("rbln")
+            opt = torch.optim.AdamW(model.parameters())
+            torch.rbln.reset_peak_memory_stats()
+            for step in range(10):
+                batch, seq = (8 + step % 3, 64 + 16 * (step % 4)) if vary else (8, 64)
+                x = torch.randn(batch, seq, 256, device="rbln")
+                opt.zero_grad()
+                model(x).square().mean().backward()
+                opt.step()
+            torch.rbln.synchronize()
+            ratio = torch.rbln.max_memory_reserved() / torch.rbln.max_memory_allocated()
+            del model, opt
+            torch.rbln.empty_cache()
+            return ratio
+        return measure
+    for vary in (False, True):
+        rows.append(value_row(f"transformer training (AdamW, 10 steps), {'varying' if vary else 'fixed'} shapes, "
+                              "peak reserved / peak allocated", "memory", reserved_over_allocated(vary), 1.2,
+                              reference="peak allocated"))
+
     # ---- allocator: allocation and free on the cache-hit path ----
     def alloc(device):
         return lambda: [torch.empty(1024, device=device) for _ in range(2000)]
@@ -261,6 +351,8 @@ def render(meta, rows) -> str:
         "`copy_` of the same bytes, which PyTorch runs as a memcpy split across the cores);",
         "median of the per-repeat ratios, with min and max. The emulated NPU computes on the same CPU cores,",
         "so CPU eager is the physical limit for both per-op overhead and kernel throughput.",
+        "Two rows have another reference: `overlap` is the time of the overlapped schedule / the same work",
+        "serialized on one stream; `memory` is peak reserved / peak allocated bytes (not a time).",
         "",
         "| group | workload | median | min | max | target | meets |",
         "|---|---|---|---|---|---|---|",
@@ -269,6 +361,15 @@ def render(meta, rows) -> str:
         op = ">=" if r["higher_is_better"] else "<="
         lines.append(f"| {r['group']} | {r['name']} | {r['median']:.2f} | {r['min']:.2f} | {r['max']:.2f} | "
                      f"{op} {r['target']} | {'yes' if r['meets_target'] else 'no'} |")
+    build = os.path.join(ROOT, "benchmarks", "build_time.json")
+    if os.path.exists(build):  # written by benchmarks/build_time.py (make bench runs it first)
+        b = json.load(open(build))
+        lines += ["", f"Build time (benchmarks/build_time.py, {b['date']}, {b['jobs']} jobs): `python -m codegen` "
+                      f"{b['codegen_s']:.1f} s"
+                  + (f"; incremental rebuild after a one-entry ops.yaml edit {b['rebuild_after_edit_s']:.0f} s, "
+                     f"after restoring it {b['rebuild_after_restore_s']:.0f} s"
+                     f" (tree restored: {'yes' if b.get('tree_restored') else 'NO'})."
+                     if "rebuild_after_edit_s" in b else ".")]
     lines += ["", open(os.path.join(ROOT, "benchmarks", "ANALYSIS.md")).read().rstrip()]
     return "\n".join(lines) + "\n"
 

@@ -56,8 +56,9 @@ void write_contiguous(const at::Tensor& out, const F& fill) {
   device_copy(out, tmp);
 }
 
-inline void launch_on(const at::Tensor& t, const char* name, std::function<void()> task) {
-  launch(t.device().index(), name, std::move(task));
+template <class F>
+void launch_on(const at::Tensor& t, const char* name, F&& task) {
+  launch(t.device().index(), name, std::forward<F>(task));
 }
 
 }  // namespace rbln::kernels

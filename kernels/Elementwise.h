@@ -12,25 +12,40 @@
 #include <c10/core/DynamicCast.h>
 #include <c10/util/SmallVector.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
+#include <memory>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "kernels/Common.h"
+#include "kernels/Functors.h"
+#include "kernels/vec/VecKernels.h"
 
 namespace rbln::kernels {
+
+// Dims stored inline in the descriptor; an iterator with more (after
+// TensorIterator's coalescing: rare) keeps its shape and strides on the heap.
+constexpr int64_t kInlineDims = 6;
 
 template <size_t N>  // N operands, the output first
 struct ElementwiseDesc {
   int64_t numel = 0;
-  c10::SmallVector<int64_t, 6> shape;
-  std::array<c10::SmallVector<int64_t, 6>, N> strides;  // in bytes
+  int64_t ndim = 0;
+  // shape then the N operands' byte strides, kInlineDims apart; `big` when ndim > kInlineDims.
+  std::array<int64_t, kInlineDims * (N + 1)> dims{};
+  std::shared_ptr<const std::vector<int64_t>> big;
   std::array<char*, N> data{};
   std::array<at::ScalarType, N> dtypes{};
   std::array<bool, N> is_host_scalar{};
   std::array<std::array<char, 16>, N> host_scalar{};  // CPU 0-dim inputs, by value
 
+  const int64_t* shape() const { return big ? big->data() : dims.data(); }
+  const int64_t* strides(size_t i) const {
+    return big ? big->data() + (i + 1) * ndim : dims.data() + (i + 1) * kInlineDims;
+  }
   char* ptr(size_t i) const {
     return is_host_scalar[i] ? const_cast<char*>(host_scalar[i].data()) : data[i];
   }
@@ -41,10 +56,19 @@ ElementwiseDesc<N> describe(const at::TensorIteratorBase& iter) {
   TORCH_INTERNAL_ASSERT(static_cast<size_t>(iter.ntensors()) == N, "expected ", N, " operands");
   ElementwiseDesc<N> d;
   d.numel = iter.numel();
-  d.shape.assign(iter.shape().begin(), iter.shape().end());
+  d.ndim = iter.ndim();
+  const int64_t gap = d.ndim > kInlineDims ? d.ndim : kInlineDims;
+  std::vector<int64_t> heap;
+  int64_t* dims = d.dims.data();
+  if (d.ndim > kInlineDims) {
+    heap.resize(d.ndim * (N + 1));
+    dims = heap.data();
+  }
+  auto shape = iter.shape();
+  std::copy(shape.begin(), shape.end(), dims);
   for (size_t i = 0; i < N; ++i) {
     auto s = iter.strides(i);
-    d.strides[i].assign(s.begin(), s.end());
+    int64_t* st = dims + (i + 1) * gap;
     d.dtypes[i] = iter.dtype(i);
     const auto& t = iter.tensor_base(i);
     if (i >= static_cast<size_t>(iter.noutputs()) && t.is_cpu()) {
@@ -52,13 +76,22 @@ ElementwiseDesc<N> describe(const at::TensorIteratorBase& iter) {
       // freed before the kernel runs.
       d.is_host_scalar[i] = true;
       std::memcpy(d.host_scalar[i].data(), t.const_data_ptr(), t.element_size());
-      for (auto& st : d.strides[i]) st = 0;
+      std::fill(st, st + d.ndim, 0);
     } else {
+      std::copy(s.begin(), s.end(), st);
       d.data[i] = static_cast<char*>(iter.data_ptr(i));
     }
   }
+  if (d.ndim > kInlineDims) d.big = std::make_shared<const std::vector<int64_t>>(std::move(heap));
   return d;
 }
+
+// A vectorized loop for contiguous, same-dtype operands of a functor:
+// contiguous_kernel<F, T>::get() returns void(*)(const T* in..., T* out, n) or null.
+template <class F, class T, class = void>
+struct contiguous_kernel {
+  static constexpr bool value = false;
+};
 
 namespace detail {
 
@@ -70,29 +103,32 @@ C load(const char* p) {
 // Runs f over [begin, end) of the flattened iteration space.
 template <size_t N, class Inner>
 void for_range(const ElementwiseDesc<N>& d, int64_t begin, int64_t end, const Inner& inner) {
-  const int64_t ndim = d.shape.size();
-  c10::SmallVector<int64_t, 6> index(std::max<int64_t>(ndim, 1), 0);
+  const int64_t ndim = d.ndim;
+  const int64_t* shape = d.shape();
+  std::array<const int64_t*, N> strides;
+  for (size_t i = 0; i < N; ++i) strides[i] = d.strides(i);
+  c10::SmallVector<int64_t, kInlineDims> index(std::max<int64_t>(ndim, 1), 0);
   int64_t rem = begin;
   for (int64_t dim = 0; dim < ndim; ++dim) {
-    index[dim] = rem % d.shape[dim];
-    rem /= d.shape[dim];
+    index[dim] = rem % shape[dim];
+    rem /= shape[dim];
   }
   std::array<char*, N> base;
   std::array<int64_t, N> inner_stride;
-  for (size_t i = 0; i < N; ++i) inner_stride[i] = ndim ? d.strides[i][0] : 0;
+  for (size_t i = 0; i < N; ++i) inner_stride[i] = ndim ? strides[i][0] : 0;
   int64_t pos = begin;
   while (pos < end) {
     for (size_t i = 0; i < N; ++i) {
       base[i] = d.ptr(i);
-      for (int64_t dim = 0; dim < ndim; ++dim) base[i] += index[dim] * d.strides[i][dim];
+      for (int64_t dim = 0; dim < ndim; ++dim) base[i] += index[dim] * strides[i][dim];
     }
-    int64_t count = std::min(end - pos, ndim ? d.shape[0] - index[0] : int64_t(1));
+    int64_t count = std::min(end - pos, ndim ? shape[0] - index[0] : int64_t(1));
     inner(base, inner_stride, count);
     pos += count;
     if (ndim == 0) break;
     index[0] = 0;
     for (int64_t dim = 1; dim < ndim; ++dim) {
-      if (++index[dim] < d.shape[dim]) break;
+      if (++index[dim] < shape[dim]) break;
       index[dim] = 0;
     }
   }
@@ -116,6 +152,10 @@ void run_elementwise(const ElementwiseDesc<N>& d, const F& f, std::index_sequenc
       for (size_t i = 1; i < N; ++i) contiguous = contiguous && s[i] == sizeof(T);
       if (contiguous) {
         auto* out = reinterpret_cast<Out*>(p[0]);
+        if constexpr (contiguous_kernel<F, T>::value && std::is_same_v<Out, T>) {
+          contiguous_kernel<F, T>::run(reinterpret_cast<const T*>(p[I + 1])..., out, n);
+          return;
+        }
         for (int64_t k = 0; k < n; ++k) {
           out[k] = static_cast<Out>(f(static_cast<C>(reinterpret_cast<const T*>(p[I + 1])[k])...));
         }
@@ -138,6 +178,13 @@ void run_elementwise(const ElementwiseDesc<N>& d, const F& f, std::index_sequenc
     at::parallel_for(0, d.numel, kGrainSize, [&](int64_t b, int64_t e) { detail::for_range(d, b, e, inner); });
   }
 }
+
+// float32 exp through the vectorized (Sleef) loop CPU eager also uses.
+template <>
+struct contiguous_kernel<functors::exp<float>, float> {
+  static constexpr bool value = true;
+  static void run(const float* in, float* out, int64_t n) { vec::table().exp_f32(in, out, n); }
+};
 
 template <class F, class = void>
 struct exact_host_scalar : std::false_type {};

@@ -6,6 +6,7 @@
 #include <ATen/ops/maximum.h>
 #include <ATen/ops/minimum.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/Common.h"
@@ -36,6 +37,23 @@ at::Scalar scalar_of(const at::Tensor& value, const char* op) {
 }  // namespace
 
 at::Tensor& fill_Scalar(at::Tensor& self, const at::Scalar& value) {
+  if (self.is_non_overlapping_and_dense() && self.numel() > 0) {
+    // Dense memory (any strides, no gaps): fill the storage range directly, as
+    // CPU's fill_ does for its fast cases, with no TensorIterator.
+    RBLN_DISPATCH_ALL(self.scalar_type(), "fill_", [&] {
+      const auto v = static_cast<scalar_t>(functors::fill<scalar_t>(value)());
+      auto* p = self.data_ptr<scalar_t>();
+      const int64_t n = self.numel();
+      launch_on(self, "aten::fill_", [p, n, v] {
+        if (n < kGrainSize) {
+          std::fill_n(p, n, v);
+          return;
+        }
+        at::parallel_for(0, n, kGrainSize, [&](int64_t b, int64_t e) { std::fill_n(p + b, e - b, v); });
+      });
+    });
+    return self;
+  }
   auto iter = at::TensorIteratorConfig()
                   .set_check_mem_overlap(false)
                   .check_all_same_dtype(false)

@@ -102,6 +102,17 @@ void matmul_into(const at::Tensor& out, const at::Tensor& m1, const at::Tensor& 
       });
       return;
     }
+    if (batch > 1) {
+      // One BLAS call per batch entry, the entries spread over the cores (each
+      // call then runs single-threaded inside the pool, as CPU's bmm does).
+      launch_on(C, name, [=] {
+        at::parallel_for(0, batch, 1, [&](int64_t lo, int64_t hi) {
+          gemm_batch<scalar_t>(hi - lo, n, k, p, a + lo * sa, lda, sa, ta, b + lo * sb, ldb, sb, tb, c + lo * sc, ldc,
+                               sc, al, be);
+        });
+      });
+      return;
+    }
     launch_on(C, name, [=] { gemm_batch<scalar_t>(batch, n, k, p, a, lda, sa, ta, b, ldb, sb, tb, c, ldc, sc, al, be); });
   });
   if (!C.is_same(out)) device_copy(out, C);

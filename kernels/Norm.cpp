@@ -9,6 +9,7 @@
 
 #include "kernels/Common.h"
 #include "kernels/Kernels.h"
+#include "kernels/vec/VecKernels.h"
 
 namespace rbln::kernels {
 
@@ -40,6 +41,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(const at::Tenso
     auto* yp = out.data_ptr<scalar_t>();
     auto* mp = mean.data_ptr<scalar_t>();
     auto* rp = rstd.data_ptr<scalar_t>();
+    if constexpr (std::is_same_v<scalar_t, float>) {  // the vectorized row loop
+      launch_on(input, "aten::native_layer_norm", [=] {
+        at::parallel_for(0, rows, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1)), [&](int64_t lo, int64_t hi) {
+          // (scalar_t is float here; the casts only let the other dtypes' dead branch compile)
+          auto f = [](auto* q) { return reinterpret_cast<std::conditional_t<std::is_const_v<std::remove_pointer_t<decltype(q)>>, const float*, float*>>(q); };
+          vec::table().layer_norm_rows_f32(f(xp + lo * n), f(wp), f(bp), f(yp + lo * n), f(mp + lo), f(rp + lo), hi - lo,
+                                           n, static_cast<float>(eps));
+        });
+      });
+      return;
+    }
     launch_on(input, "aten::native_layer_norm", [=] {
       at::parallel_for(0, rows, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1)), [&](int64_t lo, int64_t hi) {
         for (int64_t r = lo; r < hi; ++r) {

@@ -7,10 +7,12 @@
 
 #include <bitset>
 #include <cmath>
+#include <vector>
 
 #include "kernels/Common.h"
 #include "kernels/Kernels.h"
 #include "kernels/Reduce.h"
+#include "kernels/vec/VecKernels.h"
 
 namespace rbln::kernels {
 
@@ -67,6 +69,36 @@ void run(const Plan& p, Op op, const at::Tensor& values, const at::Tensor* indic
     auto* out = values.data_ptr<scalar_t>();
     auto* idx = indices ? indices->data_ptr<int64_t>() : nullptr;
     const int64_t outer = p.outer, inner = p.inner;
+    if ((op == Op::kSum || op == Op::kMean) && inner >= 4 * kGrainSize && outer < 4 * at::get_num_threads()) {
+      // Few long rows (a full reduction is one row): split each row into fixed
+      // pieces summed in parallel, then add the pieces in order, so the result
+      // does not depend on the thread count.
+      launch_on(values, name, [=] {
+        constexpr int64_t kPiece = 1 << 16;
+        const int64_t pieces = (inner + kPiece - 1) / kPiece;
+        std::vector<acc_t> partial(outer * pieces);
+        at::parallel_for(0, outer * pieces, 1, [&](int64_t b, int64_t e) {
+          for (int64_t t = b; t < e; ++t) {
+            const scalar_t* piece = in + (t / pieces) * inner + (t % pieces) * kPiece;
+            const int64_t len = std::min(kPiece, inner - (t % pieces) * kPiece);
+            if constexpr (std::is_same_v<scalar_t, float>) {
+              partial[t] = static_cast<acc_t>(vec::table().sum_f32(reinterpret_cast<const float*>(piece), len));
+            } else {
+              acc_t acc = 0;
+              for (int64_t j = 0; j < len; ++j) acc += static_cast<acc_t>(piece[j]);
+              partial[t] = acc;
+            }
+          }
+        });
+        for (int64_t r = 0; r < outer; ++r) {
+          acc_t acc = 0;
+          for (int64_t k = 0; k < pieces; ++k) acc += partial[r * pieces + k];
+          if (op == Op::kMean) acc /= static_cast<acc_t>(inner);
+          out[r] = static_cast<scalar_t>(acc);
+        }
+      });
+      return;
+    }
     launch_on(values, name, [=] {
       at::parallel_for(0, outer, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(inner, 1)), [&](int64_t b,
                                                                                                    int64_t e) {

@@ -6,6 +6,7 @@
 
 #include "kernels/Common.h"
 #include "kernels/Kernels.h"
+#include "kernels/vec/VecKernels.h"
 
 namespace rbln::kernels {
 namespace {
@@ -27,6 +28,17 @@ at::Tensor& softmax_into(const at::Tensor& self, int64_t dim, bool half_to_float
       using acc_t = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
       const auto* x = in.const_data_ptr<scalar_t>();
       auto* y = target.data_ptr<scalar_t>();
+      if constexpr (std::is_same_v<scalar_t, float>) {
+        if (inner == 1) {  // rows are contiguous: the vectorized loop
+          launch_on(target, name, [=] {
+            at::parallel_for(0, outer, std::max<int64_t>(1, kGrainSize / size), [&](int64_t b, int64_t e) {
+              vec::table().softmax_rows_f32(reinterpret_cast<const float*>(x + b * size),  // scalar_t is float here
+                                            reinterpret_cast<float*>(y + b * size), e - b, size, log);
+            });
+          });
+          return;
+        }
+      }
       launch_on(target, name, [=] {
         at::parallel_for(0, outer * inner, std::max<int64_t>(1, kGrainSize / size), [&](int64_t b, int64_t e) {
           for (int64_t r = b; r < e; ++r) {

@@ -28,13 +28,29 @@ size_t round_size(size_t n) {
   return (n + kLargeRound - 1) / kLargeRound * kLargeRound;
 }
 
+// A block is a whole segment (one driver allocation) or a piece of one: a
+// cached block serves a smaller request of its pool (small or large) by
+// splitting, and freed neighbours in a segment merge again (as CUDA's
+// allocator does), so shifting tensor sizes reuse the cache instead of
+// reserving more.
 struct Block {
   void* ptr;
-  size_t size;       // rounded size reserved from the driver
+  size_t size;       // rounded size (of the segment, or of this piece of it)
   size_t requested;  // what the caller asked for
   c10::DeviceIndex device;
   driver::Stream* stream;               // allocation stream
   std::set<driver::Stream*> used_by;   // other streams, from record_stream
+  Block* prev = nullptr;  // neighbours in the same segment
+  Block* next = nullptr;
+  bool cached = false;  // in free_blocks
+};
+
+struct BlockOrder {  // free blocks by stream, then size (best fit), then address
+  bool operator()(const Block* a, const Block* b) const {
+    if (a->stream != b->stream) return std::less<driver::Stream*>()(a->stream, b->stream);
+    if (a->size != b->size) return a->size < b->size;
+    return std::less<void*>()(a->ptr, b->ptr);
+  }
 };
 
 std::string format_bytes(size_t n) {
@@ -68,8 +84,8 @@ void for_each_stat(DeviceStats& s, F f) {
 
 struct DevicePool {
   std::mutex mutex;
-  // Free blocks by (stream, size): a block is only reused on its own stream.
-  std::multimap<std::pair<driver::Stream*, size_t>, Block*> free_blocks;
+  // Free blocks: a block is only reused on its own stream.
+  std::set<Block*, BlockOrder> free_blocks;
   // Freed blocks still in use by other streams, with the events to wait for.
   std::deque<std::pair<Block*, std::vector<driver::Event*>>> pending;
   DeviceStats stats;
@@ -89,6 +105,7 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
     process_pending(pool);
     Block* block = take_cached(pool, stream, size);
     if (!block) block = reserve(pool, device, stream, size, n);
+    size = block->size;  // a reused block may be a little larger than asked
     block->requested = n;
     update(pool.stats.allocation, size, 1);
     update(pool.stats.active, size, 1);
@@ -107,7 +124,7 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
     update(pool.stats.active_bytes, block->size, -static_cast<int64_t>(block->size));
     update(pool.stats.requested_bytes, block->size, -static_cast<int64_t>(block->requested));
     if (block->used_by.empty()) {
-      pool.free_blocks.emplace(std::make_pair(block->stream, block->size), block);
+      cache(pool, block);
       return;
     }
     std::vector<driver::Event*> events;
@@ -186,14 +203,48 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
   }
 
   static Block* take_cached(DevicePool& pool, driver::Stream* stream, size_t size) {
-    auto it = pool.free_blocks.lower_bound({stream, size});
-    // Accept a larger cached block only while the waste stays small.
-    if (it == pool.free_blocks.end() || it->first.first != stream || it->first.second > size + size / 8) {
-      return nullptr;
-    }
-    auto* block = it->second;
+    Block key{nullptr, size, 0, 0, stream, {}};
+    auto it = pool.free_blocks.lower_bound(&key);
+    if (it == pool.free_blocks.end() || (*it)->stream != stream) return nullptr;
+    Block* block = *it;
+    // Split large blocks for large requests and small for small ones (the pools stay apart).
+    const bool split = size >= kSmallSize ? block->size - size >= kLargeRound
+                                          : block->size < kSmallSize && block->size - size >= kSmallRound;
+    // Otherwise accept a larger cached block only while the waste stays small.
+    if (!split && block->size > size + size / 8) return nullptr;
     pool.free_blocks.erase(it);
+    block->cached = false;
+    if (split) {
+      auto* rest = new Block{static_cast<char*>(block->ptr) + size, block->size - size, 0, block->device, stream, {}};
+      rest->prev = block;
+      rest->next = block->next;
+      if (block->next) block->next->prev = rest;
+      block->next = rest;
+      block->size = size;
+      rest->cached = true;
+      pool.free_blocks.insert(rest);
+    }
     return block;
+  }
+
+  // Returns a free block to the cache, merged with free neighbours of its segment.
+  static void cache(DevicePool& pool, Block* block) {
+    for (Block* n : {block->prev, block->next}) {
+      if (!n || !n->cached) continue;
+      pool.free_blocks.erase(n);
+      if (n == block->prev) {
+        block->ptr = n->ptr;
+        block->prev = n->prev;
+        if (n->prev) n->prev->next = block;
+      } else {
+        block->next = n->next;
+        if (n->next) n->next->prev = block;
+      }
+      block->size += n->size;
+      delete n;
+    }
+    block->cached = true;
+    pool.free_blocks.insert(block);
   }
 
   Block* reserve(DevicePool& pool, c10::DeviceIndex device, driver::Stream* stream, size_t size, size_t n) {
@@ -227,8 +278,9 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
         if (!driver::event_query(event)) return;
       }
       for (auto* event : events) driver::event_destroy(event);
-      pool.free_blocks.emplace(std::make_pair(block->stream, block->size), block);
+      Block* freed = block;
       pool.pending.pop_front();
+      cache(pool, freed);
     }
   }
 
@@ -236,14 +288,20 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
     // Kernels queued before the blocks were freed may still touch them.
     driver_call([&] { driver::device_synchronize(device); });
     process_pending(pool);
-    for (auto& [key, block] : pool.free_blocks) {
+    // Only whole free segments go back: a piece of a segment still in use stays cached.
+    for (auto it = pool.free_blocks.begin(); it != pool.free_blocks.end();) {
+      Block* block = *it;
+      if (block->prev || block->next) {
+        ++it;
+        continue;
+      }
       driver::device_free(block->ptr);
       ++pool.stats.num_device_free;
       update(pool.stats.segment, block->size, -1);
       update(pool.stats.reserved_bytes, block->size, -static_cast<int64_t>(block->size));
       delete block;
+      it = pool.free_blocks.erase(it);
     }
-    pool.free_blocks.clear();
   }
 
   std::once_flag init_;

@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <atomic>
 #include <vector>
 
 namespace rbln {
@@ -9,6 +10,7 @@ namespace {
 thread_local c10::DeviceIndex tl_device = 0;
 // Per device: the thread's current stream; nullptr means the default stream.
 thread_local std::vector<driver::Stream*> tl_streams;
+constexpr size_t kMaxCachedDevices = 64;
 }  // namespace
 
 [[noreturn]] void rethrow(const driver::Error& error) {
@@ -33,11 +35,17 @@ c10::DeviceIndex current_device() { return tl_device; }
 void set_device(c10::DeviceIndex device) { tl_device = resolve_device(device); }
 
 driver::Stream* current_stream(c10::DeviceIndex device) {
-  device = resolve_device(device);
-  if (static_cast<size_t>(device) < tl_streams.size() && tl_streams[device]) {
-    return tl_streams[device];
+  if (device < 0) device = tl_device;
+  // Per-op fast path: a stream set on this thread, or the device's default
+  // stream, cached once checked (device indices are range-checked there).
+  if (static_cast<size_t>(device) < tl_streams.size() && tl_streams[device]) return tl_streams[device];
+  static std::atomic<driver::Stream*> defaults[kMaxCachedDevices];
+  if (static_cast<size_t>(device) < kMaxCachedDevices) {
+    if (auto* s = defaults[device].load(std::memory_order_acquire)) return s;
   }
-  return driver_call([&] { return driver::default_stream(device); });
+  auto* s = driver_call([&] { return driver::default_stream(resolve_device(device)); });
+  if (static_cast<size_t>(device) < kMaxCachedDevices) defaults[device].store(s, std::memory_order_release);
+  return s;
 }
 
 void set_current_stream(const c10::Stream& stream) {
@@ -55,11 +63,6 @@ c10::Stream to_c10(driver::Stream* stream) {
   return c10::Stream(c10::Stream::UNSAFE,
                      c10::Device(kRBLN, static_cast<c10::DeviceIndex>(driver::stream_device(stream))),
                      driver::stream_id(stream));
-}
-
-void launch(c10::DeviceIndex device, const char* name, std::function<void()> task) {
-  auto* stream = current_stream(device);
-  driver_call([&] { driver::launch(stream, name, std::move(task)); });
 }
 
 }  // namespace rbln

@@ -5,7 +5,7 @@
 #include <c10/core/Device.h>
 #include <c10/core/Stream.h>
 
-#include <functional>
+#include <utility>
 
 #include "runtime/driver/rbln_driver.h"
 
@@ -37,7 +37,12 @@ auto driver_call(F&& f) -> decltype(f()) {
   }
 }
 
-// Queues `task` on the current stream of `device`. `name` must be static.
-void launch(c10::DeviceIndex device, const char* name, std::function<void()> task);
+// Queues `task` (a callable, constructed in place in the stream's launch
+// ring: no allocation) on the current stream of `device`. `name` must be static.
+template <class F>
+void launch(c10::DeviceIndex device, const char* name, F&& task) {
+  auto* stream = current_stream(device);
+  driver_call([&] { driver::launch(stream, name, std::forward<F>(task)); });
+}
 
 }  // namespace rbln

@@ -1,5 +1,6 @@
 // PrivateUse1 hooks: what ATen asks the backend about availability, devices,
 // generators, pinned memory and storage resizing.
+#include <ATen/Parallel.h>
 #include <ATen/core/CachingHostAllocator.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/CachingDeviceAllocator.h>
@@ -43,9 +44,17 @@ struct RBLNHooks final : at::PrivateUse1HooksInterface {
   }
 };
 
+// Large driver copies split across ATen's intra-op thread pool, as CPU's copy_ does.
+void parallel_pieces(size_t pieces, void* ctx, void (*body)(void*, size_t, size_t)) {
+  at::parallel_for(0, static_cast<int64_t>(pieces), 1, [&](int64_t begin, int64_t end) {
+    body(ctx, static_cast<size_t>(begin), static_cast<size_t>(end));
+  });
+}
+
 const bool registered = [] {
   c10::register_privateuse1_backend("rbln");
   at::RegisterPrivateUse1HooksInterface(new RBLNHooks());
+  driver::set_parallel_for(parallel_pieces);
   return true;
 }();
 

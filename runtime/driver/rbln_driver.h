@@ -5,9 +5,11 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
+#include <new>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 namespace rbln::driver {
 
@@ -55,12 +57,78 @@ int stream_device(const Stream* stream);
 int64_t stream_id(const Stream* stream);  // 0 for the default stream
 Stream* stream_from_id(int device, int64_t id);  // throws kInvalid if unknown
 
-// Queue `task` on `stream`. `name` (a string literal or otherwise static
-// string, e.g. "aten::add.Tensor") names the work in errors. A task that
-// throws marks the stream failed: the next synchronizing call on it throws
-// kKernel with "<name>: <what>", then the stream is usable again.
+// Queue `task` (any callable, void()) on `stream`. `name` (a string literal or
+// otherwise static string, e.g. "aten::add.Tensor") names the work in errors.
+// A task that throws marks the stream failed: the next synchronizing call on it
+// throws kKernel with "<name>: <what>", then the stream is usable again.
 // With launch_blocking(), launch waits for the task and throws at once.
-void launch(Stream* stream, const char* name, std::function<void()> task);
+//
+// The callable is constructed in place in a slot of the stream's launch ring
+// (a lock-free multi-producer ring, kTaskInlineBytes per slot), so a launch
+// allocates nothing; a callable larger than a slot is boxed on the heap.
+template <class F>
+void launch(Stream* stream, const char* name, F&& task);
+
+namespace detail {
+constexpr size_t kTaskInlineBytes = 480;
+constexpr size_t kTaskAlign = 16;
+using TaskFn = void (*)(void* storage, bool run);  // run and/or destroy the callable in storage
+// Reserves the next slot of the stream's ring (waiting while the ring is
+// full) and returns its storage, kTaskInlineBytes aligned to kTaskAlign.
+void* reserve_slot(Stream* stream, uint64_t* ticket);
+// Publishes a reserved slot; fn(storage, true) runs the task, fn(storage, false) only destroys it.
+void commit_slot(Stream* stream, uint64_t ticket, const char* name, TaskFn fn, bool touches_memory);
+void after_launch(Stream* stream, uint64_t ticket);  // launch_blocking(): wait and rethrow
+
+template <class D>
+void inline_task(void* storage, bool run) {
+  D* f = std::launder(static_cast<D*>(storage));
+  struct Destroy {
+    D* f;
+    ~Destroy() { f->~D(); }
+  } destroy{f};
+  if (run) (*f)();
+}
+template <class D>
+void boxed_task(void* storage, bool run) {
+  D* f = *static_cast<D**>(storage);
+  struct Destroy {
+    D* f;
+    ~Destroy() { delete f; }
+  } destroy{f};
+  if (run) (*f)();
+}
+inline void noop_task(void*, bool) {}
+
+template <class F>
+uint64_t enqueue(Stream* stream, const char* name, F&& task, bool touches_memory) {
+  using D = std::decay_t<F>;
+  uint64_t ticket;
+  void* storage = reserve_slot(stream, &ticket);
+  TaskFn fn = noop_task;
+  try {
+    if constexpr (sizeof(D) <= kTaskInlineBytes && alignof(D) <= kTaskAlign) {
+      ::new (storage) D(std::forward<F>(task));
+      fn = inline_task<D>;
+    } else {
+      *static_cast<D**>(storage) = new D(std::forward<F>(task));
+      fn = boxed_task<D>;
+    }
+  } catch (...) {
+    commit_slot(stream, ticket, name, noop_task, false);  // the slot must still be published
+    throw;
+  }
+  commit_slot(stream, ticket, name, fn, touches_memory);
+  return ticket;
+}
+}  // namespace detail
+
+template <class F>
+void launch(Stream* stream, const char* name, F&& task) {
+  uint64_t ticket = detail::enqueue(stream, name, std::forward<F>(task), true);
+  if (launch_blocking()) detail::after_launch(stream, ticket);
+}
+
 void stream_synchronize(Stream* stream);
 bool stream_query(Stream* stream);  // true when all queued work is done
 void device_synchronize(int device);  // every stream of the device
@@ -79,6 +147,14 @@ float event_elapsed_ms(Event* start, Event* end);  // both must have completed
 // Contiguous byte copies; any pair of host and device addresses. Queued on
 // `stream`; memcpy_sync also waits for it (and for earlier work on it).
 void memcpy_async(void* dst, const void* src, size_t bytes, Stream* stream);
+// memcpy_sync runs the copy on the calling thread once the stream is idle.
 void memcpy_sync(void* dst, const void* src, size_t bytes, Stream* stream);
+
+// Large copies (4 MiB and up) are split into 1 MiB pieces run through
+// `parallel_for(pieces, ctx, body)`, which must call body(ctx, begin, end) over
+// [0, pieces) and return when all are done. The torch glue installs
+// at::parallel_for; without one a copy is a single memcpy.
+using ParallelFor = void (*)(size_t pieces, void* ctx, void (*body)(void* ctx, size_t begin, size_t end));
+void set_parallel_for(ParallelFor parallel_for);
 
 }  // namespace rbln::driver

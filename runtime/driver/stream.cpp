@@ -2,11 +2,11 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -53,11 +53,20 @@ void wait_until(Ready ready, Park park) {
   park();
 }
 
-struct Task {
-  const char* name;
-  std::function<void()> fn;
-  bool touches_memory;  // launches and copies, which strict mode must unprotect for
+// One slot of a stream's launch ring. `seq` is Vyukov's sequence number: a
+// slot at ring position p is free for the producer holding ticket p + 1 when
+// seq == p, published when seq == p + 1, and handed back to the producers of
+// the next lap (seq = p + kRingSize) once the worker has run it.
+struct alignas(64) Slot {
+  std::atomic<uint64_t> seq{0};
+  const char* name = nullptr;
+  detail::TaskFn fn = nullptr;
+  bool touches_memory = false;  // launches and copies, which strict mode must unprotect for
+  alignas(detail::kTaskAlign) unsigned char storage[detail::kTaskInlineBytes];
 };
+// Slots per stream. A producer that finds the ring full waits for the worker;
+// the ring is allocated when the stream first gets work.
+constexpr uint64_t kRingSize = 2048;
 
 }  // namespace
 
@@ -66,12 +75,13 @@ struct Stream {
   const int device;
   const int64_t id;
 
-  // Launchers -> worker.
-  std::mutex queue_mu;
+  // Launchers -> worker: a lock-free ring. `enqueued` is the number of tickets
+  // handed out (a ticket is a slot's position + 1); the worker runs them in order.
+  std::unique_ptr<Slot[]> ring;          // set once, under queue_mu, before worker_started
+  std::atomic<bool> worker_started{false};
+  std::mutex queue_mu;                   // worker start-up and parking only
   std::condition_variable queue_cv;
-  std::vector<Task> queue;      // guarded by queue_mu
-  bool worker_parked = false;   // guarded by queue_mu
-  bool worker_started = false;  // guarded by queue_mu
+  std::atomic<bool> worker_parked{false};
   alignas(64) std::atomic<uint64_t> enqueued{0};
 
   // Worker -> host waiters. Separate cache line: the worker writes it per task.
@@ -166,18 +176,18 @@ struct MemoryTaskScope {
   ~MemoryTaskScope() { internal::end_memory_task(); }
 };
 
-void run_task(Stream* stream, Task& task) {
+void run_task(Stream* stream, Slot& slot) {
   try {
-    if (task.touches_memory && strict_mode()) {
+    if (slot.touches_memory && strict_mode()) {
       MemoryTaskScope scope;
-      task.fn();
+      slot.fn(slot.storage, true);
     } else {
-      task.fn();
+      slot.fn(slot.storage, true);
     }
   } catch (const std::exception& e) {
-    record_error(stream, task.name, e.what());
+    record_error(stream, slot.name, e.what());
   } catch (...) {
-    record_error(stream, task.name, "unknown exception");
+    record_error(stream, slot.name, "unknown exception");
   }
 }
 
@@ -191,71 +201,107 @@ void mark_completed(Stream* stream) {
   }
 }
 
-void wait_completed(Stream* stream, uint64_t ticket) {
-  auto ready = [&] { return stream->completed.load() >= ticket; };
+// A slot's seq while its task runs (on the worker, or on a host that took it).
+constexpr uint64_t kClaimed = uint64_t(1) << 63;
+
+// Called by a host thread waiting for `ticket`: if the stream's next task is
+// published but the worker has not claimed it yet (it may be descheduled on a
+// busy machine), the waiting thread runs it itself. Only the head task can be
+// taken (completed == its position, so everything before it has run), and the
+// worker skips a taken slot, so stream order holds. Returns true if it ran one.
+bool run_next_here(Stream* stream, uint64_t ticket) {
+  if (!stream->worker_started.load(std::memory_order_acquire)) return false;
+  uint64_t pos = stream->completed.load();
+  if (pos >= ticket) return false;
+  Slot& slot = stream->ring[pos % kRingSize];
+  uint64_t expected = pos + 1;
+  if (slot.seq.load() != expected || !slot.seq.compare_exchange_strong(expected, (pos + 1) | kClaimed)) return false;
+  run_task(stream, slot);
+  slot.seq.store(pos + kRingSize);  // seq_cst: either a parking worker sees it or we see worker_parked
+  mark_completed(stream);
+  if (stream->worker_parked.load()) {  // a parked worker waits on this slot
+    { std::lock_guard<std::mutex> lock(stream->queue_mu); }
+    stream->queue_cv.notify_one();
+  }
+  return true;
+}
+
+// help: the caller is a host thread that may run the stream's head task itself.
+void wait_completed(Stream* stream, uint64_t ticket, bool help = false) {
+  auto done = [&] { return stream->completed.load() >= ticket; };
+  auto ready = [&] {
+    if (done()) return true;
+    if (help) run_next_here(stream, ticket);
+    return done();
+  };
   wait_until(ready, [&] {
-    std::unique_lock<std::mutex> lock(stream->done_mu);
-    stream->parked_waiters.fetch_add(1);
-    stream->done_cv.wait(lock, ready);
-    stream->parked_waiters.fetch_sub(1);
+    for (;;) {  // park, waking to help whenever the worker may have left work
+      std::unique_lock<std::mutex> lock(stream->done_mu);
+      stream->parked_waiters.fetch_add(1);
+      bool finished = stream->done_cv.wait_for(lock, std::chrono::milliseconds(help ? 1 : 1000), done);
+      stream->parked_waiters.fetch_sub(1);
+      if (finished) return;
+      lock.unlock();
+      if (ready()) return;
+    }
   });
 }
 
+// Runs the ring's tasks in order. Between back-to-back launches the worker
+// spins and yields (wait_until); it parks only after kYieldWindow idle.
 void run_worker(Stream* stream) {
-  std::vector<Task> batch;
-  uint64_t taken = 0;
-  for (;;) {
-    wait_until([&] { return stream->enqueued.load(std::memory_order_acquire) != taken; },
-               [&] {
-                 std::unique_lock<std::mutex> lock(stream->queue_mu);
-                 stream->worker_parked = true;
-                 stream->queue_cv.wait(lock, [&] { return !stream->queue.empty(); });
-                 stream->worker_parked = false;
-               });
-    {
-      std::lock_guard<std::mutex> lock(stream->queue_mu);
-      batch.swap(stream->queue);
+  Slot* ring = stream->ring.get();
+  for (uint64_t pos = 0;; ++pos) {
+    Slot& slot = ring[pos % kRingSize];
+    // Published (pos + 1), or already run by a waiting host: then the slot is
+    // at pos + kRingSize or later (a producer of the next lap may already have
+    // reused it, and a host may even be running that next task).
+    auto ran_elsewhere = [&](uint64_t seq) { return (seq & ~kClaimed) >= pos + kRingSize; };
+    auto ready = [&] {
+      uint64_t seq = slot.seq.load();  // seq_cst: see commit_slot
+      return seq == pos + 1 || ran_elsewhere(seq);
+    };
+    for (;;) {
+      wait_until(ready, [&] {
+        std::unique_lock<std::mutex> lock(stream->queue_mu);
+        stream->worker_parked.store(true);  // seq_cst: pairs with commit_slot's store and load
+        stream->queue_cv.wait(lock, ready);
+        stream->worker_parked.store(false, std::memory_order_relaxed);
+      });
+      uint64_t expected = pos + 1;
+      if (slot.seq.compare_exchange_strong(expected, (pos + 1) | kClaimed)) {
+        run_task(stream, slot);
+        slot.seq.store(pos + kRingSize, std::memory_order_release);
+        mark_completed(stream);
+        break;
+      }
+      if (ran_elsewhere(expected)) break;  // a host ran it; else it is running there: wait
     }
-    taken += batch.size();
-    for (Task& task : batch) {
-      run_task(stream, task);
-      task.fn = nullptr;  // release captures before the host can observe completion
-      mark_completed(stream);
-    }
-    batch.clear();
   }
 }
 
-// Called with stream->queue_mu held.
 void start_worker(Stream* stream) {
+  std::lock_guard<std::mutex> lock(stream->queue_mu);
+  if (stream->worker_started.load(std::memory_order_relaxed)) return;
   static std::once_flag atfork_registered;
   std::call_once(atfork_registered, [] { pthread_atfork(nullptr, nullptr, on_fork_child); });
+  stream->ring.reset(new Slot[kRingSize]);
+  for (uint64_t i = 0; i < kRingSize; ++i) stream->ring[i].seq.store(i, std::memory_order_relaxed);
   // Detached: a worker parked at exit must not keep the process alive.
   std::thread(run_worker, stream).detach();
   device_streams(stream->device).has_workers.store(true);
-  stream->worker_started = true;
+  stream->worker_started.store(true, std::memory_order_release);
 }
 
-// Queues a task and returns its position: the stream's completed count once it ran.
-uint64_t enqueue(Stream* stream, const char* name, std::function<void()> fn, bool touches_memory) {
-  check_not_forked(stream);
-  uint64_t ticket;
-  bool wake;
-  {
-    std::lock_guard<std::mutex> lock(stream->queue_mu);
-    if (!stream->worker_started) start_worker(stream);
-    stream->queue.push_back(Task{name, std::move(fn), touches_memory});
-    ticket = stream->enqueued.load(std::memory_order_relaxed) + 1;
-    stream->enqueued.store(ticket, std::memory_order_release);
-    wake = stream->worker_parked;
-  }
-  if (wake) stream->queue_cv.notify_one();
-  return ticket;
+// Copy work to the ring with the same ordering as a launched task.
+template <class F>
+uint64_t enqueue(Stream* stream, const char* name, F&& fn, bool touches_memory) {
+  return detail::enqueue(stream, name, std::forward<F>(fn), touches_memory);
 }
 
 void synchronize(Stream* stream) {
   check_not_forked(stream);
-  wait_completed(stream, stream->enqueued.load(std::memory_order_acquire));
+  wait_completed(stream, stream->enqueued.load(std::memory_order_acquire), /*help=*/true);
 }
 
 struct RecordSnapshot {
@@ -310,13 +356,40 @@ Stream* stream_from_id(int device, int64_t id) {
   return streams.streams[id].get();
 }
 
-void launch(Stream* stream, const char* name, std::function<void()> task) {
-  uint64_t ticket = enqueue(stream, name, std::move(task), true);
-  if (launch_blocking()) {
-    wait_completed(stream, ticket);
-    throw_pending_error(stream);
+namespace detail {
+
+void* reserve_slot(Stream* stream, uint64_t* ticket) {
+  check_not_forked(stream);
+  if (!stream->worker_started.load(std::memory_order_acquire)) start_worker(stream);
+  uint64_t pos = stream->enqueued.fetch_add(1, std::memory_order_acq_rel);
+  Slot& slot = stream->ring[pos % kRingSize];
+  // Full ring: wait for the worker to hand this slot back (it never waits on us).
+  wait_until([&] { return slot.seq.load(std::memory_order_acquire) == pos; },
+             [&] {
+               while (slot.seq.load(std::memory_order_acquire) != pos) std::this_thread::sleep_for(std::chrono::microseconds(50));
+             });
+  *ticket = pos + 1;
+  return slot.storage;
+}
+
+void commit_slot(Stream* stream, uint64_t ticket, const char* name, TaskFn fn, bool touches_memory) {
+  Slot& slot = stream->ring[(ticket - 1) % kRingSize];
+  slot.name = name;
+  slot.fn = fn;
+  slot.touches_memory = touches_memory;
+  slot.seq.store(ticket);  // seq_cst: either the worker sees it or we see worker_parked
+  if (stream->worker_parked.load()) {
+    { std::lock_guard<std::mutex> lock(stream->queue_mu); }
+    stream->queue_cv.notify_one();
   }
 }
+
+void after_launch(Stream* stream, uint64_t ticket) {
+  wait_completed(stream, ticket, /*help=*/true);
+  throw_pending_error(stream);
+}
+
+}  // namespace detail
 
 void stream_synchronize(Stream* stream) {
   synchronize(stream);
@@ -367,7 +440,7 @@ void event_synchronize(Event* event) {
   RecordSnapshot record = latest_record(event);
   if (!record.stream) return;
   check_not_forked(record.stream);
-  wait_completed(record.stream, record.ticket);
+  wait_completed(record.stream, record.ticket, /*help=*/true);
   throw_pending_error(record.stream);
 }
 
@@ -382,14 +455,54 @@ float event_elapsed_ms(Event* start, Event* end) {
 
 // ---- copies ----------------------------------------------------------------
 
-void memcpy_async(void* dst, const void* src, size_t bytes, Stream* stream) {
-  if (bytes == 0) return;
-  launch(stream, "memcpy", [dst, src, bytes] { std::memcpy(dst, src, bytes); });
+namespace {
+
+std::atomic<ParallelFor> g_parallel_for{nullptr};
+constexpr size_t kCopyChunk = 1 << 20;          // bytes per parallel piece
+constexpr size_t kParallelCopyBytes = 4 << 20;  // below this one memcpy is faster than a fork-join
+
+void copy_bytes(void* dst, const void* src, size_t bytes) {
+  ParallelFor parallel_for = g_parallel_for.load(std::memory_order_acquire);
+  if (!parallel_for || bytes < kParallelCopyBytes) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  struct Copy {
+    char* dst;
+    const char* src;
+    size_t bytes;
+  } copy{static_cast<char*>(dst), static_cast<const char*>(src), bytes};
+  parallel_for((bytes + kCopyChunk - 1) / kCopyChunk, &copy, [](void* ctx, size_t begin, size_t end) {
+    auto* c = static_cast<Copy*>(ctx);
+    size_t lo = begin * kCopyChunk, hi = std::min(end * kCopyChunk, c->bytes);
+    std::memcpy(c->dst + lo, c->src + lo, hi - lo);
+  });
 }
 
+}  // namespace
+
+void set_parallel_for(ParallelFor parallel_for) { g_parallel_for.store(parallel_for, std::memory_order_release); }
+
+void memcpy_async(void* dst, const void* src, size_t bytes, Stream* stream) {
+  if (bytes == 0) return;
+  launch(stream, "memcpy", [dst, src, bytes] { copy_bytes(dst, src, bytes); });
+}
+
+// Waits for the stream's earlier work, then copies on the calling thread: the
+// same ordering as a queued copy followed by a synchronize, without the
+// second round trip to the worker (this is what makes .item() cheap).
 void memcpy_sync(void* dst, const void* src, size_t bytes, Stream* stream) {
-  memcpy_async(dst, src, bytes, stream);
-  stream_synchronize(stream);
+  check_not_forked(stream);
+  synchronize(stream);
+  if (bytes > 0) {  // the copy runs even after a failed task, as a queued one would
+    if (strict_mode()) {
+      MemoryTaskScope scope;
+      copy_bytes(dst, src, bytes);
+    } else {
+      copy_bytes(dst, src, bytes);
+    }
+  }
+  throw_pending_error(stream);
 }
 
 }  // namespace rbln::driver

@@ -294,6 +294,26 @@ TEST(Streams, Ids) {
   EXPECT_EQ(stream_from_id(1, stream_id(other)), other);
 }
 
+// Many more tasks than ring slots, with hosts synchronizing (and so running
+// head tasks themselves) while producers wrap around the ring: every task runs
+// once, in order, and nothing waits forever on a slot a host already ran.
+TEST(Streams, OrderHoldsWhileHostsRunTasksAcrossRingWraps) {
+  Stream* stream = create_stream(0);
+  std::vector<int> order;
+  int next = 0;
+  for (int round = 0; round < 40; ++round) {
+    for (int i = 0; i < 2500 + round * 37; ++i, ++next) {
+      launch(stream, "append", [&order, next] { order.push_back(next); });
+      if (i % 97 == 0) stream_synchronize(stream);
+    }
+    if (round % 3 == 0) stream_synchronize(stream);
+  }
+  stream_synchronize(stream);
+  std::vector<int> expected(next);
+  std::iota(expected.begin(), expected.end(), 0);
+  EXPECT_EQ(order, expected);
+}
+
 TEST(Streams, TasksRunInOrder) {
   Stream* stream = create_stream(0);
   std::vector<int> order;  // touched only by the worker until synchronize

@@ -44,6 +44,22 @@ def test_cached_block_is_reused(clean_cache):
     assert torch.rbln.memory_allocated() - clean_cache["allocated"] == 2 * MiB
 
 
+@pytest.mark.parametrize("unit", [MiB, 4096], ids=["large", "small"])
+def test_cached_block_splits_and_merges(unit, clean_cache):
+    big = torch.empty(8 * unit, dtype=torch.uint8, device="rbln")
+    del big
+    reserved = torch.rbln.memory_reserved()
+    parts = [torch.empty(n * unit, dtype=torch.uint8, device="rbln") for n in (3, 2, 3)]  # pieces of the 8-unit block
+    assert torch.rbln.memory_reserved() == reserved
+    assert torch.rbln.memory_allocated() - clean_cache["allocated"] == 8 * unit
+    parts[1].fill_(7)
+    assert int(parts[1].sum()) == 7 * 2 * unit
+    del parts  # the pieces merge back into one segment, which empty_cache returns
+    assert torch.rbln.memory_allocated() == clean_cache["allocated"]
+    torch.rbln.empty_cache()
+    assert torch.rbln.memory_reserved() == clean_cache["reserved"]
+
+
 def test_peaks_and_reset(clean_cache):
     torch.rbln.reset_peak_memory_stats()
     assert torch.rbln.max_memory_allocated() == torch.rbln.memory_allocated()

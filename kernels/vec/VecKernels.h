@@ -1,0 +1,38 @@
+// Vectorized float32 loops for the kernels where scalar code cannot keep up
+// with CPU eager (exp, softmax, layer_norm, large sums). VecKernels.cpp is
+// compiled once per CPU capability (DEFAULT, AVX2, AVX512) with that ISA's
+// compiler flags, using ATen's header-only at::vec::Vectorized; table() picks
+// the best one the running CPU supports, once, at first use (ATEN_CPU_CAPABILITY
+// = default|avx2|avx512 lowers the choice, as it does for ATen's own kernels).
+// Nothing here is built with -march=native.
+#pragma once
+
+#include <cstdint>
+
+namespace rbln::kernels::vec {
+
+struct Table {
+  const char* capability;
+  // y[i] = exp(x[i]), i < n.
+  void (*exp_f32)(const float* x, float* y, int64_t n);
+  // sum of x[0..n): float vector partials over blocks, blocks added in double.
+  double (*sum_f32)(const float* x, int64_t n);
+  // softmax (or log_softmax) of each contiguous row of `size` elements.
+  void (*softmax_rows_f32)(const float* x, float* y, int64_t rows, int64_t size, bool log);
+  // layer norm of each contiguous row of n elements; w and b may be null.
+  void (*layer_norm_rows_f32)(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd,
+                              int64_t rows, int64_t n, float eps);
+};
+
+const Table& table();
+
+#define RBLN_VEC_DECLARE(cap) \
+  namespace cap {             \
+  const Table* make_table();  \
+  }
+RBLN_VEC_DECLARE(DEFAULT)
+RBLN_VEC_DECLARE(AVX2)
+RBLN_VEC_DECLARE(AVX512)
+#undef RBLN_VEC_DECLARE
+
+}  // namespace rbln::kernels::vec
