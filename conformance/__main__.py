@@ -30,6 +30,19 @@ from torch_rbln.testing import TOLERANCES, to_cpu
 from .gradients import grad_sweep
 from .render import render_markdown
 
+
+def ops_yaml_notes() -> dict[str, str]:
+    """OpInfo name -> the notes of the ops.yaml entries that name it (known gaps and mismatches)."""
+    from codegen.registry import load
+
+    notes: dict[str, list[str]] = {}
+    for e in load(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "ops.yaml")):
+        base = e.func.split(".")[0].rstrip("_")
+        for name in dict.fromkeys(e.opinfo + [base, f"nn.functional.{base}", f"special.{base.removeprefix('special_')}"]):
+            if e.notes:
+                notes.setdefault(name, []).append(f"{e.func}: {e.notes}")
+    return {name: "; ".join(n) for name, n in notes.items()}
+
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "int64": torch.int64,
           "bool": torch.bool}
 # Worst first: the status of an (op, variant, dtype) is its worst sample's.
@@ -222,7 +235,7 @@ def main() -> int:
     with open(report, "w") as f:
         json.dump(out, f, indent=1)
     with open(docs, "w") as f:
-        f.write(render_markdown(meta, results, upstream))
+        f.write(render_markdown(meta, results, upstream, ops_yaml_notes()))
     print(open(docs).read().split("\n## Per op")[0])
     return 0
 

@@ -128,7 +128,23 @@ def upstream_section(upstream) -> list[str]:
     return lines
 
 
-def render_markdown(meta, results, upstream=None) -> str:
+def known_mismatches(results, notes: dict[str, str]) -> list[str]:
+    """Every op that mismatched or raised, in any dtype or in the gradient column, with its ops.yaml note."""
+    bad = defaultdict(list)
+    for r in results:
+        if r["status"] in ("mismatch", "error") and r["variant"] in ("function", "all", "gradient"):
+            what = "gradient" if r["variant"] == "gradient" else r["dtype"]
+            bad[r["op"]].append(f"{what} {SYMBOL[r['status']]}")
+    if not bad:
+        return []
+    lines = ["", "## Mismatches and errors, with their ops.yaml notes", ""]
+    for op in sorted(bad):
+        note = notes.get(op, "no ops.yaml note: not yet explained")
+        lines.append(f"- `{op}` ({', '.join(bad[op])}): {note}")
+    return lines
+
+
+def render_markdown(meta, results, upstream=None, notes=None) -> str:
     has_grad = any(r["variant"] == "gradient" for r in results)
     dtypes = list(dict.fromkeys(r["dtype"] for r in results if r["variant"] != "gradient"))
     lines = [
@@ -148,6 +164,7 @@ def render_markdown(meta, results, upstream=None) -> str:
     ]
     lines += [summary_line(d, summarize(results, d)) for d in dtypes]
     lines += gradient_summary(results, meta.get("gradient_seconds"))
+    lines += known_mismatches(results, notes or {})
     grad_cols = " | grad | backward fell back through" if has_grad else ""
     lines += ["", "## Per op", "", "Status per dtype as function/method/in-place/out= (`-`: variant not declared)"
               + ("; grad: the float32 gradient column (blank: not differentiable)." if has_grad else "."), "",
