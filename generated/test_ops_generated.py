@@ -19,6 +19,7 @@ ENTRIES = [
     ("round", ["round", "round.decimals", "round.decimals_out", "round.out", "round_", "round_.decimals"], ["round"], ["float32", "float16", "bfloat16", "float64"], "kernel", {}),
     ("trunc", ["trunc", "trunc.out", "trunc_"], ["trunc"], ["float32", "float16", "bfloat16", "float64"], "kernel", {}),
     ("sign", ["sign", "sign.out", "sign_"], ["sign"], ["float32", "float16", "bfloat16", "float64", "int32", "int64"], "kernel", {}),
+    ("sgn", ["sgn", "sgn.out", "sgn_"], ["sgn"], ["float32", "float16", "bfloat16", "float64", "int32", "int64"], "kernel", {}),
     ("relu", ["relu", "relu.out", "relu_"], ["nn.functional.relu"], ["float32", "float16", "bfloat16", "float64", "int32", "int64"], "kernel", {}),
     ("log", ["log", "log.out", "log_"], ["log"], ["float32", "float16", "bfloat16", "float64"], "kernel", {}),
     ("log2", ["log2", "log2.out", "log2_"], ["log2"], ["float32", "float16", "bfloat16", "float64"], "kernel", {}),
