@@ -67,10 +67,10 @@ def test_generation_is_deterministic():
 
 def test_one_yaml_entry_adds_registration_docs_row_and_tests(tmp_path):
     base = open(OPS).read()
-    files = render(load(write_ops(tmp_path, base + "- {func: sgn, kernel: unary, functor: sign, dtypes: floating}\n")))
+    files = render(load(write_ops(tmp_path, base + "- {func: fix, kernel: unary, functor: trunc, dtypes: floating}\n")))
     sources = "".join(text for path, text in files.items() if path.endswith(".cpp"))
-    for overload in ("sgn", "sgn_", "sgn.out"):
+    for overload in ("fix", "fix_", "fix.out"):
         assert f'm.impl("{overload}", TORCH_FN(' in sources
-    assert "rbln::functors::sign<float>()" in sources
-    assert "| `sgn` | sgn, sgn_, sgn.out | floating | kernel | unary/sign |" in files["docs/supported_ops.md"]
-    assert '("sgn", ["sgn", "sgn.out", "sgn_"], ["sgn"]' in files["generated/test_ops_generated.py"]
+    assert "rbln::functors::trunc<float>()" in sources
+    assert "| `fix` | fix, fix_, fix.out | floating | kernel | unary/trunc |" in files["docs/supported_ops.md"]
+    assert '("fix", ["fix", "fix.out", "fix_"], ["fix"]' in files["generated/test_ops_generated.py"]
