@@ -50,6 +50,12 @@ inline double uniform01(uint32_t hi, uint32_t lo) {  // [0, 1) with 53 random bi
   return ((static_cast<uint64_t>(hi) << 21) ^ lo) * (1.0 / 9007199254740992.0);
 }
 
+// Box-Muller over one Philox draw, with u1 in (0, 1].
+inline double standard_normal(const std::array<uint32_t, 4>& r) {
+  const double u1 = 1.0 - uniform01(r[0], r[1]), u2 = uniform01(r[2], r[3]);
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
+
 // An rbln generator routes even a CPU tensor's op here (generators take part
 // in dispatch): refuse it with CPU's message rather than write host memory.
 void check_on_device(const at::Tensor& self) {
@@ -115,8 +121,7 @@ at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at:
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), "normal_ not implemented for '", self.scalar_type(), "'");
   return generate(self, generator, "aten::normal_", [=](const std::array<uint32_t, 4>& r, int64_t) {
-    double u1 = 1.0 - uniform01(r[0], r[1]), u2 = uniform01(r[2], r[3]);  // Box-Muller, u1 in (0, 1]
-    return mean + std * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+    return mean + std * standard_normal(r);
   });
 }
 
@@ -191,8 +196,7 @@ at::Tensor& normal_Tensor_Tensor_out(const at::Tensor& mean, const at::Tensor& s
   const double* sp = s.const_data_ptr<double>();
   return generate(out, generator, "aten::normal", [=](const std::array<uint32_t, 4>& r, int64_t i) {
     TORCH_CHECK(sp[i] >= 0.0, "normal expects all elements of std >= 0.0");
-    double u1 = 1.0 - uniform01(r[0], r[1]), u2 = uniform01(r[2], r[3]);
-    return mp[i] + sp[i] * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+    return mp[i] + sp[i] * standard_normal(r);
   });
 }
 at::Tensor normal_Tensor_Tensor(const at::Tensor& mean, const at::Tensor& std, std::optional<at::Generator> generator) {
