@@ -25,7 +25,11 @@ def _fallback_call(v: Variant, fn: str) -> str:
 
 def _elementwise_body(e: Entry, v: Variant) -> list[str]:
     args = v.func.func.arguments
-    operands = [a for a in args.flat_non_out if is_operand(a)][: FAMILIES[e.family]]
+    arity = FAMILIES[e.family]
+    # Tensors are the operands; a Scalar is one only where the op has too few
+    # tensors (add.Scalar, remainder.Scalar_Tensor), so elu_backward's Scalars stay parameters.
+    tensors = [a for a in args.flat_non_out if str(a.type) == "Tensor"]
+    operands = tensors[:arity] if len(tensors) >= arity else [a for a in args.flat_non_out if is_operand(a)][:arity]
     params = [a.name for a in args.flat_non_out if a not in operands]
     lines, refs = [], []
     for a in operands:

@@ -14,6 +14,7 @@
 #include <ATen/ops/_conj_physical_ops.h>
 #include <ATen/ops/_copy_from_ops.h>
 #include <ATen/ops/_copy_from_and_resize_ops.h>
+#include <ATen/ops/_efficientzerotensor_ops.h>
 #include <ATen/ops/_fft_c2c_ops.h>
 #include <ATen/ops/_fft_c2r_ops.h>
 #include <ATen/ops/_fft_r2c_ops.h>
@@ -26,7 +27,10 @@
 #include <ATen/ops/_local_scalar_dense_ops.h>
 #include <ATen/ops/_log_softmax_ops.h>
 #include <ATen/ops/_log_softmax_backward_data_ops.h>
+#include <ATen/ops/_logcumsumexp_ops.h>
 #include <ATen/ops/_native_batch_norm_legit_ops.h>
+#include <ATen/ops/_prelu_kernel_ops.h>
+#include <ATen/ops/_prelu_kernel_backward_ops.h>
 #include <ATen/ops/_reshape_alias_ops.h>
 #include <ATen/ops/_softmax_ops.h>
 #include <ATen/ops/_softmax_backward_data_ops.h>
@@ -34,6 +38,12 @@
 #include <ATen/ops/_thnn_fused_gru_cell_backward_ops.h>
 #include <ATen/ops/_thnn_fused_lstm_cell_ops.h>
 #include <ATen/ops/_thnn_fused_lstm_cell_backward_impl_ops.h>
+#include <ATen/ops/_upsample_nearest_exact1d_ops.h>
+#include <ATen/ops/_upsample_nearest_exact1d_backward_ops.h>
+#include <ATen/ops/_upsample_nearest_exact2d_ops.h>
+#include <ATen/ops/_upsample_nearest_exact2d_backward_ops.h>
+#include <ATen/ops/_upsample_nearest_exact3d_ops.h>
+#include <ATen/ops/_upsample_nearest_exact3d_backward_ops.h>
 #include <ATen/ops/adaptive_max_pool2d_ops.h>
 #include <ATen/ops/adaptive_max_pool2d_backward_ops.h>
 #include <ATen/ops/adaptive_max_pool3d_ops.h>
@@ -54,8 +64,11 @@
 #include <ATen/ops/avg_pool3d_backward_ops.h>
 #include <ATen/ops/batch_norm_backward_ops.h>
 #include <ATen/ops/bernoulli_ops.h>
+#include <ATen/ops/binary_cross_entropy_ops.h>
+#include <ATen/ops/binary_cross_entropy_backward_ops.h>
 #include <ATen/ops/bmm_ops.h>
 #include <ATen/ops/cat_ops.h>
+#include <ATen/ops/channel_shuffle_ops.h>
 #include <ATen/ops/clamp_ops.h>
 #include <ATen/ops/conj_physical_ops.h>
 #include <ATen/ops/convolution_backward_overrideable_ops.h>
@@ -73,14 +86,19 @@
 #include <ATen/ops/fill_ops.h>
 #include <ATen/ops/flip_ops.h>
 #include <ATen/ops/gather_ops.h>
+#include <ATen/ops/glu_ops.h>
+#include <ATen/ops/glu_backward_ops.h>
 #include <ATen/ops/huber_loss_ops.h>
 #include <ATen/ops/huber_loss_backward_ops.h>
 #include <ATen/ops/index_ops.h>
 #include <ATen/ops/index_add_ops.h>
 #include <ATen/ops/index_copy_ops.h>
+#include <ATen/ops/index_fill_ops.h>
+#include <ATen/ops/index_reduce_ops.h>
 #include <ATen/ops/index_select_ops.h>
 #include <ATen/ops/isin_ops.h>
 #include <ATen/ops/linalg_cholesky_ex_ops.h>
+#include <ATen/ops/linalg_cross_ops.h>
 #include <ATen/ops/linalg_eig_ops.h>
 #include <ATen/ops/linalg_inv_ex_ops.h>
 #include <ATen/ops/linalg_lstsq_ops.h>
@@ -91,6 +109,7 @@
 #include <ATen/ops/log_sigmoid_backward_ops.h>
 #include <ATen/ops/log_sigmoid_forward_ops.h>
 #include <ATen/ops/masked_fill_ops.h>
+#include <ATen/ops/masked_scatter_ops.h>
 #include <ATen/ops/masked_select_ops.h>
 #include <ATen/ops/max_ops.h>
 #include <ATen/ops/max_pool2d_with_indices_ops.h>
@@ -115,6 +134,7 @@
 #include <ATen/ops/nonzero_ops.h>
 #include <ATen/ops/normal_ops.h>
 #include <ATen/ops/prod_ops.h>
+#include <ATen/ops/put_ops.h>
 #include <ATen/ops/random_ops.h>
 #include <ATen/ops/randperm_ops.h>
 #include <ATen/ops/record_stream_ops.h>
@@ -143,17 +163,27 @@
 #include <ATen/ops/std_ops.h>
 #include <ATen/ops/std_mean_ops.h>
 #include <ATen/ops/sum_ops.h>
+#include <ATen/ops/take_ops.h>
 #include <ATen/ops/topk_ops.h>
 #include <ATen/ops/tril_ops.h>
 #include <ATen/ops/triu_ops.h>
 #include <ATen/ops/unfold_ops.h>
+#include <ATen/ops/unfold_backward_ops.h>
 #include <ATen/ops/uniform_ops.h>
+#include <ATen/ops/upsample_bicubic2d_ops.h>
+#include <ATen/ops/upsample_bicubic2d_backward_ops.h>
+#include <ATen/ops/upsample_bilinear2d_ops.h>
+#include <ATen/ops/upsample_bilinear2d_backward_ops.h>
+#include <ATen/ops/upsample_linear1d_ops.h>
+#include <ATen/ops/upsample_linear1d_backward_ops.h>
 #include <ATen/ops/upsample_nearest1d_ops.h>
 #include <ATen/ops/upsample_nearest1d_backward_ops.h>
 #include <ATen/ops/upsample_nearest2d_ops.h>
 #include <ATen/ops/upsample_nearest2d_backward_ops.h>
 #include <ATen/ops/upsample_nearest3d_ops.h>
 #include <ATen/ops/upsample_nearest3d_backward_ops.h>
+#include <ATen/ops/upsample_trilinear3d_ops.h>
+#include <ATen/ops/upsample_trilinear3d_backward_ops.h>
 #include <ATen/ops/var_ops.h>
 #include <ATen/ops/var_mean_ops.h>
 #include <ATen/ops/view_ops.h>
@@ -177,6 +207,11 @@ at::Tensor wrapper_empty_memory_format(c10::SymIntArrayRef size, ::std::optional
 at::Tensor wrapper_empty_strided(c10::SymIntArrayRef size, c10::SymIntArrayRef stride, ::std::optional<at::ScalarType> dtype, ::std::optional<at::Layout> layout, ::std::optional<at::Device> device, ::std::optional<bool> pin_memory) {
   RBLN_COUNT_DEVICE_OP("aten::empty_strided");
   return rbln::empty_strided(size, stride, dtype, layout, device, pin_memory);
+}
+
+at::Tensor wrapper__efficientzerotensor(c10::SymIntArrayRef size, ::std::optional<at::ScalarType> dtype, ::std::optional<at::Layout> layout, ::std::optional<at::Device> device, ::std::optional<bool> pin_memory) {
+  RBLN_COUNT_DEVICE_OP("aten::_efficientzerotensor");
+  return rbln::_efficientzerotensor(size, dtype, layout, device, pin_memory);
 }
 
 at::Tensor wrapper_as_strided(const at::Tensor & self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride, ::std::optional<c10::SymInt> storage_offset) {
@@ -335,6 +370,26 @@ at::Tensor & wrapper_masked_fill__Tensor(at::Tensor & self, const at::Tensor & m
   }
   RBLN_COUNT_DEVICE_OP("aten::masked_fill_.Tensor");
   return rbln::kernels::masked_fill_Tensor(self, mask, value);
+}
+
+at::Tensor & wrapper_index_fill__int_Scalar(at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Scalar & value) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_fill__int_Scalar>::call(self, dim, index, value);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::index_fill_.int_Scalar");
+  return rbln::kernels::index_fill_int_Scalar(self, dim, index, value);
+}
+
+at::Tensor & wrapper_index_fill__int_Tensor(at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Tensor & value) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(value.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_fill__int_Tensor>::call(self, dim, index, value);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::index_fill_.int_Tensor");
+  return rbln::kernels::index_fill_int_Tensor(self, dim, index, value);
 }
 
 at::Tensor wrapper_where_self(const at::Tensor & condition, const at::Tensor & self, const at::Tensor & other) {
@@ -993,6 +1048,27 @@ at::Tensor & wrapper_cumprod_out(const at::Tensor & self, int64_t dim, ::std::op
   return rbln::kernels::cumprod_out(self, dim, dtype, out);
 }
 
+at::Tensor wrapper__logcumsumexp(const at::Tensor & self, int64_t dim) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_logcumsumexp>::call(self, dim);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_logcumsumexp");
+  at::Tensor result = at::empty({0}, self.options());
+  return rbln::kernels::_logcumsumexp_out(self, dim, result);
+}
+
+at::Tensor & wrapper__logcumsumexp_out(const at::Tensor & self, int64_t dim, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_logcumsumexp_out>::call(self, dim, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_logcumsumexp.out");
+  return rbln::kernels::_logcumsumexp_out(self, dim, out);
+}
+
 at::Tensor & wrapper_linspace_out(const at::Scalar & start, const at::Scalar & end, int64_t steps, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(out));
   RBLN_COUNT_DEVICE_OP("aten::linspace.out");
@@ -1188,6 +1264,36 @@ at::Tensor wrapper_masked_select(const at::Tensor & self, const at::Tensor & mas
   }
   RBLN_COUNT_DEVICE_OP("aten::masked_select");
   return rbln::kernels::masked_select(self, mask);
+}
+
+at::Tensor & wrapper_masked_scatter_(at::Tensor & self, const at::Tensor & mask, const at::Tensor & source) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(source.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::masked_scatter_>::call(self, mask, source);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::masked_scatter_");
+  return rbln::kernels::masked_scatter_(self, mask, source);
+}
+
+at::Tensor wrapper_take(const at::Tensor & self, const at::Tensor & index) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::take>::call(self, index);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::take");
+  return rbln::kernels::take(self, index);
+}
+
+at::Tensor & wrapper_put_(at::Tensor & self, const at::Tensor & index, const at::Tensor & source, bool accumulate) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(source.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::put_>::call(self, index, source, accumulate);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::put_");
+  return rbln::kernels::put_(self, index, source, accumulate);
 }
 
 at::Tensor wrapper_repeat_interleave_Tensor(const at::Tensor & repeats, ::std::optional<c10::SymInt> output_size) {
@@ -1434,6 +1540,37 @@ at::Tensor & wrapper_index_add_out(const at::Tensor & self, int64_t dim, const a
   return rbln::kernels::index_add_out(self, dim, index, source, alpha, out);
 }
 
+at::Tensor wrapper_index_reduce(const at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Tensor & source, c10::string_view reduce, bool include_self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(source.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_reduce>::call(self, dim, index, source, reduce, include_self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::index_reduce");
+  at::Tensor result = at::empty({0}, self.options());
+  return rbln::kernels::index_reduce_out(self, dim, index, source, reduce, include_self, result);
+}
+
+at::Tensor & wrapper_index_reduce_(at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Tensor & source, c10::string_view reduce, bool include_self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(source.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_reduce_>::call(self, dim, index, source, reduce, include_self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::index_reduce_");
+  return rbln::kernels::index_reduce_out(self, dim, index, source, reduce, include_self, self);
+}
+
+at::Tensor & wrapper_index_reduce_out(const at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Tensor & source, c10::string_view reduce, bool include_self, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(source.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_reduce_out>::call(self, dim, index, source, reduce, include_self, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::index_reduce.out");
+  return rbln::kernels::index_reduce_out(self, dim, index, source, reduce, include_self, out);
+}
+
 at::Tensor wrapper_index_Tensor(const at::Tensor & self, const c10::List<::std::optional<at::Tensor>> & indices) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
@@ -1584,6 +1721,26 @@ at::Tensor wrapper_roll(const at::Tensor & self, c10::SymIntArrayRef shifts, at:
   }
   RBLN_COUNT_DEVICE_OP("aten::roll");
   return rbln::kernels::roll(self, shifts, dims);
+}
+
+at::Tensor wrapper_channel_shuffle(const at::Tensor & self, c10::SymInt groups) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::channel_shuffle>::call(self, groups);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::channel_shuffle");
+  return rbln::kernels::channel_shuffle(self, groups);
+}
+
+at::Tensor wrapper_unfold_backward(const at::Tensor & grad_in, c10::SymIntArrayRef input_sizes, int64_t dim, int64_t size, int64_t step) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_in));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(grad_in.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::unfold_backward>::call(grad_in, input_sizes, dim, size, step);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::unfold_backward");
+  return rbln::kernels::unfold_backward(grad_in, input_sizes, dim, size, step);
 }
 
 at::Tensor & wrapper_embedding_renorm_(at::Tensor & self, const at::Tensor & indices, double max_norm, double norm_type) {
@@ -1978,6 +2135,87 @@ at::Tensor wrapper_log_sigmoid_backward(const at::Tensor & grad_output, const at
   return rbln::kernels::log_sigmoid_backward(grad_output, self, buffer);
 }
 
+at::Tensor wrapper_binary_cross_entropy(const at::Tensor & self, const at::Tensor & target, const ::std::optional<at::Tensor> & weight, int64_t reduction) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::binary_cross_entropy>::call(self, target, weight, reduction);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::binary_cross_entropy");
+  return rbln::kernels::binary_cross_entropy(self, target, weight, reduction);
+}
+
+at::Tensor wrapper_binary_cross_entropy_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Tensor & target, const ::std::optional<at::Tensor> & weight, int64_t reduction) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::binary_cross_entropy_backward>::call(grad_output, self, target, weight, reduction);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::binary_cross_entropy_backward");
+  return rbln::kernels::binary_cross_entropy_backward(grad_output, self, target, weight, reduction);
+}
+
+at::Tensor wrapper_glu(const at::Tensor & self, int64_t dim) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::glu>::call(self, dim);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::glu");
+  return rbln::kernels::glu(self, dim);
+}
+
+at::Tensor wrapper_glu_backward(const at::Tensor & grad_output, const at::Tensor & self, int64_t dim) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::glu_backward>::call(grad_output, self, dim);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::glu_backward");
+  return rbln::kernels::glu_backward(grad_output, self, dim);
+}
+
+at::Tensor wrapper__prelu_kernel(const at::Tensor & self, const at::Tensor & weight) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(weight.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_prelu_kernel>::call(self, weight);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_prelu_kernel");
+  return rbln::kernels::_prelu_kernel(self, weight);
+}
+
+::std::tuple<at::Tensor,at::Tensor> wrapper__prelu_kernel_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Tensor & weight) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(self.scalar_type()) && dtype_ok(weight.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_prelu_kernel_backward>::call(grad_output, self, weight);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_prelu_kernel_backward");
+  return rbln::kernels::_prelu_kernel_backward(grad_output, self, weight);
+}
+
+at::Tensor wrapper_linalg_cross(const at::Tensor & self, const at::Tensor & other, int64_t dim) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(other.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_cross>::call(self, other, dim);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::linalg_cross");
+  at::Tensor result = at::empty({0}, self.options());
+  return rbln::kernels::linalg_cross_out(self, other, dim, result);
+}
+
+at::Tensor & wrapper_linalg_cross_out(const at::Tensor & self, const at::Tensor & other, int64_t dim, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(other.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_cross_out>::call(self, other, dim, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::linalg_cross.out");
+  return rbln::kernels::linalg_cross_out(self, other, dim, out);
+}
+
 at::Tensor wrapper_upsample_nearest1d(const at::Tensor & self, c10::SymIntArrayRef output_size, ::std::optional<double> scales) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
@@ -2036,6 +2274,234 @@ at::Tensor wrapper_upsample_nearest3d_backward(const at::Tensor & grad_output, c
   }
   RBLN_COUNT_DEVICE_OP("aten::upsample_nearest3d_backward");
   return rbln::kernels::upsample_nearest3d_backward(grad_output, output_size, input_size, scales_d, scales_h, scales_w);
+}
+
+at::Tensor wrapper__upsample_nearest_exact1d(const at::Tensor & self, c10::SymIntArrayRef output_size, ::std::optional<double> scales) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_upsample_nearest_exact1d>::call(self, output_size, scales);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_upsample_nearest_exact1d");
+  return rbln::kernels::_upsample_nearest_exact1d(self, output_size, scales);
+}
+
+at::Tensor wrapper__upsample_nearest_exact1d_backward(const at::Tensor & grad_output, c10::SymIntArrayRef output_size, c10::SymIntArrayRef input_size, ::std::optional<double> scales) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_upsample_nearest_exact1d_backward>::call(grad_output, output_size, input_size, scales);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_upsample_nearest_exact1d_backward");
+  return rbln::kernels::_upsample_nearest_exact1d_backward(grad_output, output_size, input_size, scales);
+}
+
+at::Tensor wrapper__upsample_nearest_exact2d(const at::Tensor & self, c10::SymIntArrayRef output_size, ::std::optional<double> scales_h, ::std::optional<double> scales_w) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_upsample_nearest_exact2d>::call(self, output_size, scales_h, scales_w);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_upsample_nearest_exact2d");
+  return rbln::kernels::_upsample_nearest_exact2d(self, output_size, scales_h, scales_w);
+}
+
+at::Tensor wrapper__upsample_nearest_exact2d_backward(const at::Tensor & grad_output, c10::SymIntArrayRef output_size, c10::SymIntArrayRef input_size, ::std::optional<double> scales_h, ::std::optional<double> scales_w) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_upsample_nearest_exact2d_backward>::call(grad_output, output_size, input_size, scales_h, scales_w);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_upsample_nearest_exact2d_backward");
+  return rbln::kernels::_upsample_nearest_exact2d_backward(grad_output, output_size, input_size, scales_h, scales_w);
+}
+
+at::Tensor wrapper__upsample_nearest_exact3d(const at::Tensor & self, c10::SymIntArrayRef output_size, ::std::optional<double> scales_d, ::std::optional<double> scales_h, ::std::optional<double> scales_w) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_upsample_nearest_exact3d>::call(self, output_size, scales_d, scales_h, scales_w);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_upsample_nearest_exact3d");
+  return rbln::kernels::_upsample_nearest_exact3d(self, output_size, scales_d, scales_h, scales_w);
+}
+
+at::Tensor wrapper__upsample_nearest_exact3d_backward(const at::Tensor & grad_output, c10::SymIntArrayRef output_size, c10::SymIntArrayRef input_size, ::std::optional<double> scales_d, ::std::optional<double> scales_h, ::std::optional<double> scales_w) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_upsample_nearest_exact3d_backward>::call(grad_output, output_size, input_size, scales_d, scales_h, scales_w);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_upsample_nearest_exact3d_backward");
+  return rbln::kernels::_upsample_nearest_exact3d_backward(grad_output, output_size, input_size, scales_d, scales_h, scales_w);
+}
+
+at::Tensor wrapper_upsample_linear1d(const at::Tensor & self, c10::SymIntArrayRef output_size, bool align_corners, ::std::optional<double> scales) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_linear1d>::call(self, output_size, align_corners, scales);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::upsample_linear1d");
+  at::Tensor result = at::empty({0}, self.options());
+  return rbln::kernels::upsample_linear1d_out(self, output_size, align_corners, scales, result);
+}
+
+at::Tensor & wrapper_upsample_linear1d_out(const at::Tensor & self, c10::SymIntArrayRef output_size, bool align_corners, ::std::optional<double> scales, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_linear1d_out>::call(self, output_size, align_corners, scales, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::upsample_linear1d.out");
+  return rbln::kernels::upsample_linear1d_out(self, output_size, align_corners, scales, out);
+}
+
+at::Tensor wrapper_upsample_linear1d_backward(const at::Tensor & grad_output, c10::SymIntArrayRef output_size, c10::SymIntArrayRef input_size, bool align_corners, ::std::optional<double> scales) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_linear1d_backward>::call(grad_output, output_size, input_size, align_corners, scales);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::upsample_linear1d_backward");
+  at::Tensor result = at::empty({0}, grad_output.options());
+  return rbln::kernels::upsample_linear1d_backward_out(grad_output, output_size, input_size, align_corners, scales, result);
+}
+
+at::Tensor & wrapper_upsample_linear1d_backward_grad_input(const at::Tensor & grad_output, c10::SymIntArrayRef output_size, c10::SymIntArrayRef input_size, bool align_corners, ::std::optional<double> scales, at::Tensor & grad_input) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_linear1d_backward_grad_input>::call(grad_output, output_size, input_size, align_corners, scales, grad_input);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::upsample_linear1d_backward.grad_input");
+  return rbln::kernels::upsample_linear1d_backward_out(grad_output, output_size, input_size, align_corners, scales, grad_input);
+}
+
+at::Tensor wrapper_upsample_bilinear2d(const at::Tensor & self, c10::SymIntArrayRef output_size, bool align_corners, ::std::optional<double> scales_h, ::std::optional<double> scales_w) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_bilinear2d>::call(self, output_size, align_corners, scales_h, scales_w);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::upsample_bilinear2d");
+  at::Tensor result = at::empty({0}, self.options());
+  return rbln::kernels::upsample_bilinear2d_out(self, output_size, align_corners, scales_h, scales_w, result);
+}
+
+at::Tensor & wrapper_upsample_bilinear2d_out(const at::Tensor & self, c10::SymIntArrayRef output_size, bool align_corners, ::std::optional<double> scales_h, ::std::optional<double> scales_w, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_bilinear2d_out>::call(self, output_size, align_corners, scales_h, scales_w, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::upsample_bilinear2d.out");
+  return rbln::kernels::upsample_bilinear2d_out(self, output_size, align_corners, scales_h, scales_w, out);
+}
+
+at::Tensor wrapper_upsample_bilinear2d_backward(const at::Tensor & grad_output, c10::SymIntArrayRef output_size, c10::SymIntArrayRef input_size, bool align_corners, ::std::optional<double> scales_h, ::std::optional<double> scales_w) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_bilinear2d_backward>::call(grad_output, output_size, input_size, align_corners, scales_h, scales_w);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::upsample_bilinear2d_backward");
+  at::Tensor result = at::empty({0}, grad_output.options());
+  return rbln::kernels::upsample_bilinear2d_backward_out(grad_output, output_size, input_size, align_corners, scales_h, scales_w, result);
+}
+
+at::Tensor & wrapper_upsample_bilinear2d_backward_grad_input(const at::Tensor & grad_output, c10::SymIntArrayRef output_size, c10::SymIntArrayRef input_size, bool align_corners, ::std::optional<double> scales_h, ::std::optional<double> scales_w, at::Tensor & grad_input) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_bilinear2d_backward_grad_input>::call(grad_output, output_size, input_size, align_corners, scales_h, scales_w, grad_input);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::upsample_bilinear2d_backward.grad_input");
+  return rbln::kernels::upsample_bilinear2d_backward_out(grad_output, output_size, input_size, align_corners, scales_h, scales_w, grad_input);
+}
+
+at::Tensor wrapper_upsample_trilinear3d(const at::Tensor & self, c10::SymIntArrayRef output_size, bool align_corners, ::std::optional<double> scales_d, ::std::optional<double> scales_h, ::std::optional<double> scales_w) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_trilinear3d>::call(self, output_size, align_corners, scales_d, scales_h, scales_w);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::upsample_trilinear3d");
+  at::Tensor result = at::empty({0}, self.options());
+  return rbln::kernels::upsample_trilinear3d_out(self, output_size, align_corners, scales_d, scales_h, scales_w, result);
+}
+
+at::Tensor & wrapper_upsample_trilinear3d_out(const at::Tensor & self, c10::SymIntArrayRef output_size, bool align_corners, ::std::optional<double> scales_d, ::std::optional<double> scales_h, ::std::optional<double> scales_w, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_trilinear3d_out>::call(self, output_size, align_corners, scales_d, scales_h, scales_w, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::upsample_trilinear3d.out");
+  return rbln::kernels::upsample_trilinear3d_out(self, output_size, align_corners, scales_d, scales_h, scales_w, out);
+}
+
+at::Tensor wrapper_upsample_trilinear3d_backward(const at::Tensor & grad_output, c10::SymIntArrayRef output_size, c10::SymIntArrayRef input_size, bool align_corners, ::std::optional<double> scales_d, ::std::optional<double> scales_h, ::std::optional<double> scales_w) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_trilinear3d_backward>::call(grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::upsample_trilinear3d_backward");
+  at::Tensor result = at::empty({0}, grad_output.options());
+  return rbln::kernels::upsample_trilinear3d_backward_out(grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w, result);
+}
+
+at::Tensor & wrapper_upsample_trilinear3d_backward_grad_input(const at::Tensor & grad_output, c10::SymIntArrayRef output_size, c10::SymIntArrayRef input_size, bool align_corners, ::std::optional<double> scales_d, ::std::optional<double> scales_h, ::std::optional<double> scales_w, at::Tensor & grad_input) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_trilinear3d_backward_grad_input>::call(grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w, grad_input);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::upsample_trilinear3d_backward.grad_input");
+  return rbln::kernels::upsample_trilinear3d_backward_out(grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w, grad_input);
+}
+
+at::Tensor wrapper_upsample_bicubic2d(const at::Tensor & self, c10::SymIntArrayRef output_size, bool align_corners, ::std::optional<double> scales_h, ::std::optional<double> scales_w) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_bicubic2d>::call(self, output_size, align_corners, scales_h, scales_w);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::upsample_bicubic2d");
+  at::Tensor result = at::empty({0}, self.options());
+  return rbln::kernels::upsample_bicubic2d_out(self, output_size, align_corners, scales_h, scales_w, result);
+}
+
+at::Tensor & wrapper_upsample_bicubic2d_out(const at::Tensor & self, c10::SymIntArrayRef output_size, bool align_corners, ::std::optional<double> scales_h, ::std::optional<double> scales_w, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_bicubic2d_out>::call(self, output_size, align_corners, scales_h, scales_w, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::upsample_bicubic2d.out");
+  return rbln::kernels::upsample_bicubic2d_out(self, output_size, align_corners, scales_h, scales_w, out);
+}
+
+at::Tensor wrapper_upsample_bicubic2d_backward(const at::Tensor & grad_output, c10::SymIntArrayRef output_size, c10::SymIntArrayRef input_size, bool align_corners, ::std::optional<double> scales_h, ::std::optional<double> scales_w) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_bicubic2d_backward>::call(grad_output, output_size, input_size, align_corners, scales_h, scales_w);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::upsample_bicubic2d_backward");
+  at::Tensor result = at::empty({0}, grad_output.options());
+  return rbln::kernels::upsample_bicubic2d_backward_out(grad_output, output_size, input_size, align_corners, scales_h, scales_w, result);
+}
+
+at::Tensor & wrapper_upsample_bicubic2d_backward_grad_input(const at::Tensor & grad_output, c10::SymIntArrayRef output_size, c10::SymIntArrayRef input_size, bool align_corners, ::std::optional<double> scales_h, ::std::optional<double> scales_w, at::Tensor & grad_input) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_bicubic2d_backward_grad_input>::call(grad_output, output_size, input_size, align_corners, scales_h, scales_w, grad_input);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::upsample_bicubic2d_backward.grad_input");
+  return rbln::kernels::upsample_bicubic2d_backward_out(grad_output, output_size, input_size, align_corners, scales_h, scales_w, grad_input);
 }
 
 at::Tensor wrapper_reflection_pad1d(const at::Tensor & self, c10::SymIntArrayRef padding) {
@@ -2437,6 +2903,7 @@ at::Tensor wrapper__fft_c2r(const at::Tensor & self, at::IntArrayRef dim, int64_
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", TORCH_FN(wrapper_empty_memory_format));
   m.impl("empty_strided", TORCH_FN(wrapper_empty_strided));
+  m.impl("_efficientzerotensor", TORCH_FN(wrapper__efficientzerotensor));
   m.impl("as_strided", TORCH_FN(wrapper_as_strided));
   m.impl("view", TORCH_FN(wrapper_view));
   m.impl("_reshape_alias", TORCH_FN(wrapper__reshape_alias));
@@ -2460,6 +2927,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("zero_", TORCH_FN(wrapper_zero_));
   m.impl("masked_fill_.Scalar", TORCH_FN(wrapper_masked_fill__Scalar));
   m.impl("masked_fill_.Tensor", TORCH_FN(wrapper_masked_fill__Tensor));
+  m.impl("index_fill_.int_Scalar", TORCH_FN(wrapper_index_fill__int_Scalar));
+  m.impl("index_fill_.int_Tensor", TORCH_FN(wrapper_index_fill__int_Tensor));
   m.impl("where.self", TORCH_FN(wrapper_where_self));
   m.impl("where.self_out", TORCH_FN(wrapper_where_self_out));
   m.impl("arange.start_out", TORCH_FN(wrapper_arange_start_out));
@@ -2526,6 +2995,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("cumsum.out", TORCH_FN(wrapper_cumsum_out));
   m.impl("cumprod", TORCH_FN(wrapper_cumprod));
   m.impl("cumprod.out", TORCH_FN(wrapper_cumprod_out));
+  m.impl("_logcumsumexp", TORCH_FN(wrapper__logcumsumexp));
+  m.impl("_logcumsumexp.out", TORCH_FN(wrapper__logcumsumexp_out));
   m.impl("linspace.out", TORCH_FN(wrapper_linspace_out));
   m.impl("equal", TORCH_FN(wrapper_equal));
   m.impl("mm", TORCH_FN(wrapper_mm));
@@ -2547,6 +3018,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("cat", TORCH_FN(wrapper_cat));
   m.impl("cat.out", TORCH_FN(wrapper_cat_out));
   m.impl("masked_select", TORCH_FN(wrapper_masked_select));
+  m.impl("masked_scatter_", TORCH_FN(wrapper_masked_scatter_));
+  m.impl("take", TORCH_FN(wrapper_take));
+  m.impl("put_", TORCH_FN(wrapper_put_));
   m.impl("repeat_interleave.Tensor", TORCH_FN(wrapper_repeat_interleave_Tensor));
   m.impl("gather", TORCH_FN(wrapper_gather));
   m.impl("gather.out", TORCH_FN(wrapper_gather_out));
@@ -2571,6 +3045,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_add", TORCH_FN(wrapper_index_add));
   m.impl("index_add_", TORCH_FN(wrapper_index_add_));
   m.impl("index_add.out", TORCH_FN(wrapper_index_add_out));
+  m.impl("index_reduce", TORCH_FN(wrapper_index_reduce));
+  m.impl("index_reduce_", TORCH_FN(wrapper_index_reduce_));
+  m.impl("index_reduce.out", TORCH_FN(wrapper_index_reduce_out));
   m.impl("index.Tensor", TORCH_FN(wrapper_index_Tensor));
   m.impl("index.Tensor_out", TORCH_FN(wrapper_index_Tensor_out));
   m.impl("_index_put_impl_", TORCH_FN(wrapper__index_put_impl_));
@@ -2586,6 +3063,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("triu.out", TORCH_FN(wrapper_triu_out));
   m.impl("flip", TORCH_FN(wrapper_flip));
   m.impl("roll", TORCH_FN(wrapper_roll));
+  m.impl("channel_shuffle", TORCH_FN(wrapper_channel_shuffle));
+  m.impl("unfold_backward", TORCH_FN(wrapper_unfold_backward));
   m.impl("embedding_renorm_", TORCH_FN(wrapper_embedding_renorm_));
   m.impl("embedding_dense_backward", TORCH_FN(wrapper_embedding_dense_backward));
   m.impl("convolution_overrideable", TORCH_FN(wrapper_convolution_overrideable));
@@ -2626,12 +3105,42 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("huber_loss_backward", TORCH_FN(wrapper_huber_loss_backward));
   m.impl("log_sigmoid_forward", TORCH_FN(wrapper_log_sigmoid_forward));
   m.impl("log_sigmoid_backward", TORCH_FN(wrapper_log_sigmoid_backward));
+  m.impl("binary_cross_entropy", TORCH_FN(wrapper_binary_cross_entropy));
+  m.impl("binary_cross_entropy_backward", TORCH_FN(wrapper_binary_cross_entropy_backward));
+  m.impl("glu", TORCH_FN(wrapper_glu));
+  m.impl("glu_backward", TORCH_FN(wrapper_glu_backward));
+  m.impl("_prelu_kernel", TORCH_FN(wrapper__prelu_kernel));
+  m.impl("_prelu_kernel_backward", TORCH_FN(wrapper__prelu_kernel_backward));
+  m.impl("linalg_cross", TORCH_FN(wrapper_linalg_cross));
+  m.impl("linalg_cross.out", TORCH_FN(wrapper_linalg_cross_out));
   m.impl("upsample_nearest1d", TORCH_FN(wrapper_upsample_nearest1d));
   m.impl("upsample_nearest1d_backward", TORCH_FN(wrapper_upsample_nearest1d_backward));
   m.impl("upsample_nearest2d", TORCH_FN(wrapper_upsample_nearest2d));
   m.impl("upsample_nearest2d_backward", TORCH_FN(wrapper_upsample_nearest2d_backward));
   m.impl("upsample_nearest3d", TORCH_FN(wrapper_upsample_nearest3d));
   m.impl("upsample_nearest3d_backward", TORCH_FN(wrapper_upsample_nearest3d_backward));
+  m.impl("_upsample_nearest_exact1d", TORCH_FN(wrapper__upsample_nearest_exact1d));
+  m.impl("_upsample_nearest_exact1d_backward", TORCH_FN(wrapper__upsample_nearest_exact1d_backward));
+  m.impl("_upsample_nearest_exact2d", TORCH_FN(wrapper__upsample_nearest_exact2d));
+  m.impl("_upsample_nearest_exact2d_backward", TORCH_FN(wrapper__upsample_nearest_exact2d_backward));
+  m.impl("_upsample_nearest_exact3d", TORCH_FN(wrapper__upsample_nearest_exact3d));
+  m.impl("_upsample_nearest_exact3d_backward", TORCH_FN(wrapper__upsample_nearest_exact3d_backward));
+  m.impl("upsample_linear1d", TORCH_FN(wrapper_upsample_linear1d));
+  m.impl("upsample_linear1d.out", TORCH_FN(wrapper_upsample_linear1d_out));
+  m.impl("upsample_linear1d_backward", TORCH_FN(wrapper_upsample_linear1d_backward));
+  m.impl("upsample_linear1d_backward.grad_input", TORCH_FN(wrapper_upsample_linear1d_backward_grad_input));
+  m.impl("upsample_bilinear2d", TORCH_FN(wrapper_upsample_bilinear2d));
+  m.impl("upsample_bilinear2d.out", TORCH_FN(wrapper_upsample_bilinear2d_out));
+  m.impl("upsample_bilinear2d_backward", TORCH_FN(wrapper_upsample_bilinear2d_backward));
+  m.impl("upsample_bilinear2d_backward.grad_input", TORCH_FN(wrapper_upsample_bilinear2d_backward_grad_input));
+  m.impl("upsample_trilinear3d", TORCH_FN(wrapper_upsample_trilinear3d));
+  m.impl("upsample_trilinear3d.out", TORCH_FN(wrapper_upsample_trilinear3d_out));
+  m.impl("upsample_trilinear3d_backward", TORCH_FN(wrapper_upsample_trilinear3d_backward));
+  m.impl("upsample_trilinear3d_backward.grad_input", TORCH_FN(wrapper_upsample_trilinear3d_backward_grad_input));
+  m.impl("upsample_bicubic2d", TORCH_FN(wrapper_upsample_bicubic2d));
+  m.impl("upsample_bicubic2d.out", TORCH_FN(wrapper_upsample_bicubic2d_out));
+  m.impl("upsample_bicubic2d_backward", TORCH_FN(wrapper_upsample_bicubic2d_backward));
+  m.impl("upsample_bicubic2d_backward.grad_input", TORCH_FN(wrapper_upsample_bicubic2d_backward_grad_input));
   m.impl("reflection_pad1d", TORCH_FN(wrapper_reflection_pad1d));
   m.impl("reflection_pad1d_backward", TORCH_FN(wrapper_reflection_pad1d_backward));
   m.impl("reflection_pad2d", TORCH_FN(wrapper_reflection_pad2d));

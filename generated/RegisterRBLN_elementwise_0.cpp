@@ -21,6 +21,7 @@
 #include <ATen/ops/lerp_ops.h>
 #include <ATen/ops/lgamma_ops.h>
 #include <ATen/ops/logical_and_ops.h>
+#include <ATen/ops/logit_backward_ops.h>
 #include <ATen/ops/lt_ops.h>
 #include <ATen/ops/mish_ops.h>
 #include <ATen/ops/relu_ops.h>
@@ -1727,6 +1728,36 @@ at::Tensor & wrapper_hardswish_backward_out(const at::Tensor & grad_output, cons
   return out;
 }
 
+at::Tensor wrapper_logit_backward(const at::Tensor & grad_output, const at::Tensor & self, ::std::optional<double> eps) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logit_backward", rbln::functors::logit_backward<float>(eps)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logit_backward", rbln::functors::logit_backward<at::Half>(eps)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logit_backward", rbln::functors::logit_backward<at::BFloat16>(eps)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logit_backward", rbln::functors::logit_backward<double>(eps)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logit_backward>::call(grad_output, self, eps);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::logit_backward");
+  return iter.output();
+}
+
+at::Tensor & wrapper_logit_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, ::std::optional<double> eps, at::Tensor & grad_input) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  at::Tensor result = grad_input;
+  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logit_backward.grad_input", rbln::functors::logit_backward<float>(eps)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logit_backward.grad_input", rbln::functors::logit_backward<at::Half>(eps)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logit_backward.grad_input", rbln::functors::logit_backward<at::BFloat16>(eps)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logit_backward.grad_input", rbln::functors::logit_backward<double>(eps)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logit_backward_grad_input>::call(grad_output, self, eps, grad_input);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::logit_backward.grad_input");
+  return grad_input;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -1837,6 +1868,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("hardtanh_backward.grad_input", TORCH_FN(wrapper_hardtanh_backward_grad_input));
   m.impl("hardswish_backward", TORCH_FN(wrapper_hardswish_backward));
   m.impl("hardswish_backward.out", TORCH_FN(wrapper_hardswish_backward_out));
+  m.impl("logit_backward", TORCH_FN(wrapper_logit_backward));
+  m.impl("logit_backward.grad_input", TORCH_FN(wrapper_logit_backward_grad_input));
 }
 
 }  // namespace rbln::generated

@@ -8,6 +8,7 @@
 #include <ATen/ops/atanh_ops.h>
 #include <ATen/ops/bitwise_xor_ops.h>
 #include <ATen/ops/clamp_max_ops.h>
+#include <ATen/ops/elu_backward_ops.h>
 #include <ATen/ops/eq_ops.h>
 #include <ATen/ops/exp2_ops.h>
 #include <ATen/ops/frac_ops.h>
@@ -1654,6 +1655,36 @@ at::Tensor & wrapper_leaky_relu_backward_grad_input(const at::Tensor & grad_outp
   return grad_input;
 }
 
+at::Tensor wrapper_elu_backward(const at::Tensor & grad_output, const at::Scalar & alpha, const at::Scalar & scale, const at::Scalar & input_scale, bool is_result, const at::Tensor & self_or_result) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, grad_output, self_or_result);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::elu_backward", rbln::functors::elu_backward<float>(alpha, scale, input_scale, is_result)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::elu_backward", rbln::functors::elu_backward<at::Half>(alpha, scale, input_scale, is_result)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::elu_backward", rbln::functors::elu_backward<at::BFloat16>(alpha, scale, input_scale, is_result)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::elu_backward", rbln::functors::elu_backward<double>(alpha, scale, input_scale, is_result)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::elu_backward>::call(grad_output, alpha, scale, input_scale, is_result, self_or_result);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::elu_backward");
+  return iter.output();
+}
+
+at::Tensor & wrapper_elu_backward_grad_input(const at::Tensor & grad_output, const at::Scalar & alpha, const at::Scalar & scale, const at::Scalar & input_scale, bool is_result, const at::Tensor & self_or_result, at::Tensor & grad_input) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  at::Tensor result = grad_input;
+  auto iter = rbln::kernels::binary_iter(result, grad_output, self_or_result);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::elu_backward.grad_input", rbln::functors::elu_backward<float>(alpha, scale, input_scale, is_result)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::elu_backward.grad_input", rbln::functors::elu_backward<at::Half>(alpha, scale, input_scale, is_result)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::elu_backward.grad_input", rbln::functors::elu_backward<at::BFloat16>(alpha, scale, input_scale, is_result)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::elu_backward.grad_input", rbln::functors::elu_backward<double>(alpha, scale, input_scale, is_result)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::elu_backward_grad_input>::call(grad_output, alpha, scale, input_scale, is_result, self_or_result, grad_input);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::elu_backward.grad_input");
+  return grad_input;
+}
+
 at::Tensor wrapper_native_dropout_backward(const at::Tensor & grad_output, const at::Tensor & mask, double scale) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result;
@@ -1788,6 +1819,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sigmoid_backward.grad_input", TORCH_FN(wrapper_sigmoid_backward_grad_input));
   m.impl("leaky_relu_backward", TORCH_FN(wrapper_leaky_relu_backward));
   m.impl("leaky_relu_backward.grad_input", TORCH_FN(wrapper_leaky_relu_backward_grad_input));
+  m.impl("elu_backward", TORCH_FN(wrapper_elu_backward));
+  m.impl("elu_backward.grad_input", TORCH_FN(wrapper_elu_backward_grad_input));
   m.impl("native_dropout_backward", TORCH_FN(wrapper_native_dropout_backward));
   m.impl("native_dropout_backward.out", TORCH_FN(wrapper_native_dropout_backward_out));
 }

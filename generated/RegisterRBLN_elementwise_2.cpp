@@ -16,6 +16,7 @@
 #include <ATen/ops/fmod_ops.h>
 #include <ATen/ops/ge_ops.h>
 #include <ATen/ops/gelu_ops.h>
+#include <ATen/ops/hardshrink_backward_ops.h>
 #include <ATen/ops/hardsigmoid_ops.h>
 #include <ATen/ops/isposinf_ops.h>
 #include <ATen/ops/le_ops.h>
@@ -1666,6 +1667,36 @@ at::Tensor & wrapper_softplus_backward_grad_input(const at::Tensor & grad_output
   return grad_input;
 }
 
+at::Tensor wrapper_hardshrink_backward(const at::Tensor & grad_out, const at::Tensor & self, const at::Scalar & lambd) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_out));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, grad_out, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hardshrink_backward", rbln::functors::shrink_backward<float>(lambd)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hardshrink_backward", rbln::functors::shrink_backward<at::Half>(lambd)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hardshrink_backward", rbln::functors::shrink_backward<at::BFloat16>(lambd)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hardshrink_backward", rbln::functors::shrink_backward<double>(lambd)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardshrink_backward>::call(grad_out, self, lambd);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::hardshrink_backward");
+  return iter.output();
+}
+
+at::Tensor & wrapper_hardshrink_backward_grad_input(const at::Tensor & grad_out, const at::Tensor & self, const at::Scalar & lambd, at::Tensor & grad_input) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_out));
+  at::Tensor result = grad_input;
+  auto iter = rbln::kernels::binary_iter(result, grad_out, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hardshrink_backward.grad_input", rbln::functors::shrink_backward<float>(lambd)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hardshrink_backward.grad_input", rbln::functors::shrink_backward<at::Half>(lambd)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hardshrink_backward.grad_input", rbln::functors::shrink_backward<at::BFloat16>(lambd)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hardshrink_backward.grad_input", rbln::functors::shrink_backward<double>(lambd)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardshrink_backward_grad_input>::call(grad_out, self, lambd, grad_input);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::hardshrink_backward.grad_input");
+  return grad_input;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -1771,6 +1802,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("tanh_backward.grad_input", TORCH_FN(wrapper_tanh_backward_grad_input));
   m.impl("softplus_backward", TORCH_FN(wrapper_softplus_backward));
   m.impl("softplus_backward.grad_input", TORCH_FN(wrapper_softplus_backward_grad_input));
+  m.impl("hardshrink_backward", TORCH_FN(wrapper_hardshrink_backward));
+  m.impl("hardshrink_backward.grad_input", TORCH_FN(wrapper_hardshrink_backward_grad_input));
 }
 
 }  // namespace rbln::generated

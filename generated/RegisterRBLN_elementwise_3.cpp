@@ -33,6 +33,7 @@
 #include <ATen/ops/polygamma_ops.h>
 #include <ATen/ops/pow_ops.h>
 #include <ATen/ops/sgn_ops.h>
+#include <ATen/ops/softshrink_backward_ops.h>
 #include <ATen/ops/special_airy_ai_ops.h>
 #include <ATen/ops/special_bessel_y1_ops.h>
 #include <ATen/ops/special_chebyshev_polynomial_w_ops.h>
@@ -1637,6 +1638,36 @@ at::Tensor & wrapper_hardsigmoid_backward_grad_input(const at::Tensor & grad_out
   return grad_input;
 }
 
+at::Tensor wrapper_softshrink_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & lambd) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::softshrink_backward", rbln::functors::shrink_backward<float>(lambd)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::softshrink_backward", rbln::functors::shrink_backward<at::Half>(lambd)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::softshrink_backward", rbln::functors::shrink_backward<at::BFloat16>(lambd)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::softshrink_backward", rbln::functors::shrink_backward<double>(lambd)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::softshrink_backward>::call(grad_output, self, lambd);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::softshrink_backward");
+  return iter.output();
+}
+
+at::Tensor & wrapper_softshrink_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & lambd, at::Tensor & grad_input) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  at::Tensor result = grad_input;
+  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::softshrink_backward.grad_input", rbln::functors::shrink_backward<float>(lambd)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::softshrink_backward.grad_input", rbln::functors::shrink_backward<at::Half>(lambd)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::softshrink_backward.grad_input", rbln::functors::shrink_backward<at::BFloat16>(lambd)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::softshrink_backward.grad_input", rbln::functors::shrink_backward<double>(lambd)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::softshrink_backward_grad_input>::call(grad_output, self, lambd, grad_input);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::softshrink_backward.grad_input");
+  return grad_input;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -1740,6 +1771,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("gelu_backward.grad_input", TORCH_FN(wrapper_gelu_backward_grad_input));
   m.impl("hardsigmoid_backward", TORCH_FN(wrapper_hardsigmoid_backward));
   m.impl("hardsigmoid_backward.grad_input", TORCH_FN(wrapper_hardsigmoid_backward_grad_input));
+  m.impl("softshrink_backward", TORCH_FN(wrapper_softshrink_backward));
+  m.impl("softshrink_backward.grad_input", TORCH_FN(wrapper_softshrink_backward_grad_input));
 }
 
 }  // namespace rbln::generated

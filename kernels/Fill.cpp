@@ -1,6 +1,7 @@
-// Fills and selections: fill_, zero_, masked_fill_, where, arange.
+// Fills and selections: fill_, zero_, index_fill_, masked_fill_, where, arange.
 #include <ATen/AccumulateType.h>
 #include <ATen/TensorIterator.h>
+#include <ATen/WrapDimUtils.h>
 #include <ATen/native/TypeProperties.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/maximum.h>
@@ -73,6 +74,47 @@ at::Tensor& fill_Tensor(at::Tensor& self, const at::Tensor& value) {
 }
 
 at::Tensor& zero_(at::Tensor& self) { return fill_Scalar(self, 0); }
+
+// Fills the slices self.select(dim, i) for each i in index (negative i counts
+// from the end); the indices are checked on the device, as CPU checks them.
+at::Tensor& index_fill_int_Scalar(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value) {
+  TORCH_CHECK(index.scalar_type() == at::kLong, "index_fill_(): Expected dtype int64 for index.");
+  TORCH_CHECK(index.dim() <= 1, "index_fill_(): Index has to be a vector/scalar");
+  check_same_device({&self, &index});
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  const int64_t n = index.numel();
+  if (n == 0 || self.numel() == 0) return self;
+  const int64_t dim_size = self.dim() == 0 ? 1 : self.size(dim);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= self.size(d);
+  for (int64_t d = dim + 1; d < self.dim(); ++d) inner *= self.size(d);
+  auto idx = contiguous(index);
+  write_contiguous(self, [&](const at::Tensor& target) {
+    if (!target.is_same(self)) device_copy(target, self);
+    RBLN_DISPATCH_ALL(self.scalar_type(), "index_fill_", [&] {
+      const auto v = static_cast<scalar_t>(functors::fill<scalar_t>(value)());
+      auto* p = target.data_ptr<scalar_t>();
+      const auto* ip = idx.const_data_ptr<int64_t>();
+      launch_on(target, "aten::index_fill_", [=] {
+        for (int64_t i = 0; i < n; ++i) {
+          TORCH_CHECK_INDEX(ip[i] >= -dim_size && ip[i] < dim_size, "index ", ip[i], " is out of bounds for dimension ",
+                            dim, " with size ", dim_size);
+        }
+        for (int64_t o = 0; o < outer; ++o) {
+          for (int64_t i = 0; i < n; ++i) {
+            const int64_t k = ip[i] < 0 ? ip[i] + dim_size : ip[i];
+            std::fill_n(p + (o * dim_size + k) * inner, inner, v);
+          }
+        }
+      });
+    });
+  });
+  return self;
+}
+
+at::Tensor& index_fill_int_Tensor(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& value) {
+  return index_fill_int_Scalar(self, dim, index, scalar_of(value, "index_fill_"));
+}
 
 at::Tensor& masked_fill_Scalar(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_fill_ only supports boolean masks, but got mask with dtype ",

@@ -500,6 +500,40 @@ struct softplus_backward {
   }
 };
 template <class T>
+struct elu_backward {  // is_result: the saved tensor is elu's output, else its input
+  using C = at::opmath_type<T>;
+  C negcoef, poscoef, negiptcoef;
+  bool is_result;
+  elu_backward(const at::Scalar& alpha, const at::Scalar& scale, const at::Scalar& input_scale, bool result)
+      : negcoef(alpha.to<C>() * scale.to<C>()), poscoef(scale.to<C>()), negiptcoef(input_scale.to<C>()),
+        is_result(result) {}
+  C operator()(C grad, C x) const {
+    if (x > C(0)) return grad * poscoef;
+    return is_result ? grad * negiptcoef * (x + negcoef) : grad * negiptcoef * negcoef * std::exp(x * negiptcoef);
+  }
+};
+template <class T>
+struct shrink_backward {  // hardshrink's and softshrink's: the gradient passes outside [-lambd, lambd]
+  using C = at::opmath_type<T>;
+  C lambd;
+  explicit shrink_backward(const at::Scalar& l) : lambd(l.to<C>()) {}
+  C operator()(C grad, C x) const { return (x >= -lambd && x <= lambd) ? C(0) : grad; }
+};
+template <class T>
+struct logit_backward {  // without eps, NaN outside [0, 1]; with it, 0 outside [eps, 1 - eps]
+  using C = at::opmath_type<T>;
+  std::optional<C> eps;
+  explicit logit_backward(std::optional<double> e) {
+    if (e && *e >= 0) eps = static_cast<C>(*e);
+  }
+  C operator()(C grad, C x) const {
+    if (eps ? (x < *eps || x > C(1) - *eps) : (x < C(0) || x > C(1)))
+      return eps ? C(0) : std::numeric_limits<C>::quiet_NaN();
+    if (x == C(0) || x == C(1)) return grad * std::numeric_limits<C>::infinity();
+    return grad / (x * (C(1) - x));
+  }
+};
+template <class T>
 struct hardsigmoid_backward {
   using C = at::opmath_type<T>;
   C operator()(C grad, C x) const { return (x > C(-3) && x < C(3)) ? grad / C(6) : C(0); }

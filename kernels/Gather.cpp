@@ -238,6 +238,32 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
   return out;
 }
 
+// index_reduce is scatter_reduce with the index broadcast along `dim` over source.
+at::Tensor& index_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                             c10::string_view reduce, bool include_self, at::Tensor& out) {
+  TORCH_CHECK(reduce == "prod" || reduce == "mean" || reduce == "amax" || reduce == "amin",
+              "index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got ", reduce, ".");
+  TORCH_CHECK(index.dim() <= 1, "index_reduce_(): Index is supposed to be a vector");
+  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
+              "index_reduce_(): Expected dtype int32/int64 for index but got: ", index.scalar_type());
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(), "index_reduce_(): self (", self.scalar_type(),
+              ") and source (", source.scalar_type(), ") must have the same scalar type");
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  const int64_t source_len = source.dim() == 0 ? 1 : source.size(dim);
+  TORCH_CHECK(index.numel() == source_len, "index_reduce_(): Number of indices (", index.numel(),
+              ") should be equal to source.size(dim) (", source_len, ")");
+  TORCH_CHECK(self.dim() == source.dim(), "index_reduce_(): self and source must have the same number of dims");
+  check_same_device({&self, &index, &source, &out});
+  if (!out.is_same(self)) {
+    prepare_out(out, self.sizes(), self.scalar_type(), self, "index_reduce");
+    device_copy(out, self);
+  }
+  std::vector<int64_t> shape(source.dim(), 1);  // a 0-dim source takes a 0-dim index
+  if (source.dim() > 0) shape[dim] = index.numel();
+  auto spread = index.to(at::kLong).reshape(shape).expand(source.sizes());
+  return scatter_reduce_two_out(out, dim, spread, source, reduce, include_self, out);
+}
+
 at::Tensor nonzero(const at::Tensor& self) {
   auto out = at::empty({0}, self.options().dtype(at::kLong));
   return nonzero_out(self, out);

@@ -1,4 +1,5 @@
-// Indexing and data movement: index_select, index_copy, cat, repeat_interleave.
+// Indexing and data movement: index_select, index_copy, cat, take, put_,
+// masked_select/masked_scatter_, repeat_interleave.
 // Index values live in device memory, so they are checked inside the kernel;
 // a bad index surfaces at the next synchronizing call, as on CUDA.
 #include <ATen/ExpandUtils.h>
@@ -306,6 +307,97 @@ at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
   auto index = at::empty({static_cast<int64_t>(picked.size())}, host_mask.options().dtype(at::kLong));
   std::copy(picked.begin(), picked.end(), index.data_ptr<int64_t>());
   return kernels::index_select(contiguous(self.expand(shape)).reshape({-1}), 0, index.to(self.device()));
+}
+
+// Writes source's leading elements, in order, where the mask (broadcast to
+// self) is true; serial, as each position depends on the count before it.
+at::Tensor& masked_scatter_(at::Tensor& self, const at::Tensor& mask, const at::Tensor& source) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_scatter_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(),
+              "masked_scatter_: expected self and source to have same dtypes but got ", self.scalar_type(), " and ",
+              source.scalar_type());
+  check_same_device({&self, &mask, &source});
+  if (self.numel() == 0) return self;
+  auto m = contiguous(mask.expand(self.sizes()));
+  auto src = contiguous(source);
+  const int64_t n = self.numel(), available = source.numel(), size = self.element_size();
+  write_contiguous(self, [&](const at::Tensor& target) {
+    if (!target.is_same(self)) device_copy(target, self);
+    auto* dst = static_cast<char*>(target.data_ptr());
+    const auto* s = static_cast<const char*>(src.const_data_ptr());
+    const bool* mp = m.const_data_ptr<bool>();
+    launch_on(target, "aten::masked_scatter_", [=] {
+      int64_t taken = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        if (!mp[i]) continue;
+        TORCH_CHECK(taken < available, "masked_scatter_: expected source to have at least as many elements as ",
+                    "ones in mask, but source has ", available);
+        std::memcpy(dst + i * size, s + taken++ * size, size);
+      }
+    });
+  });
+  return self;
+}
+
+namespace {
+
+// Checks the flat indices of take/put_ on the device (negative ones count from the end).
+inline int64_t flat_index(int64_t i, int64_t numel) {
+  TORCH_CHECK_INDEX(i >= -numel && i < numel, "out of range: tried to access index ", i, " on a tensor of ", numel,
+                    " elements.");
+  return i < 0 ? i + numel : i;
+}
+
+}  // namespace
+
+// out[i] = self.flatten()[index[i]], shaped like index.
+at::Tensor take(const at::Tensor& self, const at::Tensor& index) {
+  TORCH_CHECK(index.scalar_type() == at::kLong, "take(): Expected a long tensor for index, but got ",
+              index.scalar_type());
+  check_same_device({&self, &index});
+  auto out = at::empty(index.sizes(), self.options());
+  const int64_t n = index.numel(), numel = self.numel(), size = self.element_size();
+  TORCH_CHECK_INDEX(numel > 0 || n == 0, "take(): tried to take from an empty tensor");
+  if (n == 0) return out;
+  auto src = contiguous(self), idx = contiguous(index);
+  const auto* s = static_cast<const char*>(src.const_data_ptr());
+  const auto* ip = idx.const_data_ptr<int64_t>();
+  auto* dst = static_cast<char*>(out.data_ptr());
+  launch_on(out, "aten::take", [=] {
+    for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * size, s + flat_index(ip[i], numel) * size, size);
+  });
+  return out;
+}
+
+// self.flatten()[index[i]] = source[i] (or += with accumulate), in index order.
+at::Tensor& put_(at::Tensor& self, const at::Tensor& index, const at::Tensor& source, bool accumulate) {
+  TORCH_CHECK(index.scalar_type() == at::kLong, "put_(): Expected a long tensor for index, but got ",
+              index.scalar_type());
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(), "put_(): self and source expected to have the same dtype, ",
+              "but got self.dtype = ", self.scalar_type(), " and source.dtype = ", source.scalar_type());
+  TORCH_CHECK(index.numel() == source.numel(), "put_(): Expected source and index to have the same number of ",
+              "elements, but got source.numel() = ", source.numel(), ", index.numel() = ", index.numel());
+  check_same_device({&self, &index, &source});
+  const int64_t n = index.numel(), numel = self.numel();
+  TORCH_CHECK_INDEX(numel > 0 || n == 0, "put_(): Tried to put elements into an empty tensor");
+  if (n == 0) return self;
+  auto src = contiguous(source), idx = contiguous(index);
+  write_contiguous(self, [&](const at::Tensor& target) {
+    if (!target.is_same(self)) device_copy(target, self);
+    RBLN_DISPATCH_ALL(self.scalar_type(), "put_", [&] {
+      auto* dst = target.data_ptr<scalar_t>();
+      const auto* sp = src.const_data_ptr<scalar_t>();
+      const auto* ip = idx.const_data_ptr<int64_t>();
+      launch_on(target, "aten::put_", [=] {
+        for (int64_t i = 0; i < n; ++i) {
+          scalar_t& d = dst[flat_index(ip[i], numel)];
+          d = accumulate ? static_cast<scalar_t>(d + sp[i]) : sp[i];
+        }
+      });
+    });
+  });
+  return self;
 }
 
 at::Tensor repeat_interleave_Tensor(const at::Tensor& repeats, std::optional<c10::SymInt> output_size) {

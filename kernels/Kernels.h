@@ -25,6 +25,8 @@ at::Tensor& fill_Tensor(at::Tensor& self, const at::Tensor& value);
 at::Tensor& zero_(at::Tensor& self);
 at::Tensor& masked_fill_Scalar(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value);
 at::Tensor& masked_fill_Tensor(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value);
+at::Tensor& index_fill_int_Scalar(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value);
+at::Tensor& index_fill_int_Tensor(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& value);
 at::Tensor where_self(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other);
 at::Tensor& where_self_out(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other, at::Tensor& out);
 at::Tensor& arange_start_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out);
@@ -39,6 +41,9 @@ at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor
 at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim);
 at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out);
 at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask);
+at::Tensor& masked_scatter_(at::Tensor& self, const at::Tensor& mask, const at::Tensor& source);
+at::Tensor take(const at::Tensor& self, const at::Tensor& index);
+at::Tensor& put_(at::Tensor& self, const at::Tensor& index, const at::Tensor& source, bool accumulate);
 at::Tensor repeat_interleave_Tensor(const at::Tensor& repeats, std::optional<c10::SymInt> output_size);
 
 // reductions
@@ -293,6 +298,8 @@ at::Tensor& scatter_add_out(const at::Tensor& self, int64_t dim, const at::Tenso
 at::Tensor& scatter_reduce_two_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
                                    const at::Tensor& src, c10::string_view reduce, bool include_self,
                                    at::Tensor& out);
+at::Tensor& index_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                             c10::string_view reduce, bool include_self, at::Tensor& out);
 at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
                           const at::Scalar& alpha, at::Tensor& out);
 at::Tensor index_Tensor(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices);
@@ -312,6 +319,9 @@ at::Tensor& tril_out(const at::Tensor& self, c10::SymInt diagonal, at::Tensor& o
 at::Tensor& triu_out(const at::Tensor& self, c10::SymInt diagonal, at::Tensor& out);
 at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims);
 at::Tensor roll(const at::Tensor& self, c10::SymIntArrayRef shifts, at::IntArrayRef dims);
+at::Tensor channel_shuffle(const at::Tensor& self, c10::SymInt groups);
+at::Tensor unfold_backward(const at::Tensor& grad_in, c10::SymIntArrayRef input_sizes, int64_t dim, int64_t size,
+                           int64_t step);
 
 // sorting (kernels/Sort.cpp)
 std::tuple<at::Tensor&, at::Tensor&> sort_values_stable(const at::Tensor& self, std::optional<bool> stable,
@@ -325,6 +335,7 @@ std::tuple<at::Tensor, at::Tensor> topk(const at::Tensor& self, c10::SymInt k, i
                                         bool sorted);
 at::Tensor cumprod(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype);
 at::Tensor& cumprod_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out);
+at::Tensor& _logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& out);
 
 // losses (kernels/Loss.cpp)
 std::tuple<at::Tensor, at::Tensor> nll_loss2d_forward(const at::Tensor& self, const at::Tensor& target,
@@ -344,21 +355,60 @@ at::Tensor huber_loss_backward(const at::Tensor& grad_output, const at::Tensor& 
                                int64_t reduction, double delta);
 std::tuple<at::Tensor, at::Tensor> log_sigmoid_forward(const at::Tensor& self);
 at::Tensor log_sigmoid_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& buffer);
+at::Tensor binary_cross_entropy(const at::Tensor& self, const at::Tensor& target,
+                                const std::optional<at::Tensor>& weight, int64_t reduction);
+at::Tensor binary_cross_entropy_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                                         const std::optional<at::Tensor>& weight, int64_t reduction);
 
-// resampling: nearest upsampling and padding (kernels/Resample.cpp)
+// pointwise ops with several operands or results (kernels/Pointwise.cpp)
+at::Tensor glu(const at::Tensor& self, int64_t dim);
+at::Tensor glu_backward(const at::Tensor& grad_output, const at::Tensor& self, int64_t dim);
+at::Tensor _prelu_kernel(const at::Tensor& self, const at::Tensor& weight);
+std::tuple<at::Tensor, at::Tensor> _prelu_kernel_backward(const at::Tensor& grad_output, const at::Tensor& self,
+                                                          const at::Tensor& weight);
+at::Tensor& linalg_cross_out(const at::Tensor& self, const at::Tensor& other, int64_t dim, at::Tensor& out);
+
+// resampling: nearest, linear and cubic upsampling, padding (kernels/Resample.cpp)
 at::Tensor upsample_nearest1d(const at::Tensor& self, c10::SymIntArrayRef output_size, std::optional<double> scales);
-at::Tensor upsample_nearest2d(const at::Tensor& self, c10::SymIntArrayRef output_size, std::optional<double> scales_h,
-                              std::optional<double> scales_w);
-at::Tensor upsample_nearest3d(const at::Tensor& self, c10::SymIntArrayRef output_size, std::optional<double> scales_d,
-                              std::optional<double> scales_h, std::optional<double> scales_w);
 at::Tensor upsample_nearest1d_backward(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
-                                       c10::SymIntArrayRef input_size, std::optional<double> scales);
+    c10::SymIntArrayRef input_size, std::optional<double> scales);
+at::Tensor upsample_nearest2d(const at::Tensor& self, c10::SymIntArrayRef output_size, std::optional<double> scales_h, std::optional<double> scales_w);
 at::Tensor upsample_nearest2d_backward(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
-                                       c10::SymIntArrayRef input_size, std::optional<double> scales_h,
-                                       std::optional<double> scales_w);
+    c10::SymIntArrayRef input_size, std::optional<double> scales_h, std::optional<double> scales_w);
+at::Tensor upsample_nearest3d(const at::Tensor& self, c10::SymIntArrayRef output_size, std::optional<double> scales_d, std::optional<double> scales_h,
+    std::optional<double> scales_w);
 at::Tensor upsample_nearest3d_backward(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
-                                       c10::SymIntArrayRef input_size, std::optional<double> scales_d,
-                                       std::optional<double> scales_h, std::optional<double> scales_w);
+    c10::SymIntArrayRef input_size, std::optional<double> scales_d, std::optional<double> scales_h,
+    std::optional<double> scales_w);
+at::Tensor _upsample_nearest_exact1d(const at::Tensor& self, c10::SymIntArrayRef output_size, std::optional<double> scales);
+at::Tensor _upsample_nearest_exact1d_backward(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
+    c10::SymIntArrayRef input_size, std::optional<double> scales);
+at::Tensor _upsample_nearest_exact2d(const at::Tensor& self, c10::SymIntArrayRef output_size, std::optional<double> scales_h, std::optional<double> scales_w);
+at::Tensor _upsample_nearest_exact2d_backward(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
+    c10::SymIntArrayRef input_size, std::optional<double> scales_h, std::optional<double> scales_w);
+at::Tensor _upsample_nearest_exact3d(const at::Tensor& self, c10::SymIntArrayRef output_size, std::optional<double> scales_d, std::optional<double> scales_h,
+    std::optional<double> scales_w);
+at::Tensor _upsample_nearest_exact3d_backward(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
+    c10::SymIntArrayRef input_size, std::optional<double> scales_d, std::optional<double> scales_h,
+    std::optional<double> scales_w);
+at::Tensor& upsample_linear1d_out(const at::Tensor& self, c10::SymIntArrayRef output_size, bool align_corners,
+    std::optional<double> scales, at::Tensor& out);
+at::Tensor& upsample_linear1d_backward_out(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
+    c10::SymIntArrayRef input_size, bool align_corners, std::optional<double> scales, at::Tensor& grad_input);
+at::Tensor& upsample_bilinear2d_out(const at::Tensor& self, c10::SymIntArrayRef output_size, bool align_corners,
+    std::optional<double> scales_h, std::optional<double> scales_w, at::Tensor& out);
+at::Tensor& upsample_bilinear2d_backward_out(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
+    c10::SymIntArrayRef input_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w, at::Tensor& grad_input);
+at::Tensor& upsample_trilinear3d_out(const at::Tensor& self, c10::SymIntArrayRef output_size, bool align_corners,
+    std::optional<double> scales_d, std::optional<double> scales_h,
+    std::optional<double> scales_w, at::Tensor& out);
+at::Tensor& upsample_trilinear3d_backward_out(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
+    c10::SymIntArrayRef input_size, bool align_corners, std::optional<double> scales_d, std::optional<double> scales_h,
+    std::optional<double> scales_w, at::Tensor& grad_input);
+at::Tensor& upsample_bicubic2d_out(const at::Tensor& self, c10::SymIntArrayRef output_size, bool align_corners,
+    std::optional<double> scales_h, std::optional<double> scales_w, at::Tensor& out);
+at::Tensor& upsample_bicubic2d_backward_out(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
+    c10::SymIntArrayRef input_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w, at::Tensor& grad_input);
 at::Tensor reflection_pad1d(const at::Tensor& self, c10::SymIntArrayRef padding);
 at::Tensor reflection_pad1d_backward(const at::Tensor& grad_output, const at::Tensor& self, c10::SymIntArrayRef padding);
 at::Tensor reflection_pad2d(const at::Tensor& self, c10::SymIntArrayRef padding);

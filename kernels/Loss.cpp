@@ -1,7 +1,8 @@
 // nll_loss forward and backward for [N, C] or [C] log-probabilities (and
 // spatial [N, C, H, W] through the same kernel). Targets live in device
 // memory, so their bounds are checked inside the kernel. The pointwise losses
-// (mse, smooth L1, Huber, log-sigmoid) are compositions of device ops.
+// (mse, smooth L1, Huber, log-sigmoid, binary cross-entropy's backward) are
+// compositions of device ops.
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Reduction.h>
 #include <ATen/ops/abs.h>
@@ -221,6 +222,29 @@ at::Tensor huber_loss_backward(const at::Tensor& grad_output, const at::Tensor& 
   auto x = widen(self - target);
   auto slope = at::where(x.abs() < delta, x, x.sign() * delta);
   return (slope * widen(grad_output) * loss_scale(self, reduction)).to(self.scalar_type());
+}
+
+// CPU's clamped form: (t - 1) * max(log1p(-x), -100) - t * max(log(x), -100).
+// The input range is read back (one bool) so an input outside [0, 1] raises
+// as on CPU instead of producing NaN.
+at::Tensor binary_cross_entropy(const at::Tensor& self, const at::Tensor& target,
+                                const std::optional<at::Tensor>& weight, int64_t reduction) {
+  check_same_device({&self, &target});
+  TORCH_CHECK(self.sizes() == target.sizes(), "Using a target size (", target.sizes(), ") that is different to the ",
+              "input size (", self.sizes(), ") is deprecated. Please ensure they have the same size.");
+  TORCH_CHECK(!((self < 0) | (self > 1)).any().item<bool>(), "all elements of input should be between 0 and 1");
+  auto loss = (target - 1) * self.neg().log1p().clamp_min(-100) - target * self.log().clamp_min(-100);
+  if (weight && weight->defined()) loss = loss * *weight;
+  return reduce_loss(loss, reduction, self.scalar_type());
+}
+
+// grad * (x - t) / max((1 - x) * x, 1e-12), CPU's guard against division by zero.
+at::Tensor binary_cross_entropy_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                                         const std::optional<at::Tensor>& weight, int64_t reduction) {
+  check_same_device({&grad_output, &self, &target});
+  auto grad = grad_output * (self - target) / ((1 - self) * self).clamp_min(1e-12);
+  if (weight && weight->defined()) grad = grad * *weight;
+  return reduction == at::Reduction::Mean ? grad / static_cast<double>(self.numel()) : grad;
 }
 
 std::tuple<at::Tensor, at::Tensor> log_sigmoid_forward(const at::Tensor& self) {

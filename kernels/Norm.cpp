@@ -6,6 +6,8 @@
 #include <ATen/ops/eq.h>
 
 #include <cmath>
+#include <limits>
+#include <type_traits>
 
 #include "kernels/Common.h"
 #include "kernels/Kernels.h"
@@ -149,9 +151,29 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
 
 namespace {
 
-// Running sum or product along `dim`, accumulated in the accumulate type.
+enum class Scan { sum, product, logsumexp };
+
+// log-sum-exp starts from -inf (floating accumulators only: logcumsumexp is floating).
+template <class T>
+T scan_init() {
+  if constexpr (std::is_floating_point_v<T>) return -std::numeric_limits<T>::infinity();
+  else return T(0);
+}
+
+// CPU's log(exp(x) + exp(acc)): stable, and exact for equal infinities.
+template <class T>
+T scan_log_add_exp(T x, T acc) {
+  if constexpr (std::is_floating_point_v<T>) {
+    const T lo = std::isnan(acc) ? acc : std::min(x, acc), hi = std::isnan(acc) ? acc : std::max(x, acc);
+    return (lo != hi || std::isfinite(lo)) ? std::log1p(std::exp(lo - hi)) + hi : x;
+  } else {
+    return acc;
+  }
+}
+
+// Running sum, product or log-sum-exp along `dim`, accumulated in the accumulate type.
 at::Tensor& scan_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out,
-                     bool product, const char* op, const char* name) {
+                     Scan kind, const char* op, const char* name) {
   auto type = dtype.value_or(out.defined() && out.scalar_type() != self.scalar_type() && !dtype
                                  ? out.scalar_type()
                                  : (at::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type()));
@@ -172,10 +194,12 @@ at::Tensor& scan_out(const at::Tensor& self, int64_t dim, std::optional<at::Scal
         at::parallel_for(0, outer * inner, std::max<int64_t>(1, kGrainSize / size), [&](int64_t lo, int64_t hi) {
           for (int64_t r = lo; r < hi; ++r) {
             int64_t base = (r / inner) * size * inner + r % inner;
-            acc_t acc = product ? 1 : 0;
+            acc_t acc = kind == Scan::product ? acc_t(1) : kind == Scan::sum ? acc_t(0) : scan_init<acc_t>();
             for (int64_t j = 0; j < size; ++j) {
               const auto v = static_cast<acc_t>(xp[base + j * inner]);
-              acc = product ? static_cast<acc_t>(acc * v) : static_cast<acc_t>(acc + v);
+              acc = kind == Scan::product ? static_cast<acc_t>(acc * v)
+                    : kind == Scan::sum   ? static_cast<acc_t>(acc + v)
+                                          : scan_log_add_exp(v, acc);
               yp[base + j * inner] = static_cast<scalar_t>(acc);
             }
           }
@@ -193,14 +217,17 @@ at::ScalarType scan_dtype(const at::Tensor& self, std::optional<at::ScalarType> 
 }  // namespace
 
 at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
-  return scan_out(self, dim, dtype, out, false, "cumsum", "aten::cumsum");
+  return scan_out(self, dim, dtype, out, Scan::sum, "cumsum", "aten::cumsum");
 }
 at::Tensor cumsum(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
   at::Tensor out = at::empty({0}, self.options().dtype(scan_dtype(self, dtype)));
   return cumsum_out(self, dim, out.scalar_type(), out);
 }
 at::Tensor& cumprod_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
-  return scan_out(self, dim, dtype, out, true, "cumprod", "aten::cumprod");
+  return scan_out(self, dim, dtype, out, Scan::product, "cumprod", "aten::cumprod");
+}
+at::Tensor& _logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
+  return scan_out(self, dim, self.scalar_type(), out, Scan::logsumexp, "logcumsumexp", "aten::_logcumsumexp");
 }
 at::Tensor cumprod(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
   at::Tensor out = at::empty({0}, self.options().dtype(scan_dtype(self, dtype)));

@@ -1,9 +1,12 @@
 // Separable resampling of the trailing 1 to 3 spatial dims: nearest
-// upsampling and reflection/replication padding. Each output coordinate maps
-// to one input coordinate per dim through a small table, so one gather kernel
-// serves the forwards and one scatter-add kernel the backwards.
+// upsampling and reflection/replication padding, where each output coordinate
+// maps to one input coordinate per dim through a small table (one gather
+// kernel for the forwards, one scatter-add for the backwards); and linear and
+// cubic interpolation, where it maps to 2 or 4 weighted taps per dim.
+#include <ATen/native/UpSample.h>
 #include <ATen/ops/empty.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -152,45 +155,233 @@ Mapping pad_mapping(at::IntArrayRef input_sizes, c10::SymIntArrayRef pad, int64_
   return m;
 }
 
+enum class Interp { linear, cubic };
+
+// Per output coordinate of one dim: `k` input coordinates and their weights.
+struct Taps {
+  int64_t k = 0;
+  std::vector<int64_t> index;
+  std::vector<double> weight;
+};
+
+// CPU's source coordinate (ATen/native/UpSample.h), with the one FMA its
+// vectorized build contracts scale * (o + 0.5) - 0.5 into: without it, a
+// weight deep into a large image differs from CPU's in the last bits.
+template <class T>
+T source_index(T scale, int64_t o, bool align_corners, bool cubic) {
+  if (align_corners) return scale * o;
+  const T src = std::fma(scale, static_cast<T>(o) + T(0.5), T(-0.5));
+  return (!cubic && src < 0) ? T(0) : src;
+}
+
+// CPU's taps: the forward stores its weights in the tensor's dtype W, the
+// backward in opmath.
+template <class W>
+Taps taps_of(Interp kind, int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
+  using opmath = at::opmath_type<W>;
+  Taps t;
+  t.k = kind == Interp::linear ? 2 : 4;
+  t.index.resize(out * t.k);
+  t.weight.resize(out * t.k);
+  const opmath ratio = at::native::area_pixel_compute_scale<opmath>(in, out, align_corners, scale);
+  for (int64_t o = 0; o < out; ++o) {
+    int64_t* idx = &t.index[o * t.k];
+    double* w = &t.weight[o * t.k];
+    int64_t base;
+    if (kind == Interp::linear) {
+      W l1 = 0;
+      if (in == out) {  // CPU copies: both taps on o
+        base = o;
+        l1 = W(0);
+      } else {
+        at::native::guard_index_and_lambda(source_index(ratio, o, align_corners, false), in, base, l1);
+      }
+      idx[0] = base;
+      idx[1] = in == out ? base : base + (base < in - 1 ? 1 : 0);
+      w[0] = static_cast<opmath>(static_cast<W>(W(1) - l1));
+      w[1] = static_cast<opmath>(l1);
+      continue;
+    }
+    opmath lambda, c[4];
+    at::native::guard_index_and_lambda(source_index(ratio, o, align_corners, true), in, base, lambda);
+    at::native::get_cubic_upsample_coefficients<opmath>(c, lambda);
+    for (int j = 0; j < 4; ++j) {
+      idx[j] = std::clamp<int64_t>(base - 1 + j, 0, in - 1);
+      w[j] = static_cast<opmath>(static_cast<W>(c[j]));
+    }
+  }
+  return t;
+}
+
+struct Weighted {
+  Mapping shape;  // planes and spatial sizes (its one-tap tables unused)
+  std::vector<Taps> taps;
+};
+
+template <class W>
+Weighted weighted(Interp kind, at::IntArrayRef input_sizes, c10::SymIntArrayRef output_size, bool align_corners,
+                  at::ArrayRef<std::optional<double>> scales, int64_t dims, const char* op) {
+  Weighted m{mapping_of(input_sizes, dims, op), {}};
+  auto out = C10_AS_INTARRAYREF_SLOW(output_size);
+  TORCH_CHECK(static_cast<int64_t>(out.size()) == dims, op, ": expected output_size with ", dims, " values, got ", out);
+  for (int64_t d = 0; d < dims; ++d) {
+    TORCH_CHECK(m.shape.in_sizes[d] > 0 && out[d] > 0, op, ": input and output sizes should be greater than 0, but got ",
+                "input ", input_sizes, " and output ", out);
+    m.taps.push_back(taps_of<W>(kind, m.shape.in_sizes[d], out[d], align_corners, scales[d]));
+    m.shape.out_sizes.push_back(out[d]);
+  }
+  return m;
+}
+
+// Output coordinate o of a plane, as one coordinate per dim.
+inline void coordinates(int64_t o, const std::vector<int64_t>& sizes, int64_t* coord) {
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
+    coord[d] = o % sizes[d];
+    o /= sizes[d];
+  }
+}
+
+// out = sum over taps, nested first dim outermost and added in tap order, as
+// CPU's generic interpolation does.
+at::Tensor& interpolate_out(const at::Tensor& self, Interp kind, c10::SymIntArrayRef output_size, bool align_corners,
+                            at::ArrayRef<std::optional<double>> scales, int64_t dims, at::Tensor& out, const char* op) {
+  RBLN_DISPATCH_FLOATING(self.scalar_type(), "upsample", [&] {
+    using opmath = at::opmath_type<scalar_t>;
+    const Weighted m = weighted<scalar_t>(kind, self.sizes(), output_size, align_corners, scales, dims, op);
+    prepare_out(out, full_sizes(self.sizes(), m.shape), self.scalar_type(), self, op);
+    if (out.numel() == 0) return;
+    auto x = contiguous(self);
+    const scalar_t* src = x.const_data_ptr<scalar_t>();
+    write_contiguous(out, [&](const at::Tensor& target) {
+      scalar_t* dst = target.data_ptr<scalar_t>();
+      launch_on(target, op, [=] {
+        const int64_t in_plane = m.shape.in_plane(), out_plane = m.shape.out_plane();
+        at::parallel_for(0, m.shape.planes, std::max<int64_t>(1, kGrainSize / out_plane), [&](int64_t lo, int64_t hi) {
+          int64_t coord[3];
+          auto eval = [&](auto&& eval, const scalar_t* plane, int64_t d, int64_t base) -> opmath {
+            if (d == dims) return static_cast<opmath>(plane[base]);
+            const Taps& t = m.taps[d];
+            opmath acc = 0;
+            for (int64_t j = 0; j < t.k; ++j) {
+              const int64_t at = coord[d] * t.k + j;
+              const opmath v = eval(eval, plane, d + 1, base * m.shape.in_sizes[d] + t.index[at]);
+              const opmath w = static_cast<opmath>(t.weight[at]);
+              acc = j == 0 ? v * w : std::fma(v, w, acc);  // CPU's contracted `acc += v * w`
+            }
+            return acc;
+          };
+          for (int64_t p = lo; p < hi; ++p) {
+            for (int64_t o = 0; o < out_plane; ++o) {
+              coordinates(o, m.shape.out_sizes, coord);
+              dst[p * out_plane + o] = static_cast<scalar_t>(eval(eval, src + p * in_plane, 0, 0));
+            }
+          }
+        });
+      });
+    });
+  });
+  return out;
+}
+
+// grad_input[taps of o] += (product of the taps' weights) * grad_output[o], in opmath.
+at::Tensor& interpolate_backward_out(const at::Tensor& grad_output, Interp kind, c10::SymIntArrayRef output_size,
+                                     c10::SymIntArrayRef input_size, bool align_corners,
+                                     at::ArrayRef<std::optional<double>> scales, int64_t dims, at::Tensor& grad_input,
+                                     const char* op) {
+  auto in_sizes = C10_AS_INTARRAYREF_SLOW(input_size);
+  RBLN_DISPATCH_FLOATING(grad_output.scalar_type(), "upsample_backward", [&] {
+    using opmath = at::opmath_type<scalar_t>;
+    const Weighted m = weighted<opmath>(kind, in_sizes, output_size, align_corners, scales, dims, op);
+    TORCH_CHECK(grad_output.sizes() == at::IntArrayRef(full_sizes(in_sizes, m.shape)), op, ": grad_output ",
+                grad_output.sizes(), " does not match the forward's output ", full_sizes(in_sizes, m.shape));
+    prepare_out(grad_input, in_sizes, grad_output.scalar_type(), grad_output, op);
+    if (grad_input.numel() == 0) return;
+    auto go = contiguous(grad_output);
+    const scalar_t* gp = go.const_data_ptr<scalar_t>();
+    write_contiguous(grad_input, [&](const at::Tensor& target) {
+      scalar_t* gi = target.data_ptr<scalar_t>();
+      launch_on(target, op, [=] {
+        const int64_t in_plane = m.shape.in_plane(), out_plane = m.shape.out_plane();
+        at::parallel_for(0, m.shape.planes, std::max<int64_t>(1, kGrainSize / out_plane), [&](int64_t lo, int64_t hi) {
+          std::vector<opmath> acc(in_plane);
+          int64_t coord[3];
+          opmath g = 0;
+          auto scatter = [&](auto&& scatter, int64_t d, int64_t base, opmath w) -> void {
+            if (d == dims) {
+              acc[base] = std::fma(w, g, acc[base]);  // CPU's contracted `+= w * g`
+              return;
+            }
+            const Taps& t = m.taps[d];
+            for (int64_t j = 0; j < t.k; ++j) {
+              const int64_t at = coord[d] * t.k + j;
+              const opmath wj = static_cast<opmath>(t.weight[at]);
+              scatter(scatter, d + 1, base * m.shape.in_sizes[d] + t.index[at], d == 0 ? wj : w * wj);
+            }
+          };
+          for (int64_t p = lo; p < hi; ++p) {
+            std::fill(acc.begin(), acc.end(), opmath(0));
+            for (int64_t o = 0; o < out_plane; ++o) {
+              coordinates(o, m.shape.out_sizes, coord);
+              g = static_cast<opmath>(gp[p * out_plane + o]);
+              scatter(scatter, 0, 0, opmath(1));
+            }
+            for (int64_t i = 0; i < in_plane; ++i) gi[p * in_plane + i] = static_cast<scalar_t>(acc[i]);
+          }
+        });
+      });
+    });
+  });
+  return grad_input;
+}
+
 }  // namespace
 
-at::Tensor upsample_nearest1d(const at::Tensor& self, c10::SymIntArrayRef output_size, std::optional<double> scales) {
-  return gather_planes(self, nearest(self.sizes(), output_size, {scales}, 1, false, "upsample_nearest1d"),
-                       "aten::upsample_nearest1d");
-}
-at::Tensor upsample_nearest2d(const at::Tensor& self, c10::SymIntArrayRef output_size, std::optional<double> scales_h,
-                              std::optional<double> scales_w) {
-  return gather_planes(self, nearest(self.sizes(), output_size, {scales_h, scales_w}, 2, false, "upsample_nearest2d"),
-                       "aten::upsample_nearest2d");
-}
-at::Tensor upsample_nearest3d(const at::Tensor& self, c10::SymIntArrayRef output_size, std::optional<double> scales_d,
-                              std::optional<double> scales_h, std::optional<double> scales_w) {
-  return gather_planes(
-      self, nearest(self.sizes(), output_size, {scales_d, scales_h, scales_w}, 3, false, "upsample_nearest3d"),
-      "aten::upsample_nearest3d");
-}
-at::Tensor upsample_nearest1d_backward(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
-                                       c10::SymIntArrayRef input_size, std::optional<double> scales) {
-  auto in = C10_AS_INTARRAYREF_SLOW(input_size);
-  return scatter_planes(grad_output, in, nearest(in, output_size, {scales}, 1, false, "upsample_nearest1d_backward"),
-                        "aten::upsample_nearest1d_backward");
-}
-at::Tensor upsample_nearest2d_backward(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
-                                       c10::SymIntArrayRef input_size, std::optional<double> scales_h,
-                                       std::optional<double> scales_w) {
-  auto in = C10_AS_INTARRAYREF_SLOW(input_size);
-  return scatter_planes(grad_output, in,
-                        nearest(in, output_size, {scales_h, scales_w}, 2, false, "upsample_nearest2d_backward"),
-                        "aten::upsample_nearest2d_backward");
-}
-at::Tensor upsample_nearest3d_backward(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
-                                       c10::SymIntArrayRef input_size, std::optional<double> scales_d,
-                                       std::optional<double> scales_h, std::optional<double> scales_w) {
-  auto in = C10_AS_INTARRAYREF_SLOW(input_size);
-  return scatter_planes(
-      grad_output, in, nearest(in, output_size, {scales_d, scales_h, scales_w}, 3, false, "upsample_nearest3d_backward"),
-      "aten::upsample_nearest3d_backward");
-}
+// Each resampling op's scale parameters (SCALES_D) and their names (NAMES_D).
+#define RBLN_SCALES_1 std::optional<double> scales
+#define RBLN_SCALES_2 std::optional<double> scales_h, std::optional<double> scales_w
+#define RBLN_SCALES_3 std::optional<double> scales_d, std::optional<double> scales_h, std::optional<double> scales_w
+#define RBLN_NAMES_1 scales
+#define RBLN_NAMES_2 scales_h, scales_w
+#define RBLN_NAMES_3 scales_d, scales_h, scales_w
+
+// upsample_nearest{1,2,3}d and _upsample_nearest_exact{1,2,3}d, with their backwards.
+#define RBLN_NEAREST_OPS(NAME, EXACT, D)                                                                          \
+  at::Tensor NAME(const at::Tensor& self, c10::SymIntArrayRef output_size, RBLN_SCALES_##D) {                     \
+    return gather_planes(self, nearest(self.sizes(), output_size, {RBLN_NAMES_##D}, D, EXACT, #NAME),             \
+                         "aten::" #NAME);                                                                         \
+  }                                                                                                               \
+  at::Tensor NAME##_backward(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,                      \
+                             c10::SymIntArrayRef input_size, RBLN_SCALES_##D) {                                   \
+    auto in = C10_AS_INTARRAYREF_SLOW(input_size);                                                                \
+    return scatter_planes(grad_output, in, nearest(in, output_size, {RBLN_NAMES_##D}, D, EXACT, #NAME "_backward"), \
+                          "aten::" #NAME "_backward");                                                            \
+  }
+RBLN_NEAREST_OPS(upsample_nearest1d, false, 1)
+RBLN_NEAREST_OPS(upsample_nearest2d, false, 2)
+RBLN_NEAREST_OPS(upsample_nearest3d, false, 3)
+RBLN_NEAREST_OPS(_upsample_nearest_exact1d, true, 1)
+RBLN_NEAREST_OPS(_upsample_nearest_exact2d, true, 2)
+RBLN_NEAREST_OPS(_upsample_nearest_exact3d, true, 3)
+#undef RBLN_NEAREST_OPS
+
+// upsample_linear1d, upsample_bilinear2d, upsample_trilinear3d and
+// upsample_bicubic2d (out= kernels, registered structured), with their backwards.
+#define RBLN_INTERP_OPS(NAME, KIND, D)                                                                            \
+  at::Tensor& NAME##_out(const at::Tensor& self, c10::SymIntArrayRef output_size, bool align_corners,             \
+                         RBLN_SCALES_##D, at::Tensor& out) {                                                      \
+    return interpolate_out(self, Interp::KIND, output_size, align_corners, {RBLN_NAMES_##D}, D, out, "aten::" #NAME); \
+  }                                                                                                               \
+  at::Tensor& NAME##_backward_out(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,                 \
+                                  c10::SymIntArrayRef input_size, bool align_corners, RBLN_SCALES_##D,            \
+                                  at::Tensor& grad_input) {                                                       \
+    return interpolate_backward_out(grad_output, Interp::KIND, output_size, input_size, align_corners,            \
+                                    {RBLN_NAMES_##D}, D, grad_input, "aten::" #NAME "_backward");                 \
+  }
+RBLN_INTERP_OPS(upsample_linear1d, linear, 1)
+RBLN_INTERP_OPS(upsample_bilinear2d, linear, 2)
+RBLN_INTERP_OPS(upsample_trilinear3d, linear, 3)
+RBLN_INTERP_OPS(upsample_bicubic2d, cubic, 2)
+#undef RBLN_INTERP_OPS
 
 // reflection_pad{1,2,3}d and replication_pad{1,2,3}d, with their backwards.
 #define RBLN_PAD_OPS(KIND, REFLECT, D)                                                                              \
@@ -209,5 +400,11 @@ RBLN_PAD_OPS(replication, false, 1)
 RBLN_PAD_OPS(replication, false, 2)
 RBLN_PAD_OPS(replication, false, 3)
 #undef RBLN_PAD_OPS
+#undef RBLN_SCALES_1
+#undef RBLN_SCALES_2
+#undef RBLN_SCALES_3
+#undef RBLN_NAMES_1
+#undef RBLN_NAMES_2
+#undef RBLN_NAMES_3
 
 }  // namespace rbln::kernels

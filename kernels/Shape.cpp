@@ -1,10 +1,12 @@
-// Layout kernels: flip, roll, and the triangular masks tril/triu.
+// Layout kernels: flip, roll, the triangular masks tril/triu, channel_shuffle,
+// and unfold's backward.
 #include <ATen/WrapDimUtils.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 
 #include <bitset>
 #include <cstring>
+#include <vector>
 
 #include "kernels/Common.h"
 #include "kernels/Kernels.h"
@@ -91,6 +93,54 @@ at::Tensor roll(const at::Tensor& self, c10::SymIntArrayRef shifts, at::IntArray
   at::Tensor out = self;
   for (size_t i = 0; i < dims.size(); ++i) out = roll_one(out, sh[i], at::maybe_wrap_dim(dims[i], self.dim()));
   return out;
+}
+
+at::Tensor channel_shuffle(const at::Tensor& self, c10::SymInt groups_) {
+  const int64_t groups = groups_.expect_int();
+  TORCH_CHECK(self.dim() > 2, "channel_shuffle expects input to have at least 3 dimensions, but got input with sizes ",
+              self.sizes());
+  TORCH_CHECK(groups > 0, "Number of groups to divide channels in must be positive. Value of groups:", groups);
+  const int64_t c = self.size(1);
+  TORCH_CHECK(c % groups == 0, "Number of channels must be divisible by groups. Got ", c, " channels and ", groups,
+              " groups.");
+  auto grouped = self.reshape({self.size(0), groups, c / groups, -1}).transpose(1, 2);
+  return contiguous(grouped).view(self.sizes());
+}
+
+// grad[.., w * step + k, ..] += grad_in[.., w, .., k] over windows w in order, in opmath.
+at::Tensor unfold_backward(const at::Tensor& grad_in, c10::SymIntArrayRef input_sizes_, int64_t dim, int64_t size,
+                           int64_t step) {
+  auto input_sizes = C10_AS_INTARRAYREF_SLOW(input_sizes_);
+  dim = at::maybe_wrap_dim(dim, std::max<int64_t>(static_cast<int64_t>(input_sizes.size()), 1));
+  auto grad = at::empty(input_sizes, grad_in.options());
+  if (grad.numel() == 0) return grad;
+  const int64_t len = input_sizes.empty() ? 1 : input_sizes[dim];
+  const int64_t windows = grad_in.dim() > 0 && !input_sizes.empty() ? grad_in.size(dim) : 1;
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= input_sizes[d];
+  for (int64_t d = dim + 1; d < static_cast<int64_t>(input_sizes.size()); ++d) inner *= input_sizes[d];
+  TORCH_CHECK(grad_in.numel() == outer * windows * inner * size, "unfold_backward: grad_in ", grad_in.sizes(),
+              " does not match input ", input_sizes, " unfolded with size ", size, " and step ", step);
+  auto gin = contiguous(grad_in);  // [outer, windows, inner, size]
+  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, grad_in.scalar_type(), "unfold_backward", [&] {
+    using opmath = at::opmath_type<scalar_t>;
+    const auto* gp = gin.const_data_ptr<scalar_t>();
+    auto* out = grad.data_ptr<scalar_t>();
+    launch_on(grad, "aten::unfold_backward", [=] {
+      at::parallel_for(0, outer, 1, [&](int64_t lo, int64_t hi) {
+        std::vector<opmath> acc(len * inner);
+        for (int64_t o = lo; o < hi; ++o) {
+          std::fill(acc.begin(), acc.end(), opmath(0));
+          for (int64_t w = 0; w < windows; ++w)
+            for (int64_t i = 0; i < inner; ++i)
+              for (int64_t k = 0; k < size; ++k)
+                acc[(w * step + k) * inner + i] += static_cast<opmath>(gp[((o * windows + w) * inner + i) * size + k]);
+          for (int64_t j = 0; j < len * inner; ++j) out[o * len * inner + j] = static_cast<scalar_t>(acc[j]);
+        }
+      });
+    });
+  });
+  return grad;
 }
 
 }  // namespace rbln::kernels

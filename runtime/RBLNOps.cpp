@@ -5,6 +5,7 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/CachingHostAllocator.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/neg.h>
 #include <ATen/ops/conj_physical.h>
 #include <ATen/ops/_neg_view.h>
@@ -88,6 +89,19 @@ at::Tensor empty_strided(c10::SymIntArrayRef size, c10::SymIntArrayRef stride, s
   const c10::DeviceGuard guard(target_device(device));
   return at::detail::empty_strided_generic(C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride),
                                            c10::GetAllocator(kRBLN), kKeys, c10::dtype_or_default(dtype));
+}
+
+// A zero tensor with no storage (autograd's zero gradients, e.g. sgn's): as on
+// CPU, the ZeroTensor key makes ops read it as zeros.
+at::Tensor _efficientzerotensor(c10::SymIntArrayRef size, std::optional<at::ScalarType> dtype,
+                                std::optional<at::Layout> layout, std::optional<at::Device> device,
+                                std::optional<bool> pin_memory) {
+  check_factory(layout, pin_memory);
+  const auto target = target_device(device);
+  at::native::ZeroTensorAllocator allocator(target);
+  return at::detail::empty_generic(C10_AS_INTARRAYREF_SLOW(size), &allocator,
+                                   kKeys | c10::DispatchKeySet(c10::DispatchKey::ZeroTensor),
+                                   c10::dtype_or_default(dtype), std::nullopt);
 }
 
 at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
