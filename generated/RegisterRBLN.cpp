@@ -84,11 +84,13 @@
 #include <ATen/ops/isin_ops.h>
 #include <ATen/ops/linalg_cholesky_ex_ops.h>
 #include <ATen/ops/linalg_eig_ops.h>
+#include <ATen/ops/linalg_householder_product_ops.h>
 #include <ATen/ops/linalg_inv_ex_ops.h>
 #include <ATen/ops/linalg_lstsq_ops.h>
 #include <ATen/ops/linalg_lu_ops.h>
 #include <ATen/ops/linalg_lu_factor_ex_ops.h>
 #include <ATen/ops/linalg_lu_solve_ops.h>
+#include <ATen/ops/linalg_matrix_exp_ops.h>
 #include <ATen/ops/linalg_qr_ops.h>
 #include <ATen/ops/linalg_solve_triangular_ops.h>
 #include <ATen/ops/linalg_vector_norm_ops.h>
@@ -2554,16 +2556,52 @@ at::Tensor & wrapper_ormqr_out(const at::Tensor & self, const at::Tensor & input
   return rbln::kernels::ormqr_out(self, input2, input3, left, transpose, out);
 }
 
+at::Tensor wrapper_linalg_householder_product(const at::Tensor & input, const at::Tensor & tau) {
+  const c10::OptionalDeviceGuard guard(at::device_of(input));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(input.scalar_type()) && dtype_ok(tau.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_householder_product>::call(input, tau);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::linalg_householder_product");
+  return rbln::kernels::linalg_householder_product(input, tau);
+}
+
+::std::tuple<at::Tensor &,at::Tensor &> wrapper_linalg_qr_out(const at::Tensor & A, c10::string_view mode, at::Tensor & Q, at::Tensor & R) {
+  const c10::OptionalDeviceGuard guard(at::device_of(A));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(A.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_qr_out>::call(A, mode, Q, R);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::linalg_qr.out");
+  return rbln::kernels::linalg_qr_out(A, mode, Q, R);
+}
+
+at::Tensor wrapper_linalg_matrix_exp(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_matrix_exp>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::linalg_matrix_exp");
+  return rbln::kernels::linalg_matrix_exp(self);
+}
+
+at::Tensor & wrapper_linalg_householder_product_out(const at::Tensor & input, const at::Tensor & tau, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(input));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(input.scalar_type()) && dtype_ok(tau.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_householder_product_out>::call(input, tau, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::linalg_householder_product.out");
+  return rbln::kernels::linalg_householder_product_out(input, tau, out);
+}
+
 ::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper__linalg_svd(const at::Tensor & A, bool full_matrices, bool compute_uv, ::std::optional<c10::string_view> driver) {
   return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::_linalg_svd>::call(A, full_matrices, compute_uv, driver);
 }
 
 ::std::tuple<at::Tensor,at::Tensor> wrapper__linalg_eigh(const at::Tensor & A, c10::string_view UPLO, bool compute_v) {
   return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::_linalg_eigh>::call(A, UPLO, compute_v);
-}
-
-::std::tuple<at::Tensor,at::Tensor> wrapper_linalg_qr(const at::Tensor & A, c10::string_view mode) {
-  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::linalg_qr>::call(A, mode);
 }
 
 ::std::tuple<at::Tensor,at::Tensor> wrapper_linalg_eig(const at::Tensor & self) {
@@ -2838,9 +2876,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_linalg_slogdet.sign", TORCH_FN(wrapper__linalg_slogdet_sign));
   m.impl("ormqr", TORCH_FN(wrapper_ormqr));
   m.impl("ormqr.out", TORCH_FN(wrapper_ormqr_out));
+  m.impl("linalg_householder_product", TORCH_FN(wrapper_linalg_householder_product));
+  m.impl("linalg_qr.out", TORCH_FN(wrapper_linalg_qr_out));
+  m.impl("linalg_matrix_exp", TORCH_FN(wrapper_linalg_matrix_exp));
+  m.impl("linalg_householder_product.out", TORCH_FN(wrapper_linalg_householder_product_out));
   m.impl("_linalg_svd", TORCH_FN(wrapper__linalg_svd));
   m.impl("_linalg_eigh", TORCH_FN(wrapper__linalg_eigh));
-  m.impl("linalg_qr", TORCH_FN(wrapper_linalg_qr));
   m.impl("linalg_eig", TORCH_FN(wrapper_linalg_eig));
   m.impl("linalg_lstsq", TORCH_FN(wrapper_linalg_lstsq));
   m.impl("_fft_r2c", TORCH_FN(wrapper__fft_r2c));

@@ -243,6 +243,9 @@ ENTRIES = [
     ("_linalg_det.result", ["_linalg_det.result"], ["linalg.det"], ["float32", "float64"], "kernel", {}),
     ("_linalg_slogdet.sign", ["_linalg_slogdet.sign"], ["linalg.slogdet"], ["float32", "float64"], "kernel", {}),
     ("ormqr", ["ormqr", "ormqr.out"], ["ormqr"], ["float32", "float64"], "kernel", {}),
+    ("linalg_householder_product", ["linalg_householder_product", "linalg_householder_product.out"], ["linalg.householder_product"], ["float32", "float64"], "kernel", {}),
+    ("linalg_qr.out", ["linalg_qr.out"], ["linalg.qr", "qr"], ["float32", "float64"], "kernel", {}),
+    ("linalg_matrix_exp", ["linalg_matrix_exp"], ["matrix_exp"], ["float32", "float64"], "kernel", {"float32": [0.001, 0.0001]}),
 ]
 
 

@@ -366,6 +366,11 @@ at::Tensor ormqr(const at::Tensor& self, const at::Tensor& input2, const at::Ten
                  bool transpose);
 at::Tensor& ormqr_out(const at::Tensor& self, const at::Tensor& input2, const at::Tensor& input3, bool left,
                       bool transpose, at::Tensor& out);
+at::Tensor linalg_householder_product(const at::Tensor& input, const at::Tensor& tau);
+at::Tensor& linalg_householder_product_out(const at::Tensor& input, const at::Tensor& tau, at::Tensor& out);
+std::tuple<at::Tensor&, at::Tensor&> linalg_qr_out(const at::Tensor& A, c10::string_view mode, at::Tensor& Q,
+                                                   at::Tensor& R);
+at::Tensor linalg_matrix_exp(const at::Tensor& self);
 
 // losses (kernels/Loss.cpp)
 std::tuple<at::Tensor, at::Tensor> nll_loss2d_forward(const at::Tensor& self, const at::Tensor& target,

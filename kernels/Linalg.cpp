@@ -12,8 +12,10 @@
 #include <c10/util/accumulate.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
+#include "kernels/Blas.h"
 #include "kernels/Common.h"
 #include "kernels/Kernels.h"
 
@@ -34,6 +36,14 @@ void sormqr_(const char* side, const char* trans, const int* m, const int* n, co
              const int* lda, const float* tau, float* c, const int* ldc, float* work, const int* lwork, int* info);
 void dormqr_(const char* side, const char* trans, const int* m, const int* n, const int* k, const double* a,
              const int* lda, const double* tau, double* c, const int* ldc, double* work, const int* lwork, int* info);
+void sorgqr_(const int* m, const int* n, const int* k, float* a, const int* lda, const float* tau, float* work,
+             const int* lwork, int* info);
+void dorgqr_(const int* m, const int* n, const int* k, double* a, const int* lda, const double* tau, double* work,
+             const int* lwork, int* info);
+void sgeqrf_(const int* m, const int* n, float* a, const int* lda, float* tau, float* work, const int* lwork,
+             int* info);
+void dgeqrf_(const int* m, const int* n, double* a, const int* lda, double* tau, double* work, const int* lwork,
+             int* info);
 void spotrs_(const char* uplo, const int* n, const int* nrhs, const float* a, const int* lda, float* b,
              const int* ldb, int* info);
 void dpotrs_(const char* uplo, const int* n, const int* nrhs, const double* a, const int* lda, double* b,
@@ -80,6 +90,18 @@ void ormqr(char side, char trans, int m, int n, int k, const T* a, int lda, cons
   else dormqr_(&side, &trans, &m, &n, &k, a, &lda, tau, c, &ldc, work, &lwork, info);
 }
 
+template <class T>
+void orgqr(int m, int n, int k, T* a, int lda, const T* tau, T* work, int lwork, int* info) {
+  if constexpr (std::is_same_v<T, float>) sorgqr_(&m, &n, &k, a, &lda, tau, work, &lwork, info);
+  else dorgqr_(&m, &n, &k, a, &lda, tau, work, &lwork, info);
+}
+
+template <class T>
+void geqrf(int m, int n, T* a, int lda, T* tau, T* work, int lwork, int* info) {
+  if constexpr (std::is_same_v<T, float>) sgeqrf_(&m, &n, a, &lda, tau, work, &lwork, info);
+  else dgeqrf_(&m, &n, a, &lda, tau, work, &lwork, info);
+}
+
 std::vector<int64_t> batch_of(at::IntArrayRef sizes) { return {sizes.begin(), sizes.end() - 2}; }
 std::vector<int64_t> with_matrix(std::vector<int64_t> batch, int64_t rows, int64_t cols) {
   batch.push_back(rows);
@@ -89,10 +111,12 @@ std::vector<int64_t> with_matrix(std::vector<int64_t> batch, int64_t rows, int64
 int64_t batch_count(const at::Tensor& t) { return c10::multiply_integers(t.sizes().begin(), t.sizes().end() - 2); }
 
 // A fresh batch of `sizes` in column-major order (CPU's layout for these
-// results), holding `src` broadcast to it in `dtype`.
+// results); fortran_copy fills it with `src` broadcast to it in `dtype`.
+at::Tensor fortran_empty(at::IntArrayRef sizes, const at::TensorOptions& options) {
+  return at::empty_strided(sizes, at::native::batched_matrix_contiguous_strides(sizes, /*f_contig=*/true), options);
+}
 at::Tensor fortran_copy(const at::Tensor& src, at::IntArrayRef sizes, at::ScalarType dtype) {
-  auto out = at::empty_strided(sizes, at::native::batched_matrix_contiguous_strides(sizes, /*f_contig=*/true),
-                               src.options().dtype(dtype));
+  auto out = fortran_empty(sizes, src.options().dtype(dtype));
   if (out.numel()) device_copy(out, src);
   return out;
 }
@@ -215,6 +239,25 @@ std::pair<at::Tensor, at::Tensor> cholesky_factor(const at::Tensor& A, bool uppe
     });
   });
   return {factor, info};
+}
+
+// Q <- the first Q.size(-1) columns of the product of the Householder
+// reflectors stored below Q's diagonal, scaled by tau ([*, k], contiguous).
+void orgqr_batch(const at::Tensor& Q, const at::Tensor& tau) {
+  if (Q.numel() == 0) return;
+  const int64_t m = Q.size(-2), n = Q.size(-1), k = tau.size(-1), count = batch_count(Q);
+  AT_DISPATCH_FLOATING_TYPES(Q.scalar_type(), "orgqr", [&] {
+    scalar_t* q = Q.data_ptr<scalar_t>();
+    const scalar_t* tp = tau.const_data_ptr<scalar_t>();
+    launch_on(Q, "aten::orgqr", [=] {
+      int info = 0;
+      scalar_t size = 0;  // a workspace query first
+      orgqr<scalar_t>(m, n, k, q, ld(m), tp, &size, -1, &info);
+      std::vector<scalar_t> work(std::max<int64_t>(1, static_cast<int64_t>(size)));
+      for (int64_t i = 0; i < count; ++i)
+        orgqr<scalar_t>(m, n, k, q + i * m * n, ld(m), tp + i * k, work.data(), work.size(), &info);
+    });
+  });
 }
 
 }  // namespace
@@ -572,6 +615,128 @@ at::Tensor ormqr(const at::Tensor& self, const at::Tensor& input2, const at::Ten
                  bool transpose) {
   at::Tensor out;
   return ormqr_out(self, input2, input3, left, transpose, out);
+}
+
+at::Tensor& linalg_householder_product_out(const at::Tensor& input, const at::Tensor& tau, at::Tensor& out) {
+  TORCH_CHECK(input.dim() >= 2, "torch.linalg.householder_product: input must have at least 2 dimensions.");
+  TORCH_CHECK(input.size(-2) >= input.size(-1),
+              "torch.linalg.householder_product: input.shape[-2] must be greater than or equal to input.shape[-1]");
+  TORCH_CHECK(input.size(-1) >= tau.size(-1),
+              "torch.linalg.householder_product: input.shape[-1] must be greater than or equal to tau.shape[-1]");
+  TORCH_CHECK(input.dim() - tau.dim() == 1,
+              "torch.linalg.householder_product: Expected tau to have one dimension less than input, but got tau.ndim equal to ",
+              tau.dim(), " and input.ndim is equal to ", input.dim());
+  const auto batch = batch_of(input.sizes());
+  TORCH_CHECK(tau.sizes().slice(0, tau.dim() - 1).equals(batch),
+              "torch.linalg.householder_product: Expected batch dimensions of tau to be equal to input.shape[:-2], but got ",
+              tau.sizes().slice(0, tau.dim() - 1));
+  TORCH_CHECK(tau.scalar_type() == input.scalar_type(), "torch.linalg.householder_product: tau dtype ",
+              tau.scalar_type(), " does not match input dtype ", input.scalar_type());
+  check_same_device({&input, &tau, &out});
+  auto Q = fortran_copy(input, input.sizes(), input.scalar_type());
+  orgqr_batch(Q, contiguous(tau));
+  assign(out, Q, "linalg.householder_product");
+  return out;
+}
+at::Tensor linalg_householder_product(const at::Tensor& input, const at::Tensor& tau) {
+  at::Tensor out;
+  return linalg_householder_product_out(input, tau, out);
+}
+
+std::tuple<at::Tensor&, at::Tensor&> linalg_qr_out(const at::Tensor& A, c10::string_view mode, at::Tensor& Q,
+                                                   at::Tensor& R) {
+  at::native::checkIsMatrix(A, "linalg.qr");
+  at::native::checkFloatingOrComplex(A, "linalg.qr");
+  check_same_device({&A, &Q, &R});
+  auto [compute_q, reduced] = at::native::_parse_qr_mode(mode);
+  const int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n);
+  const auto batch = batch_of(A.sizes());
+  // geqrf: R above the diagonal, the reflectors below it and in tau.
+  auto QR = fortran_copy(A, A.sizes(), A.scalar_type());
+  auto tau_sizes = batch;
+  tau_sizes.push_back(k);
+  auto tau = at::empty(tau_sizes, A.options());
+  if (QR.numel()) {
+    const int64_t count = batch_count(QR);
+    AT_DISPATCH_FLOATING_TYPES(QR.scalar_type(), "geqrf", [&] {
+      scalar_t* a = QR.data_ptr<scalar_t>();
+      scalar_t* t = tau.data_ptr<scalar_t>();
+      launch_on(QR, "aten::linalg_qr", [=] {
+        int info = 0;
+        scalar_t size = 0;  // a workspace query first
+        geqrf<scalar_t>(m, n, a, ld(m), t, &size, -1, &info);
+        std::vector<scalar_t> work(std::max<int64_t>(1, static_cast<int64_t>(size)));
+        for (int64_t i = 0; i < count; ++i)
+          geqrf<scalar_t>(m, n, a + i * m * n, ld(m), t + i * k, work.data(), work.size(), &info);
+      });
+    });
+  }
+  // R is k x n, or m x n in complete mode; Q is m x k, or m x m in complete mode, or empty in "r" mode.
+  auto r = QR.narrow(-2, 0, (reduced || !compute_q) ? k : m).triu();
+  assign(R, r, "linalg.qr");
+  if (!compute_q) {
+    assign(Q, at::empty({0}, A.options()), "linalg.qr");
+    return {Q, R};
+  }
+  const int64_t q_cols = reduced ? k : m;
+  // The reflectors in Q's first columns; in complete mode orgqr fills any further ones.
+  auto q = fortran_empty(with_matrix(batch, m, q_cols), A.options());
+  const int64_t kept = std::min(q_cols, n);
+  if (q.numel() && kept) device_copy(q.narrow(-1, 0, kept), QR.narrow(-1, 0, kept));
+  orgqr_batch(q, tau);
+  assign(Q, q, "linalg.qr");
+  return {Q, R};
+}
+
+at::Tensor linalg_matrix_exp(const at::Tensor& self) {
+  at::native::squareCheckInputs(self, "linalg.matrix_exp");
+  at::native::checkFloatingOrComplex(self, "linalg.matrix_exp");
+  auto a = contiguous(self);
+  auto out = at::empty(self.sizes(), self.options());
+  if (out.numel() == 0) return out;
+  const int64_t n = self.size(-1), count = batch_count(self);
+  AT_DISPATCH_FLOATING_TYPES(self.scalar_type(), "matrix_exp", [&] {
+    const scalar_t* x = a.const_data_ptr<scalar_t>();
+    scalar_t* y = out.data_ptr<scalar_t>();
+    launch_on(out, "aten::linalg_matrix_exp", [=] {
+      // Scaling and squaring around a degree-18 Taylor polynomial, in double
+      // for every dtype: 2^-s A has a 1-norm of at most 1.09 (CPU's bound
+      // for its degree-18 approximation), where the truncation error is below
+      // double's rounding.
+      const int64_t nn = n * n;
+      std::vector<double> A(nn), P(nn), T(nn);
+      for (int64_t b = 0; b < count; ++b) {
+        double norm = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          double col = 0;
+          for (int64_t i = 0; i < n; ++i) col += std::abs(static_cast<double>(x[b * nn + i * n + j]));
+          norm = std::max(norm, col);
+        }
+        scalar_t* res = y + b * nn;
+        if (!std::isfinite(norm)) {  // NaN or inf in, NaN out, as on CPU
+          std::fill(res, res + nn, std::numeric_limits<scalar_t>::quiet_NaN());
+          continue;
+        }
+        const int squarings = std::max(0, static_cast<int>(std::ceil(std::log2(norm / 1.090863719290036))));
+        const double scale = std::ldexp(1.0, -squarings);
+        for (int64_t i = 0; i < nn; ++i) A[i] = static_cast<double>(x[b * nn + i]) * scale;
+        // Horner: P = I + A/k (I + A/(k+1) (...)), k = 18 down to 1.
+        std::fill(P.begin(), P.end(), 0.0);
+        for (int64_t i = 0; i < n; ++i) P[i * n + i] = 1;
+        for (int k = 18; k >= 1; --k) {
+          gemm_rowmajor<double>(n, n, n, 1.0 / k, A.data(), n, false, P.data(), n, false, 0.0, T.data(), n);
+          for (int64_t i = 0; i < n; ++i) T[i * n + i] += 1;
+          std::swap(P, T);
+        }
+        for (int i = 0; i < squarings; ++i) {
+          gemm_rowmajor<double>(n, n, n, 1.0, P.data(), n, false, P.data(), n, false, 0.0, T.data(), n);
+          std::swap(P, T);
+        }
+        for (int64_t i = 0; i < nn; ++i) res[i] = static_cast<scalar_t>(P[i]);
+      }
+    });
+  });
+  return out;
 }
 
 }  // namespace rbln::kernels

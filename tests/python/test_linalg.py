@@ -45,6 +45,11 @@ CASES = {
     "lu_solve_adjoint_right": (lambda A, B: torch.linalg.lu_solve(*torch.linalg.lu_factor(A), B, left=False,
                                                                   adjoint=True),
                                [(general, (4, 4)), (rhs, (2, 3, 4))], {"aten::linalg_lu_solve.out"}),
+    "qr": (lambda A: torch.linalg.qr(A), [(general, (2, 5, 3))], {"aten::linalg_qr.out"}),
+    "qr_complete_wide": (lambda A: torch.linalg.qr(A, mode="complete"), [(general, (2, 3, 5))],
+                         {"aten::linalg_qr.out"}),
+    "matrix_exp": (lambda A: torch.linalg.matrix_exp(A), [(rhs, (2, 4, 4))], {"aten::linalg_matrix_exp"}),
+    "matrix_exp_scaled": (lambda A: torch.matrix_exp(3 * A), [(rhs, (4, 4))], {"aten::linalg_matrix_exp"}),
     "cholesky": (lambda A: torch.linalg.cholesky(A), [(spd, (2, 4, 4))], {"aten::linalg_cholesky_ex.L"}),
     "cholesky_upper": (lambda A: torch.linalg.cholesky(A, upper=True), [(spd, (4, 4))],
                        {"aten::linalg_cholesky_ex.L"}),
@@ -158,23 +163,40 @@ def test_errors_match_cpu(fn):
     assert expected.splitlines()[0] in str(raised.value)
 
 
-@pytest.mark.parametrize("left,transpose", [(True, False), (True, True), (False, False), (False, True)])
-def test_ormqr_matches_cpu_with_gradients(left, transpose):
+@pytest.mark.parametrize("op,left,transpose", [
+    ("ormqr", True, False), ("ormqr", True, True), ("ormqr", False, False), ("ormqr", False, True),
+    ("linalg_householder_product", None, None),
+])
+def test_householder_reflectors_match_cpu_with_gradients(op, left, transpose):
+    """ormqr and householder_product on geqrf's reflectors (geqrf itself runs on the CPU here)."""
     gen = torch.Generator().manual_seed(0)
     reflectors, tau = torch.geqrf(torch.randn(2, 5, 3, generator=gen, dtype=torch.float64))
-    other = torch.randn(2, 5, 4, generator=gen, dtype=torch.float64)
-    other = other if left else other.mT.contiguous()
-    xs = [t.clone().requires_grad_() for t in (reflectors, tau, other)]
+    if op == "ormqr":
+        other = torch.randn(2, 5, 4, generator=gen, dtype=torch.float64)
+        inputs = (reflectors, tau, other if left else other.mT.contiguous())
+        fn = lambda *t: torch.ormqr(*t, left=left, transpose=transpose)  # noqa: E731
+    else:
+        inputs, fn = (reflectors, tau), torch.linalg.householder_product
+    xs = [t.clone().requires_grad_() for t in inputs]
     ds = [t.detach().rbln().requires_grad_() for t in xs]
-    expected = torch.ormqr(*xs, left=left, transpose=transpose)
+    expected = fn(*xs)
     grad = torch.randn(expected.shape, generator=gen, dtype=torch.float64)
     want = torch.autograd.grad(expected, xs, grad)
     with torch.rbln.explain() as ex:
-        actual = torch.ormqr(*ds, left=left, transpose=transpose)
+        actual = fn(*ds)
         got = torch.autograd.grad(actual, ds, grad.rbln())
         torch.rbln.synchronize()
     assert not ex.fallback_ops, ex.fallback_reasons
-    assert "aten::ormqr" in ex.device_ops
+    assert f"aten::{op}" in ex.device_ops
     torch.testing.assert_close(actual.cpu(), expected.detach())
     for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(g.cpu(), w)
+
+
+@pytest.mark.parametrize("mode", ["complete", "r"])
+def test_qr_modes_without_gradients_match_cpu(mode):
+    a = torch.randn(3, 6, 4, generator=torch.Generator().manual_seed(0))
+    with torch.rbln.explain() as ex:
+        actual = torch.linalg.qr(a.rbln(), mode=mode)
+    assert not ex.fallback_ops, ex.fallback_reasons
+    _same(actual, torch.linalg.qr(a, mode=mode))
