@@ -1,6 +1,7 @@
-// Dense linear algebra on the device: triangular solves, LU and Cholesky
+// Dense linear algebra on the device: triangular solves, LU, Cholesky and QR
 // factorizations and the solves, determinants and inverses built on them,
-// through the LAPACK libtorch carries. Matrices are copied into column-major
+// Householder products and the matrix exponential, through the BLAS and
+// LAPACK libtorch carries. Matrices are copied into column-major
 // batches in device memory, as LAPACK wants, and handed back in CPU's
 // conventions: LU packed as getrf leaves it, 1-based int32 pivots, int32 info
 // (a singular or non-positive-definite input is reported there, not thrown,
@@ -100,6 +101,16 @@ template <class T>
 void geqrf(int m, int n, T* a, int lda, T* tau, T* work, int lwork, int* info) {
   if constexpr (std::is_same_v<T, float>) sgeqrf_(&m, &n, a, &lda, tau, work, &lwork, info);
   else dgeqrf_(&m, &n, a, &lda, tau, work, &lwork, info);
+}
+
+// LAPACK's workspace protocol: ask for the size (lwork = -1), then run
+// call(i, work, lwork) on each batch entry with one workspace.
+template <class T, class F>
+void with_workspace(int64_t count, const F& call) {
+  T size = 0;
+  call(0, &size, -1);
+  std::vector<T> work(std::max<int64_t>(1, static_cast<int64_t>(size)));
+  for (int64_t i = 0; i < count; ++i) call(i, work.data(), static_cast<int>(work.size()));
 }
 
 std::vector<int64_t> batch_of(at::IntArrayRef sizes) { return {sizes.begin(), sizes.end() - 2}; }
@@ -250,12 +261,10 @@ void orgqr_batch(const at::Tensor& Q, const at::Tensor& tau) {
     scalar_t* q = Q.data_ptr<scalar_t>();
     const scalar_t* tp = tau.const_data_ptr<scalar_t>();
     launch_on(Q, "aten::orgqr", [=] {
-      int info = 0;
-      scalar_t size = 0;  // a workspace query first
-      orgqr<scalar_t>(m, n, k, q, ld(m), tp, &size, -1, &info);
-      std::vector<scalar_t> work(std::max<int64_t>(1, static_cast<int64_t>(size)));
-      for (int64_t i = 0; i < count; ++i)
-        orgqr<scalar_t>(m, n, k, q + i * m * n, ld(m), tp + i * k, work.data(), work.size(), &info);
+      with_workspace<scalar_t>(count, [&](int64_t i, scalar_t* work, int lwork) {
+        int info = 0;
+        orgqr<scalar_t>(m, n, k, q + i * m * n, ld(m), tp + i * k, work, lwork, &info);
+      });
     });
   });
 }
@@ -597,14 +606,11 @@ at::Tensor& ormqr_out(const at::Tensor& self, const at::Tensor& input2, const at
       const scalar_t* tp = t.const_data_ptr<scalar_t>();
       scalar_t* c = C.data_ptr<scalar_t>();
       launch_on(C, "aten::ormqr", [=] {
-        const char s = left ? 'L' : 'R', tr = transpose ? 'T' : 'N';
-        int info = 0;
-        scalar_t size = 0;  // a workspace query first
-        ormqr<scalar_t>(s, tr, m, n, k, ap, ld(rows), tp, c, ld(m), &size, -1, &info);
-        std::vector<scalar_t> work(std::max<int64_t>(1, static_cast<int64_t>(size)));
-        for (int64_t i = 0; i < count; ++i)
-          ormqr<scalar_t>(s, tr, m, n, k, ap + i * rows * cols, ld(rows), tp + i * k, c + i * m * n, ld(m),
-                          work.data(), work.size(), &info);
+        with_workspace<scalar_t>(count, [&](int64_t i, scalar_t* work, int lwork) {
+          int info = 0;
+          ormqr<scalar_t>(left ? 'L' : 'R', transpose ? 'T' : 'N', m, n, k, ap + i * rows * cols, ld(rows),
+                          tp + i * k, c + i * m * n, ld(m), work, lwork, &info);
+        });
       });
     });
   }
@@ -662,12 +668,10 @@ std::tuple<at::Tensor&, at::Tensor&> linalg_qr_out(const at::Tensor& A, c10::str
       scalar_t* a = QR.data_ptr<scalar_t>();
       scalar_t* t = tau.data_ptr<scalar_t>();
       launch_on(QR, "aten::linalg_qr", [=] {
-        int info = 0;
-        scalar_t size = 0;  // a workspace query first
-        geqrf<scalar_t>(m, n, a, ld(m), t, &size, -1, &info);
-        std::vector<scalar_t> work(std::max<int64_t>(1, static_cast<int64_t>(size)));
-        for (int64_t i = 0; i < count; ++i)
-          geqrf<scalar_t>(m, n, a + i * m * n, ld(m), t + i * k, work.data(), work.size(), &info);
+        with_workspace<scalar_t>(count, [&](int64_t i, scalar_t* work, int lwork) {
+          int info = 0;
+          geqrf<scalar_t>(m, n, a + i * m * n, ld(m), t + i * k, work, lwork, &info);
+        });
       });
     });
   }
