@@ -11,6 +11,7 @@
 #include <ATen/ops/_amp_foreach_non_finite_check_and_unscale_ops.h>
 #include <ATen/ops/_amp_update_scale_ops.h>
 #include <ATen/ops/_batch_norm_with_update_ops.h>
+#include <ATen/ops/_cholesky_solve_helper_ops.h>
 #include <ATen/ops/_conj_physical_ops.h>
 #include <ATen/ops/_copy_from_ops.h>
 #include <ATen/ops/_copy_from_and_resize_ops.h>
@@ -69,6 +70,7 @@
 #include <ATen/ops/bmm_ops.h>
 #include <ATen/ops/cat_ops.h>
 #include <ATen/ops/channel_shuffle_ops.h>
+#include <ATen/ops/cholesky_ops.h>
 #include <ATen/ops/clamp_ops.h>
 #include <ATen/ops/conj_physical_ops.h>
 #include <ATen/ops/convolution_backward_overrideable_ops.h>
@@ -100,14 +102,20 @@
 #include <ATen/ops/linalg_cholesky_ex_ops.h>
 #include <ATen/ops/linalg_cross_ops.h>
 #include <ATen/ops/linalg_eig_ops.h>
+#include <ATen/ops/linalg_householder_product_ops.h>
 #include <ATen/ops/linalg_inv_ex_ops.h>
 #include <ATen/ops/linalg_lstsq_ops.h>
+#include <ATen/ops/linalg_lu_ops.h>
 #include <ATen/ops/linalg_lu_factor_ex_ops.h>
+#include <ATen/ops/linalg_lu_solve_ops.h>
+#include <ATen/ops/linalg_matrix_exp_ops.h>
 #include <ATen/ops/linalg_qr_ops.h>
+#include <ATen/ops/linalg_solve_triangular_ops.h>
 #include <ATen/ops/linalg_vector_norm_ops.h>
 #include <ATen/ops/linspace_ops.h>
 #include <ATen/ops/log_sigmoid_backward_ops.h>
 #include <ATen/ops/log_sigmoid_forward_ops.h>
+#include <ATen/ops/lu_unpack_ops.h>
 #include <ATen/ops/masked_fill_ops.h>
 #include <ATen/ops/masked_scatter_ops.h>
 #include <ATen/ops/masked_select_ops.h>
@@ -133,6 +141,7 @@
 #include <ATen/ops/nll_loss_forward_ops.h>
 #include <ATen/ops/nonzero_ops.h>
 #include <ATen/ops/normal_ops.h>
+#include <ATen/ops/ormqr_ops.h>
 #include <ATen/ops/prod_ops.h>
 #include <ATen/ops/put_ops.h>
 #include <ATen/ops/random_ops.h>
@@ -165,6 +174,7 @@
 #include <ATen/ops/sum_ops.h>
 #include <ATen/ops/take_ops.h>
 #include <ATen/ops/topk_ops.h>
+#include <ATen/ops/triangular_solve_ops.h>
 #include <ATen/ops/tril_ops.h>
 #include <ATen/ops/triu_ops.h>
 #include <ATen/ops/unfold_ops.h>
@@ -2842,40 +2852,222 @@ at::Tensor & wrapper_multinomial_out(const at::Tensor & self, c10::SymInt num_sa
   return rbln::kernels::multinomial_out(self, num_samples, replacement, generator, out);
 }
 
+at::Tensor wrapper_linalg_solve_triangular(const at::Tensor & self, const at::Tensor & B, bool upper, bool left, bool unitriangular) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(B.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_solve_triangular>::call(self, B, upper, left, unitriangular);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::linalg_solve_triangular");
+  return rbln::kernels::linalg_solve_triangular(self, B, upper, left, unitriangular);
+}
+
+at::Tensor & wrapper_linalg_solve_triangular_out(const at::Tensor & self, const at::Tensor & B, bool upper, bool left, bool unitriangular, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(B.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_solve_triangular_out>::call(self, B, upper, left, unitriangular, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::linalg_solve_triangular.out");
+  return rbln::kernels::linalg_solve_triangular_out(self, B, upper, left, unitriangular, out);
+}
+
+::std::tuple<at::Tensor &,at::Tensor &> wrapper_triangular_solve_X(const at::Tensor & self, const at::Tensor & A, bool upper, bool transpose, bool unitriangular, at::Tensor & X, at::Tensor & M) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(A.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::triangular_solve_X>::call(self, A, upper, transpose, unitriangular, X, M);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::triangular_solve.X");
+  return rbln::kernels::triangular_solve_X(self, A, upper, transpose, unitriangular, X, M);
+}
+
+at::Tensor & wrapper_linalg_lu_solve_out(const at::Tensor & LU, const at::Tensor & pivots, const at::Tensor & B, bool left, bool adjoint, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(LU));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(LU.scalar_type()) && dtype_ok(B.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_lu_solve_out>::call(LU, pivots, B, left, adjoint, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::linalg_lu_solve.out");
+  return rbln::kernels::linalg_lu_solve_out(LU, pivots, B, left, adjoint, out);
+}
+
+::std::tuple<at::Tensor &,at::Tensor &,at::Tensor &> wrapper_lu_unpack_out(const at::Tensor & LU_data, const at::Tensor & LU_pivots, bool unpack_data, bool unpack_pivots, at::Tensor & P, at::Tensor & L, at::Tensor & U) {
+  const c10::OptionalDeviceGuard guard(at::device_of(LU_data));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(LU_data.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lu_unpack_out>::call(LU_data, LU_pivots, unpack_data, unpack_pivots, P, L, U);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::lu_unpack.out");
+  return rbln::kernels::lu_unpack_out(LU_data, LU_pivots, unpack_data, unpack_pivots, P, L, U);
+}
+
+at::Tensor wrapper_cholesky(const at::Tensor & self, bool upper) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::cholesky>::call(self, upper);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::cholesky");
+  return rbln::kernels::cholesky(self, upper);
+}
+
+at::Tensor & wrapper_cholesky_out(const at::Tensor & self, bool upper, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::cholesky_out>::call(self, upper, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::cholesky.out");
+  return rbln::kernels::cholesky_out(self, upper, out);
+}
+
+at::Tensor wrapper__cholesky_solve_helper(const at::Tensor & self, const at::Tensor & A, bool upper) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(A.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_cholesky_solve_helper>::call(self, A, upper);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_cholesky_solve_helper");
+  return rbln::kernels::_cholesky_solve_helper(self, A, upper);
+}
+
+::std::tuple<at::Tensor &,at::Tensor &,at::Tensor &> wrapper_linalg_lu_factor_ex_out(const at::Tensor & A, bool pivot, bool check_errors, at::Tensor & LU, at::Tensor & pivots, at::Tensor & info) {
+  const c10::OptionalDeviceGuard guard(at::device_of(A));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(A.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_lu_factor_ex_out>::call(A, pivot, check_errors, LU, pivots, info);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::linalg_lu_factor_ex.out");
+  return rbln::kernels::linalg_lu_factor_ex_out(A, pivot, check_errors, LU, pivots, info);
+}
+
+::std::tuple<at::Tensor &,at::Tensor &,at::Tensor &> wrapper_linalg_lu_out(const at::Tensor & A, bool pivot, at::Tensor & P, at::Tensor & L, at::Tensor & U) {
+  const c10::OptionalDeviceGuard guard(at::device_of(A));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(A.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_lu_out>::call(A, pivot, P, L, U);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::linalg_lu.out");
+  return rbln::kernels::linalg_lu_out(A, pivot, P, L, U);
+}
+
+::std::tuple<at::Tensor &,at::Tensor &> wrapper_linalg_cholesky_ex_L(const at::Tensor & self, bool upper, bool check_errors, at::Tensor & L, at::Tensor & info) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_cholesky_ex_L>::call(self, upper, check_errors, L, info);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::linalg_cholesky_ex.L");
+  return rbln::kernels::linalg_cholesky_ex_L(self, upper, check_errors, L, info);
+}
+
+::std::tuple<at::Tensor &,at::Tensor &,at::Tensor &,at::Tensor &> wrapper__linalg_solve_ex_result(const at::Tensor & A, const at::Tensor & B, bool left, bool check_errors, at::Tensor & result, at::Tensor & LU, at::Tensor & pivots, at::Tensor & info) {
+  const c10::OptionalDeviceGuard guard(at::device_of(A));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(A.scalar_type()) && dtype_ok(B.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_linalg_solve_ex_result>::call(A, B, left, check_errors, result, LU, pivots, info);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_linalg_solve_ex.result");
+  return rbln::kernels::_linalg_solve_ex_result(A, B, left, check_errors, result, LU, pivots, info);
+}
+
+::std::tuple<at::Tensor &,at::Tensor &> wrapper_linalg_inv_ex_inverse(const at::Tensor & A, bool check_errors, at::Tensor & inverse, at::Tensor & info) {
+  const c10::OptionalDeviceGuard guard(at::device_of(A));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(A.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_inv_ex_inverse>::call(A, check_errors, inverse, info);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::linalg_inv_ex.inverse");
+  return rbln::kernels::linalg_inv_ex_inverse(A, check_errors, inverse, info);
+}
+
+::std::tuple<at::Tensor &,at::Tensor &,at::Tensor &> wrapper__linalg_det_result(const at::Tensor & A, at::Tensor & result, at::Tensor & LU, at::Tensor & pivots) {
+  const c10::OptionalDeviceGuard guard(at::device_of(A));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(A.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_linalg_det_result>::call(A, result, LU, pivots);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_linalg_det.result");
+  return rbln::kernels::_linalg_det_result(A, result, LU, pivots);
+}
+
+::std::tuple<at::Tensor &,at::Tensor &,at::Tensor &,at::Tensor &> wrapper__linalg_slogdet_sign(const at::Tensor & A, at::Tensor & sign, at::Tensor & logabsdet, at::Tensor & LU, at::Tensor & pivots) {
+  const c10::OptionalDeviceGuard guard(at::device_of(A));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(A.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_linalg_slogdet_sign>::call(A, sign, logabsdet, LU, pivots);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_linalg_slogdet.sign");
+  return rbln::kernels::_linalg_slogdet_sign(A, sign, logabsdet, LU, pivots);
+}
+
+at::Tensor wrapper_ormqr(const at::Tensor & self, const at::Tensor & input2, const at::Tensor & input3, bool left, bool transpose) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(input2.scalar_type()) && dtype_ok(input3.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ormqr>::call(self, input2, input3, left, transpose);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::ormqr");
+  return rbln::kernels::ormqr(self, input2, input3, left, transpose);
+}
+
+at::Tensor & wrapper_ormqr_out(const at::Tensor & self, const at::Tensor & input2, const at::Tensor & input3, bool left, bool transpose, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(input2.scalar_type()) && dtype_ok(input3.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ormqr_out>::call(self, input2, input3, left, transpose, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::ormqr.out");
+  return rbln::kernels::ormqr_out(self, input2, input3, left, transpose, out);
+}
+
+at::Tensor wrapper_linalg_householder_product(const at::Tensor & input, const at::Tensor & tau) {
+  const c10::OptionalDeviceGuard guard(at::device_of(input));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(input.scalar_type()) && dtype_ok(tau.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_householder_product>::call(input, tau);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::linalg_householder_product");
+  return rbln::kernels::linalg_householder_product(input, tau);
+}
+
+::std::tuple<at::Tensor &,at::Tensor &> wrapper_linalg_qr_out(const at::Tensor & A, c10::string_view mode, at::Tensor & Q, at::Tensor & R) {
+  const c10::OptionalDeviceGuard guard(at::device_of(A));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(A.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_qr_out>::call(A, mode, Q, R);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::linalg_qr.out");
+  return rbln::kernels::linalg_qr_out(A, mode, Q, R);
+}
+
+at::Tensor wrapper_linalg_matrix_exp(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_matrix_exp>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::linalg_matrix_exp");
+  return rbln::kernels::linalg_matrix_exp(self);
+}
+
+at::Tensor & wrapper_linalg_householder_product_out(const at::Tensor & input, const at::Tensor & tau, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(input));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(input.scalar_type()) && dtype_ok(tau.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_householder_product_out>::call(input, tau, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::linalg_householder_product.out");
+  return rbln::kernels::linalg_householder_product_out(input, tau, out);
+}
+
 ::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper__linalg_svd(const at::Tensor & A, bool full_matrices, bool compute_uv, ::std::optional<c10::string_view> driver) {
   return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::_linalg_svd>::call(A, full_matrices, compute_uv, driver);
 }
 
-::std::tuple<at::Tensor,at::Tensor> wrapper_linalg_inv_ex(const at::Tensor & A, bool check_errors) {
-  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::linalg_inv_ex>::call(A, check_errors);
-}
-
-::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper_linalg_lu_factor_ex(const at::Tensor & A, bool pivot, bool check_errors) {
-  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::linalg_lu_factor_ex>::call(A, pivot, check_errors);
-}
-
 ::std::tuple<at::Tensor,at::Tensor> wrapper__linalg_eigh(const at::Tensor & A, c10::string_view UPLO, bool compute_v) {
   return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::_linalg_eigh>::call(A, UPLO, compute_v);
-}
-
-::std::tuple<at::Tensor,at::Tensor> wrapper_linalg_cholesky_ex(const at::Tensor & self, bool upper, bool check_errors) {
-  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::linalg_cholesky_ex>::call(self, upper, check_errors);
-}
-
-::std::tuple<at::Tensor,at::Tensor,at::Tensor,at::Tensor> wrapper__linalg_solve_ex(const at::Tensor & A, const at::Tensor & B, bool left, bool check_errors) {
-  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::_linalg_solve_ex>::call(A, B, left, check_errors);
-}
-
-::std::tuple<at::Tensor,at::Tensor> wrapper_linalg_qr(const at::Tensor & A, c10::string_view mode) {
-  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::linalg_qr>::call(A, mode);
-}
-
-::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper__linalg_det(const at::Tensor & A) {
-  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::_linalg_det>::call(A);
-}
-
-::std::tuple<at::Tensor,at::Tensor,at::Tensor,at::Tensor> wrapper__linalg_slogdet(const at::Tensor & A) {
-  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::_linalg_slogdet>::call(A);
 }
 
 ::std::tuple<at::Tensor,at::Tensor> wrapper_linalg_eig(const at::Tensor & self) {
@@ -3176,15 +3368,29 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("randperm.generator_out", TORCH_FN(wrapper_randperm_generator_out));
   m.impl("multinomial", TORCH_FN(wrapper_multinomial));
   m.impl("multinomial.out", TORCH_FN(wrapper_multinomial_out));
+  m.impl("linalg_solve_triangular", TORCH_FN(wrapper_linalg_solve_triangular));
+  m.impl("linalg_solve_triangular.out", TORCH_FN(wrapper_linalg_solve_triangular_out));
+  m.impl("triangular_solve.X", TORCH_FN(wrapper_triangular_solve_X));
+  m.impl("linalg_lu_solve.out", TORCH_FN(wrapper_linalg_lu_solve_out));
+  m.impl("lu_unpack.out", TORCH_FN(wrapper_lu_unpack_out));
+  m.impl("cholesky", TORCH_FN(wrapper_cholesky));
+  m.impl("cholesky.out", TORCH_FN(wrapper_cholesky_out));
+  m.impl("_cholesky_solve_helper", TORCH_FN(wrapper__cholesky_solve_helper));
+  m.impl("linalg_lu_factor_ex.out", TORCH_FN(wrapper_linalg_lu_factor_ex_out));
+  m.impl("linalg_lu.out", TORCH_FN(wrapper_linalg_lu_out));
+  m.impl("linalg_cholesky_ex.L", TORCH_FN(wrapper_linalg_cholesky_ex_L));
+  m.impl("_linalg_solve_ex.result", TORCH_FN(wrapper__linalg_solve_ex_result));
+  m.impl("linalg_inv_ex.inverse", TORCH_FN(wrapper_linalg_inv_ex_inverse));
+  m.impl("_linalg_det.result", TORCH_FN(wrapper__linalg_det_result));
+  m.impl("_linalg_slogdet.sign", TORCH_FN(wrapper__linalg_slogdet_sign));
+  m.impl("ormqr", TORCH_FN(wrapper_ormqr));
+  m.impl("ormqr.out", TORCH_FN(wrapper_ormqr_out));
+  m.impl("linalg_householder_product", TORCH_FN(wrapper_linalg_householder_product));
+  m.impl("linalg_qr.out", TORCH_FN(wrapper_linalg_qr_out));
+  m.impl("linalg_matrix_exp", TORCH_FN(wrapper_linalg_matrix_exp));
+  m.impl("linalg_householder_product.out", TORCH_FN(wrapper_linalg_householder_product_out));
   m.impl("_linalg_svd", TORCH_FN(wrapper__linalg_svd));
-  m.impl("linalg_inv_ex", TORCH_FN(wrapper_linalg_inv_ex));
-  m.impl("linalg_lu_factor_ex", TORCH_FN(wrapper_linalg_lu_factor_ex));
   m.impl("_linalg_eigh", TORCH_FN(wrapper__linalg_eigh));
-  m.impl("linalg_cholesky_ex", TORCH_FN(wrapper_linalg_cholesky_ex));
-  m.impl("_linalg_solve_ex", TORCH_FN(wrapper__linalg_solve_ex));
-  m.impl("linalg_qr", TORCH_FN(wrapper_linalg_qr));
-  m.impl("_linalg_det", TORCH_FN(wrapper__linalg_det));
-  m.impl("_linalg_slogdet", TORCH_FN(wrapper__linalg_slogdet));
   m.impl("linalg_eig", TORCH_FN(wrapper_linalg_eig));
   m.impl("linalg_lstsq", TORCH_FN(wrapper_linalg_lstsq));
   m.impl("_fft_r2c", TORCH_FN(wrapper__fft_r2c));

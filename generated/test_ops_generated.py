@@ -245,6 +245,23 @@ ENTRIES = [
     ("upsample_trilinear3d.vec", ["upsample_trilinear3d", "upsample_trilinear3d.out"], ["nn.functional.interpolate.trilinear"], ["float32", "float64"], "composite", {}),
     ("upsample_bicubic2d.vec", ["upsample_bicubic2d", "upsample_bicubic2d.out"], ["nn.functional.interpolate.bicubic"], ["float32", "float64"], "composite", {}),
     ("pad", ["pad"], ["nn.functional.pad.reflect", "nn.functional.pad.replicate", "nn.functional.pad.constant"], ["float32", "float16", "bfloat16", "float64"], "composite", {}),
+    ("linalg_solve_triangular", ["linalg_solve_triangular", "linalg_solve_triangular.out"], ["linalg.solve_triangular"], ["float32", "float64"], "kernel", {}),
+    ("triangular_solve.X", ["triangular_solve.X"], ["triangular_solve"], ["float32", "float64"], "kernel", {}),
+    ("linalg_lu_solve.out", ["linalg_lu_solve.out"], ["linalg.lu_solve", "lu_solve"], ["float32", "float64"], "kernel", {}),
+    ("lu_unpack.out", ["lu_unpack.out"], ["lu_unpack"], ["float32", "float64"], "kernel", {}),
+    ("cholesky", ["cholesky", "cholesky.out"], ["cholesky"], ["float32", "float64"], "kernel", {}),
+    ("_cholesky_solve_helper", ["_cholesky_solve_helper"], ["cholesky_solve"], ["float32", "float64"], "kernel", {}),
+    ("linalg_lu_factor_ex.out", ["linalg_lu_factor_ex.out"], ["linalg.lu_factor", "linalg.lu_factor_ex", "lu"], ["float32", "float64"], "kernel", {}),
+    ("linalg_lu.out", ["linalg_lu.out"], ["linalg.lu"], ["float32", "float64"], "kernel", {}),
+    ("linalg_cholesky_ex.L", ["linalg_cholesky_ex.L"], ["linalg.cholesky", "linalg.cholesky_ex"], ["float32", "float64"], "kernel", {}),
+    ("_linalg_solve_ex.result", ["_linalg_solve_ex.result"], ["linalg.solve", "linalg.solve_ex"], ["float32", "float64"], "kernel", {}),
+    ("linalg_inv_ex.inverse", ["linalg_inv_ex.inverse"], ["linalg.inv", "linalg.inv_ex"], ["float32", "float64"], "kernel", {}),
+    ("_linalg_det.result", ["_linalg_det.result"], ["linalg.det"], ["float32", "float64"], "kernel", {}),
+    ("_linalg_slogdet.sign", ["_linalg_slogdet.sign"], ["linalg.slogdet"], ["float32", "float64"], "kernel", {}),
+    ("ormqr", ["ormqr", "ormqr.out"], ["ormqr"], ["float32", "float64"], "kernel", {}),
+    ("linalg_householder_product", ["linalg_householder_product", "linalg_householder_product.out"], ["linalg.householder_product"], ["float32", "float64"], "kernel", {}),
+    ("linalg_qr.out", ["linalg_qr.out"], ["linalg.qr", "qr"], ["float32", "float64"], "kernel", {}),
+    ("linalg_matrix_exp", ["linalg_matrix_exp"], ["matrix_exp"], ["float32", "float64"], "kernel", {"float32": [0.001, 0.0001]}),
 ]
 
 

@@ -337,6 +337,52 @@ at::Tensor cumprod(const at::Tensor& self, int64_t dim, std::optional<at::Scalar
 at::Tensor& cumprod_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out);
 at::Tensor& _logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& out);
 
+// dense linear algebra (kernels/Linalg.cpp)
+at::Tensor linalg_solve_triangular(const at::Tensor& self, const at::Tensor& B, bool upper, bool left,
+                                   bool unitriangular);
+at::Tensor& linalg_solve_triangular_out(const at::Tensor& self, const at::Tensor& B, bool upper, bool left,
+                                        bool unitriangular, at::Tensor& out);
+std::tuple<at::Tensor&, at::Tensor&> triangular_solve_X(const at::Tensor& self, const at::Tensor& A, bool upper,
+                                                        bool transpose, bool unitriangular, at::Tensor& X,
+                                                        at::Tensor& M);
+at::Tensor& linalg_lu_solve_out(const at::Tensor& LU, const at::Tensor& pivots, const at::Tensor& B, bool left,
+                                bool adjoint, at::Tensor& out);
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> lu_unpack_out(const at::Tensor& LU_data,
+                                                                const at::Tensor& LU_pivots, bool unpack_data,
+                                                                bool unpack_pivots, at::Tensor& P, at::Tensor& L,
+                                                                at::Tensor& U);
+at::Tensor _cholesky_solve_helper(const at::Tensor& self, const at::Tensor& A, bool upper);
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> linalg_lu_factor_ex_out(const at::Tensor& A, bool pivot,
+                                                                          bool check_errors, at::Tensor& LU,
+                                                                          at::Tensor& pivots, at::Tensor& info);
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> linalg_lu_out(const at::Tensor& A, bool pivot, at::Tensor& P,
+                                                                at::Tensor& L, at::Tensor& U);
+at::Tensor cholesky(const at::Tensor& self, bool upper);
+at::Tensor& cholesky_out(const at::Tensor& self, bool upper, at::Tensor& out);
+std::tuple<at::Tensor&, at::Tensor&> linalg_cholesky_ex_L(const at::Tensor& self, bool upper, bool check_errors,
+                                                          at::Tensor& L, at::Tensor& info);
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> _linalg_solve_ex_result(
+    const at::Tensor& A, const at::Tensor& B, bool left, bool check_errors, at::Tensor& result, at::Tensor& LU,
+    at::Tensor& pivots, at::Tensor& info);
+std::tuple<at::Tensor&, at::Tensor&> linalg_inv_ex_inverse(const at::Tensor& A, bool check_errors,
+                                                           at::Tensor& inverse, at::Tensor& info);
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> _linalg_det_result(const at::Tensor& A, at::Tensor& result,
+                                                                     at::Tensor& LU, at::Tensor& pivots);
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> _linalg_slogdet_sign(const at::Tensor& A,
+                                                                                    at::Tensor& sign,
+                                                                                    at::Tensor& logabsdet,
+                                                                                    at::Tensor& LU,
+                                                                                    at::Tensor& pivots);
+at::Tensor ormqr(const at::Tensor& self, const at::Tensor& input2, const at::Tensor& input3, bool left,
+                 bool transpose);
+at::Tensor& ormqr_out(const at::Tensor& self, const at::Tensor& input2, const at::Tensor& input3, bool left,
+                      bool transpose, at::Tensor& out);
+at::Tensor linalg_householder_product(const at::Tensor& input, const at::Tensor& tau);
+at::Tensor& linalg_householder_product_out(const at::Tensor& input, const at::Tensor& tau, at::Tensor& out);
+std::tuple<at::Tensor&, at::Tensor&> linalg_qr_out(const at::Tensor& A, c10::string_view mode, at::Tensor& Q,
+                                                   at::Tensor& R);
+at::Tensor linalg_matrix_exp(const at::Tensor& self);
+
 // losses (kernels/Loss.cpp)
 std::tuple<at::Tensor, at::Tensor> nll_loss2d_forward(const at::Tensor& self, const at::Tensor& target,
                                                       const std::optional<at::Tensor>& weight, int64_t reduction,
