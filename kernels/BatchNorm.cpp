@@ -122,14 +122,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_forward(const at::Tens
         S* rvp = rv.defined() ? rv.data_ptr<S>() : nullptr;
         const S* rv_read = rvp;
         launch_on(input, "aten::native_batch_norm", [=] {
-          // Normalize with the statistics before they are rounded to the stored dtype, as CPU does.
+          // Training normalizes with the statistics rounded to their stored dtype, as CPU does
+          // (float16/bfloat16 parameters round them to float16/bfloat16).
           std::vector<Acc> mean_acc(l.channels), invstd_acc(l.channels);
           if (training) {
             channel_stats<T, Acc>(xp, l, [&](int64_t c, Acc m, Acc sq, int64_t n) {
-              mean_acc[c] = m;
-              invstd_acc[c] = Acc(1) / std::sqrt(sq / n + static_cast<Acc>(eps));
               mp[c] = static_cast<S>(m);
-              ip[c] = static_cast<S>(invstd_acc[c]);
+              ip[c] = static_cast<S>(Acc(1) / std::sqrt(sq / n + static_cast<Acc>(eps)));
+              mean_acc[c] = static_cast<Acc>(mp[c]);
+              invstd_acc[c] = static_cast<Acc>(ip[c]);
               if (rmp) rmp[c] = static_cast<S>(momentum * m + (1 - momentum) * static_cast<Acc>(rmp[c]));
               if (rvp)
                 rvp[c] = static_cast<S>(momentum * sq / (n - 1) + (1 - momentum) * static_cast<Acc>(rvp[c]));
