@@ -64,8 +64,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(const at::Tenso
             sq += d * d;
           }
           acc_t inv = acc_t(1) / std::sqrt(sq / n + static_cast<acc_t>(eps));
+          const acc_t shift = -inv * mu;
           for (int64_t j = 0; j < n; ++j) {
-            acc_t v = (static_cast<acc_t>(row[j]) - mu) * inv;
+            acc_t v = std::fma(static_cast<acc_t>(row[j]), inv, shift);  // CPU's fused x * rstd - rstd * mean
             if (wp) v *= static_cast<acc_t>(wp[j]);
             if (bp) v += static_cast<acc_t>(bp[j]);
             yp[r * n + j] = static_cast<scalar_t>(v);
@@ -168,6 +169,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm(const at::Tenso
               "channels in input, but got weight of shape ", w.sizes(), " and input of shape ", input.sizes());
   TORCH_CHECK(!b.defined() || b.numel() == c_, "Expected bias to be a vector of size equal to the number of ",
               "channels in input, but got bias of shape ", b.sizes(), " and input of shape ", input.sizes());
+  TORCH_CHECK(input.is_contiguous(input.suggest_memory_format()),
+              "Expected X.is_contiguous(memory_format) to be true, but got false.");  // CPU's check
   const auto stats = w.defined() ? w.scalar_type() : input.scalar_type();
   TORCH_CHECK(!b.defined() || b.scalar_type() == stats, "native_group_norm: weight and bias dtypes differ");
   auto x = contiguous(input);
