@@ -55,8 +55,8 @@ def _elementwise_body(e: Entry, v: Variant) -> list[str]:
     return lines
 
 
-# Tensor arguments whose dtype is fixed by the op (indices, masks), not the data.
-INDEX_ARGS = {"index", "indices", "mask", "condition", "repeats", "target"}
+# Tensor arguments whose dtype is fixed by the op (indices, masks, batch_norm's byte workspace), not the data.
+INDEX_ARGS = {"index", "indices", "mask", "condition", "repeats", "target", "reserve"}
 
 
 def _kernel_body(e: Entry, v: Variant, root: str) -> list[str]:

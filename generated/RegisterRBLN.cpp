@@ -1874,7 +1874,7 @@ at::Tensor wrapper_adaptive_max_pool3d_backward(const at::Tensor & grad_output, 
 ::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper_batch_norm_backward(const at::Tensor & grad_out, const at::Tensor & input, const at::Tensor & weight, const ::std::optional<at::Tensor> & running_mean, const ::std::optional<at::Tensor> & running_var, const ::std::optional<at::Tensor> & save_mean, const ::std::optional<at::Tensor> & save_var, bool update, double eps, ::std::array<bool,3> output_mask, const at::Tensor & reserve) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_out));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
-  if (!(dtype_ok(grad_out.scalar_type()) && dtype_ok(input.scalar_type()) && dtype_ok(weight.scalar_type()) && dtype_ok(reserve.scalar_type()))) {
+  if (!(dtype_ok(grad_out.scalar_type()) && dtype_ok(input.scalar_type()) && dtype_ok(weight.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::batch_norm_backward>::call(grad_out, input, weight, running_mean, running_var, save_mean, save_var, update, eps, output_mask, reserve);
   }
   RBLN_COUNT_DEVICE_OP("aten::batch_norm_backward");

@@ -115,3 +115,18 @@ def test_addr_integer_and_bool():
 def test_huber_loss_rounds_each_step_like_cpu(dtype, reduction):
     a, b = _inputs(10, (40, 33), (40, 33))
     _check_exact(lambda a, b: F.huber_loss(a, b, reduction=reduction, delta=1.3), [a, b], dtype, {"aten::huber_loss"})
+
+
+def test_batch_norm_with_update_backward_on_device():
+    # its backward, batch_norm_backward, carries a byte workspace that must not send it to the CPU
+    x, w, b, g = _inputs(11, (4, 3, 5), (3,), (3,), (4, 3, 5))
+    xs = [t.clone().requires_grad_() for t in (x, w, b)]
+    ds = [t.rbln().requires_grad_() for t in (x, w, b)]
+    torch.ops.aten._batch_norm_with_update(*xs, torch.zeros(3), torch.ones(3), 0.1, 1e-5)[0].backward(g)
+    with torch.rbln.explain() as ex:
+        out = torch.ops.aten._batch_norm_with_update(*ds, torch.zeros(3).rbln(), torch.ones(3).rbln(), 0.1, 1e-5)[0]
+        out.backward(g.rbln())
+    for c, d in zip(xs, ds):
+        torch.testing.assert_close(d.grad.cpu(), c.grad)
+    assert not ex.fallback_ops, ex.fallback_reasons
+    assert "aten::batch_norm_backward" in ex.device_ops
