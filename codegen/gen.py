@@ -59,8 +59,9 @@ def _elementwise_body(e: Entry, v: Variant) -> list[str]:
     return lines
 
 
-# Tensor arguments whose dtype is fixed by the op (indices, masks, LU pivots), not the data.
-INDEX_ARGS = {"index", "indices", "mask", "condition", "repeats", "target", "pivots", "LU_pivots"}
+# Tensor arguments whose dtype is fixed by the op (indices, masks, LU pivots,
+# batch_norm's byte workspace), not the data.
+INDEX_ARGS = {"index", "indices", "mask", "condition", "repeats", "target", "pivots", "LU_pivots", "reserve"}
 
 
 def _kernel_body(e: Entry, v: Variant, root: str) -> list[str]:

@@ -130,17 +130,21 @@ def upstream_section(upstream) -> list[str]:
 
 def known_mismatches(results, notes: dict[str, str]) -> list[str]:
     """Every op that mismatched or raised, in any dtype or in the gradient column, with its ops.yaml note."""
-    bad = defaultdict(list)
+    bad, first = defaultdict(list), {}
     for r in results:
         if r["status"] in ("mismatch", "error") and r["variant"] in ("function", "all", "gradient"):
             what = "gradient" if r["variant"] == "gradient" else r["dtype"]
             bad[r["op"]].append(f"{what} {SYMBOL[r['status']]}")
+            if r["variant"] != "gradient" and r.get("detail"):
+                first.setdefault(r["op"], f"{what}: {r['detail'][0]}")
     if not bad:
         return []
     lines = ["", "## Mismatches and errors, with their ops.yaml notes", ""]
     for op in sorted(bad):
         note = notes.get(op, "no ops.yaml note: not yet explained")
         lines.append(f"- `{op}` ({', '.join(bad[op])}): {note}")
+        if op in first:
+            lines.append("  - first failing sample, " + first[op].replace("|", "/")[:300])
     return lines
 
 
@@ -154,10 +158,11 @@ def render_markdown(meta, results, upstream=None, notes=None) -> str:
         f"{meta['entries']} OpInfo entries, torch {meta['torch']}, {meta.get('seconds', '-')} s"
         + (" (the bounded slice `make test` runs)" if meta.get("slice") else "") + ".",
         "Each entry's sample and reference inputs run on CPU and on rbln with identical inputs;",
-        "outputs are compared with `torch.testing.assert_close` (tolerances in `torch_rbln/testing.py`).",
+        "outputs are compared with `torch.testing.assert_close` (tolerances in `torch_rbln/testing.py`, or the",
+        "op's ops.yaml `tolerance:` where its summation order differs from CPU's, as in the generated tests).",
         "The summary counts the function variant (forward) per dtype; D = ran on the device and matched,",
         "F = fell back to the CPU for some op and matched, M = mismatched, E = raised where CPU did not,",
-        "S = skipped (random output or uninitialized memory).",
+        "S = skipped (random output, uninitialized memory, or a sparse-only entry: rbln tensors are strided).",
         "",
         "| dtype | entries run | on device (D) | fallback (F) | correct (D+F) | mismatch | error | skipped |",
         "|---|---|---|---|---|---|---|---|",

@@ -51,6 +51,7 @@
 #include <ATen/ops/adaptive_max_pool3d_backward_ops.h>
 #include <ATen/ops/addmm_ops.h>
 #include <ATen/ops/addmv_ops.h>
+#include <ATen/ops/addr_ops.h>
 #include <ATen/ops/all_ops.h>
 #include <ATen/ops/amax_ops.h>
 #include <ATen/ops/amin_ops.h>
@@ -133,6 +134,8 @@
 #include <ATen/ops/native_batch_norm_ops.h>
 #include <ATen/ops/native_batch_norm_backward_ops.h>
 #include <ATen/ops/native_dropout_ops.h>
+#include <ATen/ops/native_group_norm_ops.h>
+#include <ATen/ops/native_group_norm_backward_ops.h>
 #include <ATen/ops/native_layer_norm_ops.h>
 #include <ATen/ops/native_layer_norm_backward_ops.h>
 #include <ATen/ops/nll_loss2d_backward_ops.h>
@@ -1018,6 +1021,26 @@ at::Tensor & wrapper_nll_loss_backward_grad_input(const at::Tensor & grad_output
   return rbln::kernels::native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask);
 }
 
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper_native_group_norm(const at::Tensor & input, const ::std::optional<at::Tensor> & weight, const ::std::optional<at::Tensor> & bias, c10::SymInt N, c10::SymInt C, c10::SymInt HxW, int64_t group, double eps) {
+  const c10::OptionalDeviceGuard guard(at::device_of(input));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(input.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::native_group_norm>::call(input, weight, bias, N, C, HxW, group, eps);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::native_group_norm");
+  return rbln::kernels::native_group_norm(input, weight, bias, N, C, HxW, group, eps);
+}
+
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper_native_group_norm_backward(const at::Tensor & grad_out, const at::Tensor & input, const at::Tensor & mean, const at::Tensor & rstd, const ::std::optional<at::Tensor> & weight, c10::SymInt N, c10::SymInt C, c10::SymInt HxW, int64_t group, ::std::array<bool,3> output_mask) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_out));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_out.scalar_type()) && dtype_ok(input.scalar_type()) && dtype_ok(mean.scalar_type()) && dtype_ok(rstd.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::native_group_norm_backward>::call(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::native_group_norm_backward");
+  return rbln::kernels::native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask);
+}
+
 at::Tensor wrapper_cumsum(const at::Tensor & self, int64_t dim, ::std::optional<at::ScalarType> dtype) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
@@ -1203,6 +1226,26 @@ at::Tensor & wrapper_addmv_out(const at::Tensor & self, const at::Tensor & mat, 
   }
   RBLN_COUNT_DEVICE_OP("aten::addmv.out");
   return rbln::kernels::addmv_out(self, mat, vec, beta, alpha, out);
+}
+
+at::Tensor wrapper_addr(const at::Tensor & self, const at::Tensor & vec1, const at::Tensor & vec2, const at::Scalar & beta, const at::Scalar & alpha) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(vec1.scalar_type()) && dtype_ok(vec2.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addr>::call(self, vec1, vec2, beta, alpha);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::addr");
+  return rbln::kernels::addr(self, vec1, vec2, beta, alpha);
+}
+
+at::Tensor & wrapper_addr_out(const at::Tensor & self, const at::Tensor & vec1, const at::Tensor & vec2, const at::Scalar & beta, const at::Scalar & alpha, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(vec1.scalar_type()) && dtype_ok(vec2.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addr_out>::call(self, vec1, vec2, beta, alpha, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::addr.out");
+  return rbln::kernels::addr_out(self, vec1, vec2, beta, alpha, out);
 }
 
 at::Tensor wrapper_index_select(const at::Tensor & self, int64_t dim, const at::Tensor & index) {
@@ -1998,7 +2041,7 @@ at::Tensor wrapper_adaptive_max_pool3d_backward(const at::Tensor & grad_output, 
 ::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper_batch_norm_backward(const at::Tensor & grad_out, const at::Tensor & input, const at::Tensor & weight, const ::std::optional<at::Tensor> & running_mean, const ::std::optional<at::Tensor> & running_var, const ::std::optional<at::Tensor> & save_mean, const ::std::optional<at::Tensor> & save_var, bool update, double eps, ::std::array<bool,3> output_mask, const at::Tensor & reserve) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_out));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
-  if (!(dtype_ok(grad_out.scalar_type()) && dtype_ok(input.scalar_type()) && dtype_ok(weight.scalar_type()) && dtype_ok(reserve.scalar_type()))) {
+  if (!(dtype_ok(grad_out.scalar_type()) && dtype_ok(input.scalar_type()) && dtype_ok(weight.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::batch_norm_backward>::call(grad_out, input, weight, running_mean, running_var, save_mean, save_var, update, eps, output_mask, reserve);
   }
   RBLN_COUNT_DEVICE_OP("aten::batch_norm_backward");
@@ -3183,6 +3226,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nll_loss_backward.grad_input", TORCH_FN(wrapper_nll_loss_backward_grad_input));
   m.impl("native_layer_norm", TORCH_FN(wrapper_native_layer_norm));
   m.impl("native_layer_norm_backward", TORCH_FN(wrapper_native_layer_norm_backward));
+  m.impl("native_group_norm", TORCH_FN(wrapper_native_group_norm));
+  m.impl("native_group_norm_backward", TORCH_FN(wrapper_native_group_norm_backward));
   m.impl("cumsum", TORCH_FN(wrapper_cumsum));
   m.impl("cumsum.out", TORCH_FN(wrapper_cumsum_out));
   m.impl("cumprod", TORCH_FN(wrapper_cumprod));
@@ -3202,6 +3247,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addmv", TORCH_FN(wrapper_addmv));
   m.impl("addmv_", TORCH_FN(wrapper_addmv_));
   m.impl("addmv.out", TORCH_FN(wrapper_addmv_out));
+  m.impl("addr", TORCH_FN(wrapper_addr));
+  m.impl("addr.out", TORCH_FN(wrapper_addr_out));
   m.impl("index_select", TORCH_FN(wrapper_index_select));
   m.impl("index_select.out", TORCH_FN(wrapper_index_select_out));
   m.impl("index_copy", TORCH_FN(wrapper_index_copy));

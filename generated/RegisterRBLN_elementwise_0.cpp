@@ -855,6 +855,7 @@ at::Tensor wrapper_signbit(const at::Tensor & self) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::signbit", rbln::functors::signbit<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::signbit", rbln::functors::signbit<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::signbit", rbln::functors::signbit<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::signbit", rbln::functors::signbit<bool>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::signbit>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::signbit");
@@ -872,6 +873,7 @@ at::Tensor & wrapper_signbit_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::signbit.out", rbln::functors::signbit<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::signbit.out", rbln::functors::signbit<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::signbit.out", rbln::functors::signbit<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::signbit.out", rbln::functors::signbit<bool>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::signbit_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::signbit.out");

@@ -518,6 +518,8 @@ at::Tensor wrapper_hardtanh(const at::Tensor & self, const at::Scalar & min_val,
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::hardtanh", rbln::functors::hardtanh<at::Half>(min_val, max_val)); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::hardtanh", rbln::functors::hardtanh<at::BFloat16>(min_val, max_val)); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::hardtanh", rbln::functors::hardtanh<double>(min_val, max_val)); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::hardtanh", rbln::functors::hardtanh<int32_t>(min_val, max_val)); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::hardtanh", rbln::functors::hardtanh<int64_t>(min_val, max_val)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardtanh>::call(self, min_val, max_val);
   }
   RBLN_COUNT_DEVICE_OP("aten::hardtanh");
@@ -533,6 +535,8 @@ at::Tensor & wrapper_hardtanh_(at::Tensor & self, const at::Scalar & min_val, co
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::hardtanh_", rbln::functors::hardtanh<at::Half>(min_val, max_val)); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::hardtanh_", rbln::functors::hardtanh<at::BFloat16>(min_val, max_val)); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::hardtanh_", rbln::functors::hardtanh<double>(min_val, max_val)); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::hardtanh_", rbln::functors::hardtanh<int32_t>(min_val, max_val)); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::hardtanh_", rbln::functors::hardtanh<int64_t>(min_val, max_val)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardtanh_>::call(self, min_val, max_val);
   }
   RBLN_COUNT_DEVICE_OP("aten::hardtanh_");
@@ -548,6 +552,8 @@ at::Tensor & wrapper_hardtanh_out(const at::Tensor & self, const at::Scalar & mi
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::hardtanh.out", rbln::functors::hardtanh<at::Half>(min_val, max_val)); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::hardtanh.out", rbln::functors::hardtanh<at::BFloat16>(min_val, max_val)); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::hardtanh.out", rbln::functors::hardtanh<double>(min_val, max_val)); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::hardtanh.out", rbln::functors::hardtanh<int32_t>(min_val, max_val)); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::hardtanh.out", rbln::functors::hardtanh<int64_t>(min_val, max_val)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardtanh_out>::call(self, min_val, max_val, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::hardtanh.out");
@@ -1117,6 +1123,7 @@ at::Tensor wrapper_heaviside(const at::Tensor & self, const at::Tensor & values)
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::heaviside", rbln::functors::heaviside<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::heaviside", rbln::functors::heaviside<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::heaviside", rbln::functors::heaviside<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::heaviside", rbln::functors::heaviside<bool>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::heaviside>::call(self, values);
   }
   RBLN_COUNT_DEVICE_OP("aten::heaviside");
@@ -1134,6 +1141,7 @@ at::Tensor & wrapper_heaviside_(at::Tensor & self, const at::Tensor & values) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::heaviside_", rbln::functors::heaviside<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::heaviside_", rbln::functors::heaviside<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::heaviside_", rbln::functors::heaviside<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::heaviside_", rbln::functors::heaviside<bool>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::heaviside_>::call(self, values);
   }
   RBLN_COUNT_DEVICE_OP("aten::heaviside_");
@@ -1151,6 +1159,7 @@ at::Tensor & wrapper_heaviside_out(const at::Tensor & self, const at::Tensor & v
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::heaviside.out", rbln::functors::heaviside<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::heaviside.out", rbln::functors::heaviside<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::heaviside.out", rbln::functors::heaviside<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::heaviside.out", rbln::functors::heaviside<bool>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::heaviside_out>::call(self, values, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::heaviside.out");

@@ -793,6 +793,9 @@ at::Tensor wrapper_nan_to_num(const at::Tensor & self, ::std::optional<double> n
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::nan_to_num", rbln::functors::nan_to_num<at::Half>(nan, posinf, neginf)); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::nan_to_num", rbln::functors::nan_to_num<at::BFloat16>(nan, posinf, neginf)); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::nan_to_num", rbln::functors::nan_to_num<double>(nan, posinf, neginf)); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::nan_to_num", rbln::functors::nan_to_num<int32_t>(nan, posinf, neginf)); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::nan_to_num", rbln::functors::nan_to_num<int64_t>(nan, posinf, neginf)); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::nan_to_num", rbln::functors::nan_to_num<bool>(nan, posinf, neginf)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nan_to_num>::call(self, nan, posinf, neginf);
   }
   RBLN_COUNT_DEVICE_OP("aten::nan_to_num");
@@ -808,6 +811,9 @@ at::Tensor & wrapper_nan_to_num_(at::Tensor & self, ::std::optional<double> nan,
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::nan_to_num_", rbln::functors::nan_to_num<at::Half>(nan, posinf, neginf)); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::nan_to_num_", rbln::functors::nan_to_num<at::BFloat16>(nan, posinf, neginf)); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::nan_to_num_", rbln::functors::nan_to_num<double>(nan, posinf, neginf)); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::nan_to_num_", rbln::functors::nan_to_num<int32_t>(nan, posinf, neginf)); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::nan_to_num_", rbln::functors::nan_to_num<int64_t>(nan, posinf, neginf)); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::nan_to_num_", rbln::functors::nan_to_num<bool>(nan, posinf, neginf)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nan_to_num_>::call(self, nan, posinf, neginf);
   }
   RBLN_COUNT_DEVICE_OP("aten::nan_to_num_");
@@ -823,6 +829,9 @@ at::Tensor & wrapper_nan_to_num_out(const at::Tensor & self, ::std::optional<dou
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::nan_to_num.out", rbln::functors::nan_to_num<at::Half>(nan, posinf, neginf)); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::nan_to_num.out", rbln::functors::nan_to_num<at::BFloat16>(nan, posinf, neginf)); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::nan_to_num.out", rbln::functors::nan_to_num<double>(nan, posinf, neginf)); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::nan_to_num.out", rbln::functors::nan_to_num<int32_t>(nan, posinf, neginf)); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::nan_to_num.out", rbln::functors::nan_to_num<int64_t>(nan, posinf, neginf)); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::nan_to_num.out", rbln::functors::nan_to_num<bool>(nan, posinf, neginf)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nan_to_num_out>::call(self, nan, posinf, neginf, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::nan_to_num.out");
@@ -1062,6 +1071,7 @@ at::Tensor wrapper_fmin(const at::Tensor & self, const at::Tensor & other) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::fmin", rbln::functors::fmin<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::fmin", rbln::functors::fmin<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::fmin", rbln::functors::fmin<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::fmin", rbln::functors::fmin<bool>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fmin>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::fmin");
@@ -1079,6 +1089,7 @@ at::Tensor & wrapper_fmin_out(const at::Tensor & self, const at::Tensor & other,
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::fmin.out", rbln::functors::fmin<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::fmin.out", rbln::functors::fmin<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::fmin.out", rbln::functors::fmin<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::fmin.out", rbln::functors::fmin<bool>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fmin_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::fmin.out");

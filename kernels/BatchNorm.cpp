@@ -100,6 +100,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_forward(const at::Tens
   auto out = at::empty(input.sizes(), input.options());
   auto save_mean = at::empty({training ? l.channels : 0}, input.options().dtype(stats));
   auto save_invstd = at::empty({training ? l.channels : 0}, input.options().dtype(stats));
+  // CPU's fused kernel takes dense layouts; others go through its step-by-step TensorIterator path.
+  const bool dense = input.is_contiguous() || input.is_contiguous(at::MemoryFormat::ChannelsLast) ||
+                     input.is_contiguous(at::MemoryFormat::ChannelsLast3d);
   auto x = contiguous(input);
   auto w = param(weight, stats), b = param(bias, stats);
   // Running stats are updated through contiguous copies written back afterwards.
@@ -122,14 +125,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_forward(const at::Tens
         S* rvp = rv.defined() ? rv.data_ptr<S>() : nullptr;
         const S* rv_read = rvp;
         launch_on(input, "aten::native_batch_norm", [=] {
-          // Normalize with the statistics before they are rounded to the stored dtype, as CPU does.
+          // Training normalizes with the statistics rounded to their stored dtype, as CPU does
+          // (float16/bfloat16 parameters round them to float16/bfloat16).
           std::vector<Acc> mean_acc(l.channels), invstd_acc(l.channels);
           if (training) {
             channel_stats<T, Acc>(xp, l, [&](int64_t c, Acc m, Acc sq, int64_t n) {
-              mean_acc[c] = m;
-              invstd_acc[c] = Acc(1) / std::sqrt(sq / n + static_cast<Acc>(eps));
               mp[c] = static_cast<S>(m);
-              ip[c] = static_cast<S>(invstd_acc[c]);
+              ip[c] = static_cast<S>(Acc(1) / std::sqrt(sq / n + static_cast<Acc>(eps)));
+              mean_acc[c] = static_cast<Acc>(mp[c]);
+              invstd_acc[c] = static_cast<Acc>(ip[c]);
               if (rmp) rmp[c] = static_cast<S>(momentum * m + (1 - momentum) * static_cast<Acc>(rmp[c]));
               if (rvp)
                 rvp[c] = static_cast<S>(momentum * sq / (n - 1) + (1 - momentum) * static_cast<Acc>(rvp[c]));
@@ -139,6 +143,28 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_forward(const at::Tens
               mean_acc[c] = static_cast<Acc>(mp[c]);
               invstd_acc[c] = Acc(1) / std::sqrt(static_cast<Acc>(rv_read[c]) + static_cast<Acc>(eps));
             }
+          }
+          if (!dense) {
+            // CPU's path for other layouts: ((x - mean) * invstd) * weight + bias, every step rounded
+            // to the statistics' dtype; in evaluation invstd = 1 / sqrt(var + eps), also step by step.
+            auto r = [](Acc v) { return static_cast<Acc>(static_cast<S>(v)); };
+            std::vector<Acc> m(l.channels), is(l.channels), w(l.channels), b(l.channels);
+            for (int64_t c = 0; c < l.channels; ++c) {
+              m[c] = mean_acc[c];
+              is[c] = training ? invstd_acc[c]
+                               : r(Acc(1) / r(std::sqrt(r(static_cast<Acc>(rv_read[c]) + r(static_cast<Acc>(eps))))));
+              w[c] = wp ? static_cast<Acc>(wp[c]) : Acc(1);
+              b[c] = bp ? static_cast<Acc>(bp[c]) : Acc(0);
+            }
+            at::parallel_for(0, l.batch * l.channels, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, l.plane)),
+                             [&](int64_t lo, int64_t hi) {
+                               for (int64_t row = lo; row < hi; ++row) {
+                                 const int64_t c = row % l.channels;
+                                 for (int64_t k = row * l.plane; k < (row + 1) * l.plane; ++k)
+                                   yp[k] = static_cast<T>(r(r(r(r(static_cast<Acc>(xp[k]) - m[c]) * is[c]) * w[c]) + b[c]));
+                               }
+                             });
+            return;
           }
           std::vector<Acc> a(l.channels), b(l.channels);
           for (int64_t c = 0; c < l.channels; ++c) {

@@ -191,12 +191,20 @@ struct exact_host_scalar : std::false_type {};
 template <class F>
 struct exact_host_scalar<F, std::void_t<decltype(F::kExactHostScalar)>> : std::bool_constant<F::kExactHostScalar> {};
 
+// Functors whose float16/bfloat16 arithmetic, like CPU's, depends on whether
+// the second input is one value broadcast (TensorIterator::is_scalar).
+template <class F, class = void>
+struct has_scalar_divisor : std::false_type {};
+template <class F>
+struct has_scalar_divisor<F, std::void_t<decltype(std::declval<F&>().scalar_divisor)>> : std::true_type {};
+
 // Queues f over the iterator on the current stream of the output's device.
 template <class T, size_t N, class F>
 void launch_elementwise(const at::TensorIteratorBase& iter, const char* name, F f) {
   if (iter.numel() == 0) return;
   auto device = iter.device(0).index();
   auto d = describe<N>(iter);
+  if constexpr (N == 3 && has_scalar_divisor<F>::value) f.scalar_divisor = iter.is_scalar(2);
   // Host scalars take the compute dtype, as CPU's type promotion does
   // (`half_tensor + 0.1` adds half(0.1)), except for functors that, like CPU's
   // mul and div, use the scalar's full value (`half_tensor * 1e5` must not

@@ -277,16 +277,20 @@ struct mul {
   }
 };
 
-template <class C>
-C floor_divide(C a, C b) {
+// Python's floor division, as CPU computes it. float16/bfloat16 round every
+// step to T (CPU's Vectorized<Half/BFloat16> arithmetic), except against a
+// scalar divisor, which CPU divides by in float (div_floor_cpu_reduced_float).
+template <class T, class C>
+C floor_divide(C a, C b, bool scalar_divisor) {
   if constexpr (is_float<C>) {
+    auto r = [scalar_divisor](C x) { return scalar_divisor ? x : static_cast<C>(static_cast<T>(x)); };
     if (b == C(0)) return a / b;
     C mod = std::fmod(a, b);
-    C div = (a - mod) / b;
-    if (mod != C(0) && (b < C(0)) != (mod < C(0))) div -= C(1);
+    C div = r(r(a - mod) / b);
+    if (mod != C(0) && (b < C(0)) != (mod < C(0))) div = r(div - C(1));
     C floordiv = std::floor(div);
-    if (div - floordiv > C(0.5)) floordiv += C(1);
-    return div != C(0) ? floordiv : std::copysign(C(0), a / b);
+    if (r(div - floordiv) > C(0.5)) floordiv = r(floordiv + C(1));
+    return div != C(0) ? floordiv : std::copysign(C(0), r(a / b));
   } else {
     if (b == C(0)) throw std::runtime_error("ZeroDivisionError");
     C q = a / b;
@@ -300,6 +304,7 @@ struct div {
   using C = at::opmath_type<T>;
   static constexpr bool kExactHostScalar = true;
   enum Mode { kTrue, kTrunc, kFloor } mode = kTrue;
+  bool scalar_divisor = false;  // set by launch_elementwise: the divisor is one value broadcast
   div() = default;
   explicit div(std::optional<c10::string_view> rounding) {
     if (!rounding) return;
@@ -308,7 +313,7 @@ struct div {
     mode = *rounding == "trunc" ? kTrunc : kFloor;
   }
   C operator()(C a, C b) const {
-    if (mode == kFloor) return floor_divide(a, b);
+    if (mode == kFloor) return floor_divide<T>(a, b, scalar_divisor);
     if constexpr (!is_float<C>) {
       if (b == C(0)) throw std::runtime_error("ZeroDivisionError");
       return a / b;  // integer division truncates
@@ -427,7 +432,9 @@ struct fmin {
 template <class T>
 struct floor_divide_op {
   using C = at::opmath_type<T>;
-  C operator()(C a, C b) const { return floor_divide(a, b); }
+  static constexpr bool kExactHostScalar = true;  // CPU divides by the scalar's own value
+  bool scalar_divisor = false;                    // as div's
+  C operator()(C a, C b) const { return floor_divide<T>(a, b, scalar_divisor); }
 };
 
 // ---- activation backwards: (grad_output, input or output) -> grad_input ------
@@ -577,6 +584,24 @@ struct lerp {
   // Fused multiply-adds, as CPU's vectorized lerp computes it.
   C operator()(C self, C end, C weight) const {
     return std::abs(weight) < C(0.5) ? std::fma(weight, end - self, self) : std::fma(weight - C(1), end - self, end);
+  }
+};
+
+// beta * self + alpha * vec1 * vec2 (addr): CPU computes in T itself, so
+// float16/bfloat16 round every product and the sum; beta == 0 ignores self.
+template <class T>
+struct addr {
+  using C = at::opmath_type<T>;
+  C beta, alpha;
+  addr(const at::Scalar& b, const at::Scalar& a) : beta(static_cast<C>(b.to<T>())), alpha(static_cast<C>(a.to<T>())) {}
+  C operator()(C self, C v1, C v2) const {
+    if constexpr (std::is_same_v<C, bool>) {
+      return (beta && self) || (alpha && v1 && v2);
+    } else {
+      auto r = [](C x) { return static_cast<C>(static_cast<T>(x)); };
+      const C prod = r(r(alpha * v1) * v2);
+      return beta == C(0) ? prod : r(r(beta * self) + prod);
+    }
   }
 };
 

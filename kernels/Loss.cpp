@@ -11,6 +11,9 @@
 #include <ATen/ops/sum.h>
 #include <ATen/ops/where.h>
 
+#include <c10/util/llvmMathExtras.h>
+
+#include <numeric>
 #include <stdexcept>
 #include <string>
 
@@ -59,21 +62,46 @@ std::tuple<at::Tensor&, at::Tensor&> nll_loss_forward_output(const at::Tensor& s
     auto* op = out.data_ptr<scalar_t>();
     auto* twp = tw.data_ptr<scalar_t>();
     launch_on(self, "aten::nll_loss_forward", [=] {
-      double total = 0, weight_sum = 0;
+      // CPU's arithmetic: in the dtype itself (each float16/bfloat16 step rounded), the reduction through
+      // its cascade of 8 partial sums (16 terms per level for batches up to 2^32), so the result is CPU's.
+      constexpr int kLevels = 8;
+      const int64_t level_power = std::max<int64_t>(4, static_cast<int64_t>(c10::llvm::Log2_64_Ceil(n)) / kLevels);
+      const int64_t level_mask = (int64_t(1) << level_power) - 1;
+      scalar_t loss_sums[kLevels] = {}, weight_sums[kLevels] = {};
+      int64_t ignored = 0;
       for (int64_t i = 0; i < n; ++i) {
         int64_t k = tp[i];
-        double v = 0;
-        if (k != ignore) {
-          if (k < 0 || k >= c) throw std::out_of_range("Target " + std::to_string(k) + " is out of bounds.");
-          double wk = wp ? static_cast<double>(wp[k]) : 1.0;
-          v = -wk * static_cast<double>(xp[i * c + k]);
-          weight_sum += wk;
+        if (k == ignore) {
+          if (none) op[i] = scalar_t(0);
+          ++ignored;
+          continue;
         }
-        if (none) op[i] = static_cast<scalar_t>(v);
-        total += v;
+        if (k < 0 || k >= c) throw std::out_of_range("Target " + std::to_string(k) + " is out of bounds.");
+        const scalar_t wk = wp ? wp[k] : scalar_t(1);
+        const scalar_t v = -xp[i * c + k] * wk;
+        if (none) {
+          op[i] = v;
+          continue;
+        }
+        loss_sums[0] -= xp[i * c + k] * wk;
+        if (wp) weight_sums[0] += wk;
+        for (int j = 0; j + 1 < kLevels; ++j) {
+          if ((i & (level_mask << (j * level_power))) != 0) break;
+          weight_sums[j + 1] += weight_sums[j];
+          loss_sums[j + 1] += loss_sums[j];
+          weight_sums[j] = loss_sums[j] = scalar_t(0);
+        }
       }
-      twp[0] = static_cast<scalar_t>(weight_sum);
-      if (!none) op[0] = static_cast<scalar_t>(reduction == at::Reduction::Mean ? total / weight_sum : total);
+      if (none) {
+        twp[0] = scalar_t(0);
+        return;
+      }
+      const scalar_t weight_total = wp ? std::accumulate(weight_sums, weight_sums + kLevels, scalar_t(0))
+                                       : static_cast<scalar_t>(n - ignored);
+      scalar_t total = std::accumulate(loss_sums, loss_sums + kLevels, scalar_t(0));
+      if (reduction == at::Reduction::Mean) total /= weight_total;
+      twp[0] = weight_total;
+      op[0] = total;
     });
   });
   if (!out.is_same(output)) device_copy(output, out);
@@ -213,8 +241,15 @@ at::Tensor smooth_l1_loss_backward(const at::Tensor& grad_output, const at::Tens
 at::Tensor huber_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double delta) {
   TORCH_CHECK(delta > 0, "huber_loss does not support non-positive values for delta.");
   check_same_device({&self, &target});
-  auto z = at::abs(widen(self - target));
-  return reduce_loss(at::where(z < delta, z * z * 0.5, (z - 0.5 * delta) * delta), reduction, self.scalar_type());
+  // CPU's arithmetic, measured: float16 computes in float32 with delta unrounded, rounding each loss once;
+  // the other dtypes compute in the dtype itself (bfloat16 rounds every step), delta rounded to it.
+  const bool half = self.scalar_type() == at::kHalf;
+  const double d = half ? delta
+                        : RBLN_DISPATCH_FLOATING(self.scalar_type(), "huber_loss",
+                                                 [&] { return static_cast<double>(static_cast<scalar_t>(delta)); });
+  auto z = half ? at::abs(widen(self) - widen(target)) : at::abs(self - target);
+  auto loss = at::where(z < d, z * 0.5 * z, (z - 0.5 * d) * d).to(self.scalar_type());
+  return reduce_loss(loss, reduction, self.scalar_type());
 }
 at::Tensor huber_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
                                int64_t reduction, double delta) {

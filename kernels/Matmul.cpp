@@ -1,11 +1,13 @@
 // Matrix multiply on the device's matrix engine: the BLAS libtorch carries
 // (sgemm; float16/bfloat16 widen to float32 first), a plain loop for integers.
+#include <ATen/TensorIterator.h>
 #include <ATen/ops/empty.h>
 
 #include <vector>
 
 #include "kernels/Blas.h"
 #include "kernels/Common.h"
+#include "kernels/Elementwise.h"
 #include "kernels/Kernels.h"
 
 namespace rbln::kernels {
@@ -214,6 +216,41 @@ at::Tensor addmv(const at::Tensor& self, const at::Tensor& mat, const at::Tensor
 at::Tensor& addmv_(at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta,
                    const at::Scalar& alpha) {
   return addmv_out(self, mat, vec, beta, alpha, self);
+}
+
+// The outer product is elementwise over [n, m]: one pass, CPU's roundings (functors::addr).
+at::Tensor& addr_out(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2, const at::Scalar& beta,
+                     const at::Scalar& alpha, at::Tensor& out) {
+  TORCH_CHECK(vec1.dim() == 1, "addr: Expected 1-D argument vec1, but got ", vec1.dim(), "-D");
+  TORCH_CHECK(vec2.dim() == 1, "addr: Expected 1-D argument vec2, but got ", vec2.dim(), "-D");
+  check_same_device({&self, &vec1, &vec2, &out});
+  const auto dtype = at::promote_types(self.scalar_type(), at::promote_types(vec1.scalar_type(), vec2.scalar_type()));
+  for (const auto* s : {&beta, &alpha}) {  // CPU's check_addr_scalar
+    TORCH_CHECK(!s->isBoolean() || dtype == at::kBool, "Boolean ", s == &beta ? "beta" : "alpha",
+                " only supported for Boolean results.");
+    TORCH_CHECK(at::isFloatingType(dtype) || s->isIntegral(true), "For integral input tensors, argument ",
+                s == &beta ? "beta" : "alpha", " must not be a floating point number.");
+  }
+  auto iter = at::TensorIteratorConfig()
+                  .set_check_mem_overlap(true)
+                  .add_output(out)
+                  .add_owned_const_input(self.expand({vec1.size(0), vec2.size(0)}))
+                  .add_owned_const_input(vec1.reshape({vec1.size(0), 1}))
+                  .add_const_input(vec2)
+                  .promote_inputs_to_common_dtype(true)
+                  .cast_common_dtype_to_outputs(true)
+                  .enforce_safe_casting_to_output(true)
+                  .build();
+  RBLN_DISPATCH_ALL(iter.common_dtype(), "addr", [&] {
+    launch_elementwise<scalar_t, 4>(iter, "aten::addr", functors::addr<scalar_t>(beta, alpha));
+  });
+  if (!out.defined()) out = iter.output();  // the functional overload's new tensor
+  return out;
+}
+at::Tensor addr(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2, const at::Scalar& beta,
+                const at::Scalar& alpha) {
+  at::Tensor out;
+  return addr_out(self, vec1, vec2, beta, alpha, out);
 }
 
 at::Tensor dot(const at::Tensor& self, const at::Tensor& tensor) {

@@ -1,4 +1,4 @@
-// Row-wise kernels over a contiguous [outer, n] view: layer norm and
+// Row-wise kernels over a contiguous [outer, n] view: layer and group norm,
 // cumulative sums, plus linspace and equal.
 #include <ATen/AccumulateType.h>
 #include <ATen/WrapDimUtils.h>
@@ -66,8 +66,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(const at::Tenso
             sq += d * d;
           }
           acc_t inv = acc_t(1) / std::sqrt(sq / n + static_cast<acc_t>(eps));
+          const acc_t shift = -inv * mu;
           for (int64_t j = 0; j < n; ++j) {
-            acc_t v = (static_cast<acc_t>(row[j]) - mu) * inv;
+            acc_t v = std::fma(static_cast<acc_t>(row[j]), inv, shift);  // CPU's fused x * rstd - rstd * mean
             if (wp) v *= static_cast<acc_t>(wp[j]);
             if (bp) v += static_cast<acc_t>(bp[j]);
             yp[r * n + j] = static_cast<scalar_t>(v);
@@ -144,6 +145,170 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
           }
         });
       }
+    });
+  });
+  return {dx, dw, db};
+}
+
+// Group norm over input viewed as [N, C, HxW], groups of D = C / group channels.
+// As CPU: statistics per (n, group), then per channel y = x * scale + bias with
+// scale = rstd * gamma, bias = beta - scale * mean, in the compute type (float
+// for float16/bfloat16), rounded once. mean and rstd take the parameters' dtype.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm(const at::Tensor& input,
+                                                                const std::optional<at::Tensor>& weight,
+                                                                const std::optional<at::Tensor>& bias, c10::SymInt N,
+                                                                c10::SymInt C, c10::SymInt HxW, int64_t group,
+                                                                double eps) {
+  const int64_t n_ = N.expect_int(), c_ = C.expect_int(), hw = HxW.expect_int();
+  auto w = weight && weight->defined() ? contiguous(*weight) : at::Tensor();
+  auto b = bias && bias->defined() ? contiguous(*bias) : at::Tensor();
+  check_same_device({&input, &w, &b});
+  TORCH_CHECK(group > 0 && c_ % group == 0, "Expected number of channels in input to be divisible by num_groups, ",
+              "but got input of shape ", input.sizes(), " and num_groups=", group);
+  TORCH_CHECK(input.numel() == n_ * c_ * hw, "native_group_norm: input ", input.sizes(), " is not [", n_, ", ", c_,
+              ", ", hw, "]");
+  TORCH_CHECK(!w.defined() || w.numel() == c_, "Expected weight to be a vector of size equal to the number of ",
+              "channels in input, but got weight of shape ", w.sizes(), " and input of shape ", input.sizes());
+  TORCH_CHECK(!b.defined() || b.numel() == c_, "Expected bias to be a vector of size equal to the number of ",
+              "channels in input, but got bias of shape ", b.sizes(), " and input of shape ", input.sizes());
+  TORCH_CHECK(input.is_contiguous(input.suggest_memory_format()),
+              "Expected X.is_contiguous(memory_format) to be true, but got false.");  // CPU's check
+  const auto stats = w.defined() ? w.scalar_type() : input.scalar_type();
+  TORCH_CHECK(!b.defined() || b.scalar_type() == stats, "native_group_norm: weight and bias dtypes differ");
+  auto x = contiguous(input);
+  auto out = at::empty(input.sizes(), input.options());
+  auto mean = at::empty({n_, group}, input.options().dtype(stats));
+  auto rstd = at::empty({n_, group}, input.options().dtype(stats));
+  if (n_ * group == 0) return {out, mean, rstd};
+  const int64_t d = c_ / group;
+  RBLN_DISPATCH_FLOATING(input.scalar_type(), "native_group_norm", [&] {
+    using T = scalar_t;
+    const T* xp = x.const_data_ptr<T>();
+    T* yp = out.data_ptr<T>();
+    RBLN_DISPATCH_FLOATING(stats, "native_group_norm", [&] {
+      using S = scalar_t;
+      using opmath_t = at::opmath_type<S>;
+      const S* wp = w.defined() ? w.const_data_ptr<S>() : nullptr;
+      const S* bp = b.defined() ? b.const_data_ptr<S>() : nullptr;
+      S* mp = mean.data_ptr<S>();
+      S* rp = rstd.data_ptr<S>();
+      launch_on(input, "aten::native_group_norm", [=] {
+        const int64_t count = d * hw;
+        at::parallel_for(0, n_ * group, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(count, 1)),
+                         [&](int64_t lo, int64_t hi) {
+          for (int64_t ng = lo; ng < hi; ++ng) {
+            const T* xg = xp + ng * count;
+            T* yg = yp + ng * count;
+            double sum = 0, sq = 0;  // two passes in double: the statistics CPU's float moments approximate
+            for (int64_t i = 0; i < count; ++i) sum += static_cast<double>(xg[i]);
+            const double mu = count ? sum / count : 0.0;
+            for (int64_t i = 0; i < count; ++i) {
+              const double dv = static_cast<double>(xg[i]) - mu;
+              sq += dv * dv;
+            }
+            const opmath_t m = static_cast<opmath_t>(mu);
+            const opmath_t r = opmath_t(1) / std::sqrt(static_cast<opmath_t>(count ? sq / count : 0.0) +
+                                                       static_cast<opmath_t>(eps));
+            const int64_t g = ng % group;
+            for (int64_t k = 0; k < d; ++k) {
+              const int64_t c = g * d + k;
+              const opmath_t scale = r * (wp ? static_cast<opmath_t>(wp[c]) : opmath_t(1));
+              const opmath_t shift = (bp ? static_cast<opmath_t>(bp[c]) : opmath_t(0)) - scale * m;
+              for (int64_t i = k * hw; i < (k + 1) * hw; ++i)
+                yg[i] = static_cast<T>(static_cast<opmath_t>(xg[i]) * scale + shift);
+            }
+            mp[ng] = static_cast<S>(m);
+            rp[ng] = static_cast<S>(r);
+          }
+        });
+      });
+    });
+  });
+  return {out, mean, rstd};
+}
+
+// CPU's backward: per (n, c) ds = sum(dy * x) and db = sum(dy); per group
+// c2 = (sum(db * gamma) * mean - sum(ds * gamma)) * rstd^3 / (D * HxW) and
+// c3 = -c2 * mean - sum(db * gamma) * rstd / (D * HxW); dx = rstd * gamma * dy + c2 * x + c3;
+// dgamma sums (ds - db * mean) * rstd and dbeta sums db over the batch. Sums in double.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean, const at::Tensor& rstd,
+    const std::optional<at::Tensor>& weight, c10::SymInt N, c10::SymInt C, c10::SymInt HxW, int64_t group,
+    std::array<bool, 3> output_mask) {
+  const int64_t n_ = N.expect_int(), c_ = C.expect_int(), hw = HxW.expect_int();
+  auto w = weight && weight->defined() ? contiguous(*weight) : at::Tensor();
+  check_same_device({&grad_out, &input, &mean, &rstd, &w});
+  TORCH_CHECK(group > 0 && c_ % group == 0 && input.numel() == n_ * c_ * hw && grad_out.sizes() == input.sizes() &&
+                  mean.numel() == n_ * group && rstd.numel() == n_ * group,
+              "native_group_norm_backward: grad_out ", grad_out.sizes(), ", input ", input.sizes(), ", mean ",
+              mean.sizes(), " and rstd ", rstd.sizes(), " do not match N=", n_, " C=", c_, " HxW=", hw,
+              " group=", group);
+  const auto stats = mean.scalar_type();
+  at::Tensor dx = output_mask[0] ? at::empty(input.sizes(), input.options()) : at::Tensor();
+  at::Tensor dw = output_mask[1] ? at::empty({c_}, input.options().dtype(stats)) : at::Tensor();
+  at::Tensor db = output_mask[2] ? at::empty({c_}, input.options().dtype(stats)) : at::Tensor();
+  auto x = contiguous(input), dy = contiguous(grad_out), mu = contiguous(mean), rs = contiguous(rstd);
+  const int64_t d = c_ / group;
+  RBLN_DISPATCH_FLOATING(input.scalar_type(), "native_group_norm_backward", [&] {
+    using T = scalar_t;
+    const T* xp = x.const_data_ptr<T>();
+    const T* dyp = dy.const_data_ptr<T>();
+    T* dxp = dx.defined() ? dx.data_ptr<T>() : nullptr;
+    RBLN_DISPATCH_FLOATING(stats, "native_group_norm_backward", [&] {
+      using S = scalar_t;
+      using opmath_t = at::opmath_type<S>;
+      const S* mp = mu.const_data_ptr<S>();
+      const S* rp = rs.const_data_ptr<S>();
+      const S* wp = w.defined() ? w.const_data_ptr<S>() : nullptr;
+      S* dwp = dw.defined() ? dw.data_ptr<S>() : nullptr;
+      S* dbp = db.defined() ? db.data_ptr<S>() : nullptr;
+      launch_on(input, "aten::native_group_norm_backward", [=] {
+        std::vector<double> ds(n_ * c_), dbs(n_ * c_);  // per (n, c)
+        at::parallel_for(0, n_ * c_, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(hw, 1)),
+                         [&](int64_t lo, int64_t hi) {
+          for (int64_t nc = lo; nc < hi; ++nc) {
+            double s = 0, t = 0;
+            for (int64_t i = nc * hw; i < (nc + 1) * hw; ++i) {
+              s += static_cast<double>(dyp[i]) * static_cast<double>(xp[i]);
+              t += static_cast<double>(dyp[i]);
+            }
+            ds[nc] = s;
+            dbs[nc] = t;
+          }
+        });
+        auto gamma = [&](int64_t c) { return wp ? static_cast<double>(wp[c]) : 1.0; };
+        if (dxp) {
+          const double scale = 1.0 / static_cast<double>(d * hw);
+          at::parallel_for(0, n_ * group, 1, [&](int64_t lo, int64_t hi) {
+            for (int64_t ng = lo; ng < hi; ++ng) {
+              const int64_t n = ng / group, g = ng % group;
+              double ds_g = 0, db_g = 0;
+              for (int64_t c = g * d; c < (g + 1) * d; ++c) {
+                ds_g += ds[n * c_ + c] * gamma(c);
+                db_g += dbs[n * c_ + c] * gamma(c);
+              }
+              const double m = static_cast<double>(mp[ng]), r = static_cast<double>(rp[ng]);
+              const opmath_t c2 = static_cast<opmath_t>((db_g * m - ds_g) * r * r * r * scale);
+              const opmath_t c3 = static_cast<opmath_t>(-static_cast<double>(c2) * m - db_g * r * scale);
+              for (int64_t c = g * d; c < (g + 1) * d; ++c) {
+                const opmath_t c1 = static_cast<opmath_t>(r * gamma(c));
+                for (int64_t i = (n * c_ + c) * hw; i < (n * c_ + c + 1) * hw; ++i)
+                  dxp[i] = static_cast<T>(c1 * static_cast<opmath_t>(dyp[i]) + c2 * static_cast<opmath_t>(xp[i]) + c3);
+              }
+            }
+          });
+        }
+        for (int64_t c = 0; c < c_ && (dwp || dbp); ++c) {
+          double sw = 0, sb = 0;
+          for (int64_t n = 0; n < n_; ++n) {
+            const int64_t ng = n * group + c / d;
+            sw += (ds[n * c_ + c] - dbs[n * c_ + c] * static_cast<double>(mp[ng])) * static_cast<double>(rp[ng]);
+            sb += dbs[n * c_ + c];
+          }
+          if (dwp) dwp[c] = static_cast<S>(sw);
+          if (dbp) dbp[c] = static_cast<S>(sb);
+        }
+      });
     });
   });
   return {dx, dw, db};

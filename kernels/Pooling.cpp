@@ -309,7 +309,7 @@ at::Tensor avg_pool_backward(const at::Tensor& grad_output, const at::Tensor& se
   return grad_input;
 }
 
-at::Tensor adaptive_avg_pool(const at::Tensor& self, const Planes& p, const char* name) {
+at::Tensor adaptive_avg_pool(const at::Tensor& self, const Planes& p, int64_t dims, const char* name) {
   auto out = at::empty(p.out_sizes, self.options());
   if (out.numel() == 0) return out;
   auto x = contiguous(self);
@@ -322,6 +322,12 @@ at::Tensor adaptive_avg_pool(const at::Tensor& self, const Planes& p, const char
       over_planes(p.count, P, [&](int64_t plane) {
         const scalar_t* in = xp + plane * P;
         for_each_adaptive(p.w, [&](int64_t o, const int64_t(&lo)[3], const int64_t(&hi)[3]) {
+          if (dims == 3) {  // CPU's 3-d kernel sums in the dtype itself, then divides by each extent in turn
+            scalar_t sum = 0;
+            for_each_offset(p.w, lo, hi, [&](int64_t i) { sum += in[i]; });
+            yp[plane * L + o] = sum / (hi[0] - lo[0]) / (hi[1] - lo[1]) / (hi[2] - lo[2]);
+            return;
+          }
           opmath sum = 0;
           int64_t n = 0;
           for_each_offset(p.w, lo, hi, [&](int64_t i) {
@@ -396,7 +402,7 @@ at::Tensor adaptive_avg_pool_backward(const at::Tensor& grad_output, const at::T
   }                                                                                                                  \
   at::Tensor _adaptive_avg_pool##D##d(const at::Tensor& self, c10::SymIntArrayRef output_size) {                     \
     auto p = plan_adaptive(self, D, C10_AS_INTARRAYREF_SLOW(output_size), "adaptive_avg_pool" #D "d");               \
-    return adaptive_avg_pool(self, p, "aten::_adaptive_avg_pool" #D "d");                                            \
+    return adaptive_avg_pool(self, p, D, "aten::_adaptive_avg_pool" #D "d");                                         \
   }                                                                                                                  \
   at::Tensor _adaptive_avg_pool##D##d_backward(const at::Tensor& grad_output, const at::Tensor& self) {              \
     return adaptive_avg_pool_backward(grad_output, self, D, "aten::_adaptive_avg_pool" #D "d_backward");             \
