@@ -86,6 +86,7 @@
 #include <ATen/ops/empty_strided_ops.h>
 #include <ATen/ops/equal_ops.h>
 #include <ATen/ops/exponential_ops.h>
+#include <ATen/ops/eye_ops.h>
 #include <ATen/ops/fill_ops.h>
 #include <ATen/ops/flip_ops.h>
 #include <ATen/ops/gather_ops.h>
@@ -125,12 +126,15 @@
 #include <ATen/ops/max_pool2d_with_indices_backward_ops.h>
 #include <ATen/ops/max_pool3d_with_indices_ops.h>
 #include <ATen/ops/max_pool3d_with_indices_backward_ops.h>
+#include <ATen/ops/max_unpool2d_ops.h>
+#include <ATen/ops/max_unpool3d_ops.h>
 #include <ATen/ops/mean_ops.h>
 #include <ATen/ops/min_ops.h>
 #include <ATen/ops/mm_ops.h>
 #include <ATen/ops/mse_loss_ops.h>
 #include <ATen/ops/mse_loss_backward_ops.h>
 #include <ATen/ops/multinomial_ops.h>
+#include <ATen/ops/nansum_ops.h>
 #include <ATen/ops/native_batch_norm_ops.h>
 #include <ATen/ops/native_batch_norm_backward_ops.h>
 #include <ATen/ops/native_dropout_ops.h>
@@ -143,6 +147,7 @@
 #include <ATen/ops/nll_loss_backward_ops.h>
 #include <ATen/ops/nll_loss_forward_ops.h>
 #include <ATen/ops/nonzero_ops.h>
+#include <ATen/ops/norm_ops.h>
 #include <ATen/ops/normal_ops.h>
 #include <ATen/ops/ormqr_ops.h>
 #include <ATen/ops/prod_ops.h>
@@ -177,6 +182,7 @@
 #include <ATen/ops/sum_ops.h>
 #include <ATen/ops/take_ops.h>
 #include <ATen/ops/topk_ops.h>
+#include <ATen/ops/trace_ops.h>
 #include <ATen/ops/triangular_solve_ops.h>
 #include <ATen/ops/tril_ops.h>
 #include <ATen/ops/triu_ops.h>
@@ -199,6 +205,7 @@
 #include <ATen/ops/upsample_trilinear3d_backward_ops.h>
 #include <ATen/ops/var_ops.h>
 #include <ATen/ops/var_mean_ops.h>
+#include <ATen/ops/vdot_ops.h>
 #include <ATen/ops/view_ops.h>
 #include <ATen/ops/view_as_complex_ops.h>
 #include <ATen/ops/view_as_real_ops.h>
@@ -405,6 +412,18 @@ at::Tensor & wrapper_index_fill__int_Tensor(at::Tensor & self, int64_t dim, cons
   return rbln::kernels::index_fill_int_Tensor(self, dim, index, value);
 }
 
+at::Tensor & wrapper_eye_m_out(c10::SymInt n, c10::SymInt m, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(out));
+  RBLN_COUNT_DEVICE_OP("aten::eye.m_out");
+  return rbln::kernels::eye_m_out(n, m, out);
+}
+
+at::Tensor & wrapper_eye_out(c10::SymInt n, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(out));
+  RBLN_COUNT_DEVICE_OP("aten::eye.out");
+  return rbln::kernels::eye_out(n, out);
+}
+
 at::Tensor wrapper_where_self(const at::Tensor & condition, const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(condition));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
@@ -509,6 +528,26 @@ at::Tensor & wrapper_sum_IntList_out(const at::Tensor & self, at::OptionalIntArr
   }
   RBLN_COUNT_DEVICE_OP("aten::sum.IntList_out");
   return rbln::kernels::sum_IntList_out(self, dim, keepdim, dtype, out);
+}
+
+at::Tensor wrapper_nansum(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, ::std::optional<at::ScalarType> dtype) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nansum>::call(self, dim, keepdim, dtype);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::nansum");
+  return rbln::kernels::nansum(self, dim, keepdim, dtype);
+}
+
+at::Tensor wrapper_trace(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::trace>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::trace");
+  return rbln::kernels::trace(self);
 }
 
 at::Tensor wrapper_mean_dim(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, ::std::optional<at::ScalarType> dtype) {
@@ -861,6 +900,48 @@ at::Tensor & wrapper_linalg_vector_norm_out(const at::Tensor & self, const at::S
   return rbln::kernels::linalg_vector_norm_out(self, ord, dim, keepdim, dtype, out);
 }
 
+at::Tensor wrapper_norm_ScalarOpt_dim(const at::Tensor & self, const ::std::optional<at::Scalar> & p, at::IntArrayRef dim, bool keepdim) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::norm_ScalarOpt_dim>::call(self, p, dim, keepdim);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::norm.ScalarOpt_dim");
+  at::Tensor result = at::empty({0}, self.options());
+  return rbln::kernels::norm_out(self, p, dim, keepdim, result);
+}
+
+at::Tensor & wrapper_norm_out(const at::Tensor & self, const ::std::optional<at::Scalar> & p, at::IntArrayRef dim, bool keepdim, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::norm_out>::call(self, p, dim, keepdim, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::norm.out");
+  return rbln::kernels::norm_out(self, p, dim, keepdim, out);
+}
+
+at::Tensor wrapper_norm_ScalarOpt_dim_dtype(const at::Tensor & self, const ::std::optional<at::Scalar> & p, at::IntArrayRef dim, bool keepdim, at::ScalarType dtype) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::norm_ScalarOpt_dim_dtype>::call(self, p, dim, keepdim, dtype);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::norm.ScalarOpt_dim_dtype");
+  at::Tensor result = at::empty({0}, self.options());
+  return rbln::kernels::norm_dtype_out(self, p, dim, keepdim, dtype, result);
+}
+
+at::Tensor & wrapper_norm_dtype_out(const at::Tensor & self, const ::std::optional<at::Scalar> & p, at::IntArrayRef dim, bool keepdim, at::ScalarType dtype, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::norm_dtype_out>::call(self, p, dim, keepdim, dtype, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::norm.dtype_out");
+  return rbln::kernels::norm_dtype_out(self, p, dim, keepdim, dtype, out);
+}
+
 at::Tensor wrapper_argmax(const at::Tensor & self, ::std::optional<int64_t> dim, bool keepdim) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
@@ -1196,6 +1277,16 @@ at::Tensor wrapper_dot(const at::Tensor & self, const at::Tensor & tensor) {
   }
   RBLN_COUNT_DEVICE_OP("aten::dot");
   return rbln::kernels::dot(self, tensor);
+}
+
+at::Tensor wrapper_vdot(const at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(other.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::vdot>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::vdot");
+  return rbln::kernels::vdot(self, other);
 }
 
 at::Tensor wrapper_addmv(const at::Tensor & self, const at::Tensor & mat, const at::Tensor & vec, const at::Scalar & beta, const at::Scalar & alpha) {
@@ -1622,6 +1713,26 @@ at::Tensor & wrapper_index_reduce_out(const at::Tensor & self, int64_t dim, cons
   }
   RBLN_COUNT_DEVICE_OP("aten::index_reduce.out");
   return rbln::kernels::index_reduce_out(self, dim, index, source, reduce, include_self, out);
+}
+
+at::Tensor wrapper_max_unpool2d(const at::Tensor & self, const at::Tensor & indices, c10::SymIntArrayRef output_size) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::max_unpool2d>::call(self, indices, output_size);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::max_unpool2d");
+  return rbln::kernels::max_unpool2d(self, indices, output_size);
+}
+
+at::Tensor wrapper_max_unpool3d(const at::Tensor & self, const at::Tensor & indices, c10::SymIntArrayRef output_size, at::IntArrayRef stride, at::IntArrayRef padding) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::max_unpool3d>::call(self, indices, output_size, stride, padding);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::max_unpool3d");
+  return rbln::kernels::max_unpool3d(self, indices, output_size, stride, padding);
 }
 
 at::Tensor wrapper_index_Tensor(const at::Tensor & self, const c10::List<::std::optional<at::Tensor>> & indices) {
@@ -3164,6 +3275,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("masked_fill_.Tensor", TORCH_FN(wrapper_masked_fill__Tensor));
   m.impl("index_fill_.int_Scalar", TORCH_FN(wrapper_index_fill__int_Scalar));
   m.impl("index_fill_.int_Tensor", TORCH_FN(wrapper_index_fill__int_Tensor));
+  m.impl("eye.m_out", TORCH_FN(wrapper_eye_m_out));
+  m.impl("eye.out", TORCH_FN(wrapper_eye_out));
   m.impl("where.self", TORCH_FN(wrapper_where_self));
   m.impl("where.self_out", TORCH_FN(wrapper_where_self_out));
   m.impl("arange.start_out", TORCH_FN(wrapper_arange_start_out));
@@ -3175,6 +3288,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("clamp.Tensor_out", TORCH_FN(wrapper_clamp_Tensor_out));
   m.impl("sum.dim_IntList", TORCH_FN(wrapper_sum_dim_IntList));
   m.impl("sum.IntList_out", TORCH_FN(wrapper_sum_IntList_out));
+  m.impl("nansum", TORCH_FN(wrapper_nansum));
+  m.impl("trace", TORCH_FN(wrapper_trace));
   m.impl("mean.dim", TORCH_FN(wrapper_mean_dim));
   m.impl("mean.out", TORCH_FN(wrapper_mean_out));
   m.impl("amax", TORCH_FN(wrapper_amax));
@@ -3210,6 +3325,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("std_mean.correction", TORCH_FN(wrapper_std_mean_correction));
   m.impl("linalg_vector_norm", TORCH_FN(wrapper_linalg_vector_norm));
   m.impl("linalg_vector_norm.out", TORCH_FN(wrapper_linalg_vector_norm_out));
+  m.impl("norm.ScalarOpt_dim", TORCH_FN(wrapper_norm_ScalarOpt_dim));
+  m.impl("norm.out", TORCH_FN(wrapper_norm_out));
+  m.impl("norm.ScalarOpt_dim_dtype", TORCH_FN(wrapper_norm_ScalarOpt_dim_dtype));
+  m.impl("norm.dtype_out", TORCH_FN(wrapper_norm_dtype_out));
   m.impl("argmax", TORCH_FN(wrapper_argmax));
   m.impl("argmin", TORCH_FN(wrapper_argmin));
   m.impl("_softmax", TORCH_FN(wrapper__softmax));
@@ -3244,6 +3363,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addmm_", TORCH_FN(wrapper_addmm_));
   m.impl("addmm.out", TORCH_FN(wrapper_addmm_out));
   m.impl("dot", TORCH_FN(wrapper_dot));
+  m.impl("vdot", TORCH_FN(wrapper_vdot));
   m.impl("addmv", TORCH_FN(wrapper_addmv));
   m.impl("addmv_", TORCH_FN(wrapper_addmv_));
   m.impl("addmv.out", TORCH_FN(wrapper_addmv_out));
@@ -3287,6 +3407,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_reduce", TORCH_FN(wrapper_index_reduce));
   m.impl("index_reduce_", TORCH_FN(wrapper_index_reduce_));
   m.impl("index_reduce.out", TORCH_FN(wrapper_index_reduce_out));
+  m.impl("max_unpool2d", TORCH_FN(wrapper_max_unpool2d));
+  m.impl("max_unpool3d", TORCH_FN(wrapper_max_unpool3d));
   m.impl("index.Tensor", TORCH_FN(wrapper_index_Tensor));
   m.impl("index.Tensor_out", TORCH_FN(wrapper_index_Tensor_out));
   m.impl("_index_put_impl_", TORCH_FN(wrapper__index_put_impl_));

@@ -116,6 +116,21 @@ at::Tensor& index_fill_int_Tensor(at::Tensor& self, int64_t dim, const at::Tenso
   return index_fill_int_Scalar(self, dim, index, scalar_of(value, "index_fill_"));
 }
 
+// Zeros with ones on the main diagonal, written through a strided view of it.
+at::Tensor& eye_m_out(c10::SymInt n_, c10::SymInt m_, at::Tensor& out) {
+  const int64_t n = n_.expect_int(), m = m_.expect_int();
+  TORCH_CHECK(n >= 0, "n must be greater or equal to 0, got ", n);
+  TORCH_CHECK(m >= 0, "m must be greater or equal to 0, got ", m);
+  at::native::resize_output(out, {n, m});
+  fill_Scalar(out, 0);
+  if (n > 0 && m > 0) {
+    auto diagonal = out.as_strided({std::min(n, m)}, {out.stride(0) + out.stride(1)}, out.storage_offset());
+    fill_Scalar(diagonal, 1);
+  }
+  return out;
+}
+at::Tensor& eye_out(c10::SymInt n, at::Tensor& out) { return eye_m_out(n, n, out); }
+
 at::Tensor& masked_fill_Scalar(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_fill_ only supports boolean masks, but got mask with dtype ",
               mask.scalar_type());

@@ -264,6 +264,66 @@ at::Tensor& index_reduce_out(const at::Tensor& self, int64_t dim, const at::Tens
   return scatter_reduce_two_out(out, dim, spread, source, reduce, include_self, out);
 }
 
+namespace {
+
+// max_unpool: each input value goes to its pooling index in its output plane
+// (of the trailing `dims`), the rest zero; a later duplicate index wins, as on CPU.
+at::Tensor max_unpool(const at::Tensor& self, const at::Tensor& indices, at::IntArrayRef output_size, int64_t dims,
+                      const char* op) {
+  TORCH_CHECK(indices.scalar_type() == at::kLong, "elements in indices should be type int64 but got: ",
+              indices.scalar_type());
+  TORCH_CHECK(static_cast<int64_t>(output_size.size()) == dims, "There should be exactly ", dims,
+              " elements in output_size, but got ", output_size.size(), " elements.");
+  TORCH_CHECK(self.dim() == dims + 1 || self.dim() == dims + 2, "Input to ", op, " should be a ", dims + 1, "d or ",
+              dims + 2, "d Tensor, but got a tensor with ", self.dim(), " dimensions.");
+  TORCH_CHECK(self.sizes() == indices.sizes(), "Expected shape of indices to be same as that of the input tensor (",
+              self.sizes(), ") but got indices tensor with shape: ", indices.sizes());
+  for (int64_t d = 1; d < self.dim(); ++d) {
+    TORCH_CHECK(self.size(d) > 0, op, "(): Expected input to have non-zero size for non-batch dimensions, but got ",
+                self.sizes(), " with dimension ", d, " being empty.");
+  }
+  check_same_device({&self, &indices});
+  std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end() - dims);
+  sizes.insert(sizes.end(), output_size.begin(), output_size.end());
+  auto out = at::empty(sizes, self.options());
+  fill_Scalar(out, 0);
+  if (self.numel() == 0) return out;
+  int64_t out_plane = 1;
+  for (auto s : output_size) out_plane *= s;
+  const int64_t in_plane = self.numel() / (out.numel() / std::max<int64_t>(out_plane, 1));
+  const int64_t planes = self.numel() / in_plane, size = self.element_size();
+  auto x = contiguous(self), idx = contiguous(indices);
+  const auto* src = static_cast<const char*>(x.const_data_ptr());
+  const auto* ip = idx.const_data_ptr<int64_t>();
+  auto* dst = static_cast<char*>(out.data_ptr());
+  launch_on(out, op, [=] {
+    for (int64_t p = 0; p < planes; ++p) {
+      for (int64_t i = 0; i < in_plane; ++i) {
+        const int64_t k = ip[p * in_plane + i];
+        TORCH_CHECK(k >= 0 && k < out_plane, "Found an invalid max index: ", k, " (output volumes are of size ",
+                    out_plane, ")");
+        std::memcpy(dst + (p * out_plane + k) * size, src + (p * in_plane + i) * size, size);
+      }
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
+at::Tensor max_unpool2d(const at::Tensor& self, const at::Tensor& indices, c10::SymIntArrayRef output_size) {
+  return max_unpool(self, indices, C10_AS_INTARRAYREF_SLOW(output_size), 2, "max_unpooling2d");
+}
+at::Tensor max_unpool3d(const at::Tensor& self, const at::Tensor& indices, c10::SymIntArrayRef output_size,
+                        at::IntArrayRef stride, at::IntArrayRef padding) {
+  TORCH_CHECK(stride.size() == 3 && padding.size() == 3, "max_unpool3d: stride and padding must have 3 elements, got ",
+              stride.size(), " and ", padding.size());
+  for (int64_t d = 0; d < 3; ++d) {
+    TORCH_CHECK(stride[d] > 0, "strides should be greater than zero, but got stride: ", stride);
+  }
+  return max_unpool(self, indices, C10_AS_INTARRAYREF_SLOW(output_size), 3, "max_unpooling3d");
+}
+
 at::Tensor nonzero(const at::Tensor& self) {
   auto out = at::empty({0}, self.options().dtype(at::kLong));
   return nonzero_out(self, out);

@@ -25,6 +25,8 @@ at::Tensor& fill_Tensor(at::Tensor& self, const at::Tensor& value);
 at::Tensor& zero_(at::Tensor& self);
 at::Tensor& masked_fill_Scalar(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value);
 at::Tensor& masked_fill_Tensor(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value);
+at::Tensor& eye_m_out(c10::SymInt n, c10::SymInt m, at::Tensor& out);
+at::Tensor& eye_out(c10::SymInt n, at::Tensor& out);
 at::Tensor& index_fill_int_Scalar(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value);
 at::Tensor& index_fill_int_Tensor(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& value);
 at::Tensor where_self(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other);
@@ -47,6 +49,9 @@ at::Tensor& put_(at::Tensor& self, const at::Tensor& index, const at::Tensor& so
 at::Tensor repeat_interleave_Tensor(const at::Tensor& repeats, std::optional<c10::SymInt> output_size);
 
 // reductions
+at::Tensor nansum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                  std::optional<at::ScalarType> dtype);
+at::Tensor trace(const at::Tensor& self);
 at::Tensor sum_dim_IntList(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                            std::optional<at::ScalarType> dtype);
 at::Tensor& sum_IntList_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
@@ -133,6 +138,7 @@ at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::
                       const at::Scalar& alpha, at::Tensor& out);
 
 at::Tensor dot(const at::Tensor& self, const at::Tensor& tensor);
+at::Tensor vdot(const at::Tensor& self, const at::Tensor& other);
 at::Tensor addr(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2, const at::Scalar& beta,
                 const at::Scalar& alpha);
 at::Tensor& addr_out(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2, const at::Scalar& beta,
@@ -292,6 +298,10 @@ std::tuple<at::Tensor, at::Tensor> std_mean_correction(const at::Tensor& self, a
                                                        const std::optional<at::Scalar>& correction, bool keepdim);
 at::Tensor linalg_vector_norm(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim,
                               bool keepdim, std::optional<at::ScalarType> dtype);
+at::Tensor& norm_out(const at::Tensor& self, const std::optional<at::Scalar>& p, at::IntArrayRef dim, bool keepdim,
+                     at::Tensor& out);
+at::Tensor& norm_dtype_out(const at::Tensor& self, const std::optional<at::Scalar>& p, at::IntArrayRef dim,
+                           bool keepdim, at::ScalarType dtype, at::Tensor& out);
 at::Tensor& linalg_vector_norm_out(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim,
                                    bool keepdim, std::optional<at::ScalarType> dtype, at::Tensor& out);
 
@@ -313,6 +323,9 @@ at::Tensor& scatter_reduce_two_out(const at::Tensor& self, int64_t dim, const at
                                    at::Tensor& out);
 at::Tensor& index_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
                              c10::string_view reduce, bool include_self, at::Tensor& out);
+at::Tensor max_unpool2d(const at::Tensor& self, const at::Tensor& indices, c10::SymIntArrayRef output_size);
+at::Tensor max_unpool3d(const at::Tensor& self, const at::Tensor& indices, c10::SymIntArrayRef output_size,
+                        at::IntArrayRef stride, at::IntArrayRef padding);
 at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
                           const at::Scalar& alpha, at::Tensor& out);
 at::Tensor index_Tensor(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices);

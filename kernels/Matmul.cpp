@@ -267,4 +267,7 @@ at::Tensor dot(const at::Tensor& self, const at::Tensor& tensor) {
   return out.view(at::IntArrayRef());
 }
 
+// Real vectors: vdot is dot (complex inputs run on the CPU).
+at::Tensor vdot(const at::Tensor& self, const at::Tensor& other) { return kernels::dot(self, other); }
+
 }  // namespace rbln::kernels

@@ -4,6 +4,8 @@
 #include <ATen/AccumulateType.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/isnan.h>
+#include <ATen/ops/where.h>
 
 #include <bitset>
 #include <cmath>
@@ -210,6 +212,16 @@ at::Tensor sum_dim_IntList(const at::Tensor& self, at::OptionalIntArrayRef dim, 
                            std::optional<at::ScalarType> dtype) {
   auto out = at::empty({0}, self.options().dtype(sum_dtype(self, dtype)));
   return reduce_into(self, dim, keepdim, out.scalar_type(), out, Op::kSum, "sum");
+}
+// NaNs count as zero: the sum of the input with its NaNs replaced.
+at::Tensor nansum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                  std::optional<at::ScalarType> dtype) {
+  const auto x = at::isFloatingType(self.scalar_type()) ? at::where(at::isnan(self), 0, self) : self;
+  return sum_dim_IntList(x, dim, keepdim, dtype);
+}
+at::Tensor trace(const at::Tensor& self) {
+  TORCH_CHECK(self.dim() == 2, "trace: expected a matrix, but got tensor with dim ", self.dim());
+  return sum_dim_IntList(self.diagonal(), std::nullopt, false, std::nullopt);
 }
 at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                      std::optional<at::ScalarType> dtype, at::Tensor& out) {

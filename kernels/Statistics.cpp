@@ -231,6 +231,15 @@ at::Tensor& linalg_vector_norm_out(const at::Tensor& self, const at::Scalar& ord
     });
   });
 }
+// torch.norm over dims: the vector norm (p defaults to 2), as CPU computes it.
+at::Tensor& norm_out(const at::Tensor& self, const std::optional<at::Scalar>& p, at::IntArrayRef dim, bool keepdim,
+                     at::Tensor& out) {
+  return linalg_vector_norm_out(self, p.value_or(2), dim, keepdim, std::nullopt, out);
+}
+at::Tensor& norm_dtype_out(const at::Tensor& self, const std::optional<at::Scalar>& p, at::IntArrayRef dim,
+                           bool keepdim, at::ScalarType dtype, at::Tensor& out) {
+  return linalg_vector_norm_out(self, p.value_or(2), dim, keepdim, dtype, out);
+}
 at::Tensor linalg_vector_norm(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim,
                               bool keepdim, std::optional<at::ScalarType> dtype) {
   auto out = at::empty({0}, self.options().dtype(dtype.value_or(self.scalar_type())));

@@ -65,6 +65,14 @@ CASES = {
     "index_reduce_prod": (lambda x, s: x.index_reduce(0, T([0, 2, 0]).to(x.device), s, "prod"), [(3, 2), (3, 2)],
                           {"aten::index_reduce"}),
     "sgn": (torch.sgn, [(4, 5)], {"aten::sgn", "aten::_efficientzerotensor"}),
+    "norm": (lambda x: torch.ops.aten.norm.ScalarOpt_dim(x, 3, [1]), [(4, 5)], {"aten::norm.ScalarOpt_dim"}),
+    "nansum": (lambda x: torch.nansum(x.masked_fill(x > 1, float("nan")), dim=0), [(4, 5)], {"aten::nansum"}),
+    "trace": (torch.trace, [(4, 5)], {"aten::trace"}),
+    "vdot": (torch.vdot, [(5,), (5,)], {"aten::vdot"}),
+    "max_unpool2d": (lambda x: F.max_unpool2d(*F.max_pool2d(x, 2, return_indices=True), 2), [(2, 3, 4, 6)],
+                     {"aten::max_unpool2d"}),
+    "max_unpool3d": (lambda x: F.max_unpool3d(*F.max_pool3d(x, 2, return_indices=True), 2), [(1, 2, 4, 4, 2)],
+                     {"aten::max_unpool3d"}),
     "masked_scatter": (lambda x, s: x.masked_scatter(T([[True, False, True]]).to(x.device), s), [(2, 3), (4,)],
                        {"aten::masked_scatter_"}),
 }
@@ -98,3 +106,25 @@ def test_reflection_pad_larger_than_input_names_the_problem(assert_device_works)
 def test_spatial_nll_loss_rejects_mismatched_target():
     with pytest.raises(RuntimeError, match=r"size mismatch \(got input: \[2, 3, 2, 2\]"):
         F.nll_loss(torch.randn(2, 3, 2, 2).rbln(), torch.zeros(2, 3, 2, dtype=torch.long).rbln())
+
+
+@pytest.mark.parametrize("n,m", [(3, 5), (4, 4), (0, 2)])
+def test_eye_on_device(n, m):
+    with torch.rbln.explain() as ex:
+        actual = torch.eye(n, m, device="rbln")
+    torch.testing.assert_close(actual.cpu(), torch.eye(n, m))
+    assert not ex.fallback_ops and "aten::eye.m_out" in ex.device_ops
+
+
+def test_max_unpool_with_an_index_outside_the_output_names_it(assert_device_works):
+    x = torch.randn(1, 1, 2, 2).rbln()
+    with pytest.raises(RuntimeError, match="Found an invalid max index: 16"):
+        F.max_unpool2d(x, torch.tensor([[[[0, 1], [2, 16]]]]).rbln(), 2).cpu()
+    assert_device_works()
+
+
+def test_take_out_of_range_names_the_index(assert_device_works):
+    # Indices live on the device: the error surfaces at the next sync, as on CUDA.
+    with pytest.raises(RuntimeError, match="out of range: tried to access index 12 on a tensor of 12 elements"):
+        torch.take(torch.randn(3, 4).rbln(), torch.tensor([12]).rbln()).cpu()
+    assert_device_works()
