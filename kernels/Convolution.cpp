@@ -6,11 +6,13 @@
 // (big = col2im(W^T @ small)). A convolution gathers and its input gradient
 // scatters; a transposed convolution scatters and its input gradient gathers.
 // float16/bfloat16 compute in float32; integer dtypes run on the CPU, counted.
+#include <ATen/Parallel.h>
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/sum.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "kernels/Blas.h"
@@ -36,83 +38,141 @@ bool is_pointwise(const Window& w) {
   return true;
 }
 
+// The column matrix one row segment at a time (a tap and all but the last
+// output dim): f(tap, out_offset, valid, in_base, lo, hi) where output
+// positions out_offset + o2, o2 in [lo, hi), read plane[in_base + o2 * stride[2]];
+// the rest of the out[2] positions (all of them when !valid) are padding.
+template <class F>
+void for_each_tap_row(const Window& w, F&& f) {
+  int64_t t[3], o[2], tap = 0;
+  for (t[0] = 0; t[0] < w.k[0]; ++t[0])
+    for (t[1] = 0; t[1] < w.k[1]; ++t[1])
+      for (t[2] = 0; t[2] < w.k[2]; ++t[2], ++tap) {
+        const int64_t shift = t[2] * w.dil[2] - w.pad[2], s = w.stride[2];
+        const int64_t lo = shift >= 0 ? 0 : std::min(w.out[2], (-shift + s - 1) / s);
+        const int64_t hi = shift >= w.in[2] ? lo : std::max(lo, std::min(w.out[2], (w.in[2] - 1 - shift) / s + 1));
+        int64_t out_offset = 0;
+        for (o[0] = 0; o[0] < w.out[0]; ++o[0])
+          for (o[1] = 0; o[1] < w.out[1]; ++o[1], out_offset += w.out[2]) {
+            const int64_t i0 = o[0] * w.stride[0] - w.pad[0] + t[0] * w.dil[0];
+            const int64_t i1 = o[1] * w.stride[1] - w.pad[1] + t[1] * w.dil[1];
+            const bool valid = i0 >= 0 && i0 < w.in[0] && i1 >= 0 && i1 < w.in[1];
+            f(tap, out_offset, valid, (i0 * w.in[1] + i1) * w.in[2] + shift, lo, hi);
+          }
+      }
+}
+
 template <class T>
 void im2col(const T* img, int64_t channels, const Window& w, T* cols) {
-  const int64_t K = w.k_numel(), L = w.out_numel(), P = w.in_numel();
+  const int64_t K = w.k_numel(), L = w.out_numel(), P = w.in_numel(), n = w.out[2], s = w.stride[2];
   for (int64_t c = 0; c < channels; ++c) {
     const T* plane = img + c * P;
     T* rows = cols + c * K * L;
-    for_each_tap(w, [&](int64_t o, int64_t t, int64_t i) { rows[t * L + o] = i < 0 ? T(0) : plane[i]; });
+    for_each_tap_row(w, [&](int64_t t, int64_t out_offset, bool valid, int64_t base, int64_t lo, int64_t hi) {
+      T* dst = rows + t * L + out_offset;
+      if (!valid) {
+        std::fill(dst, dst + n, T(0));
+        return;
+      }
+      std::fill(dst, dst + lo, T(0));
+      const T* src = plane + base;
+      if (s == 1) std::copy(src + lo, src + hi, dst + lo);
+      else for (int64_t o = lo; o < hi; ++o) dst[o] = src[o * s];
+      std::fill(dst + hi, dst + n, T(0));
+    });
   }
 }
 
 template <class T>
 void col2im(const T* cols, int64_t channels, const Window& w, T* img) {  // img += cols, img zeroed by the caller
-  const int64_t K = w.k_numel(), L = w.out_numel(), P = w.in_numel();
+  const int64_t K = w.k_numel(), L = w.out_numel(), P = w.in_numel(), s = w.stride[2];
   for (int64_t c = 0; c < channels; ++c) {
     T* plane = img + c * P;
     const T* rows = cols + c * K * L;
-    for_each_tap(w, [&](int64_t o, int64_t t, int64_t i) {
-      if (i >= 0) plane[i] += rows[t * L + o];
+    for_each_tap_row(w, [&](int64_t t, int64_t out_offset, bool valid, int64_t base, int64_t lo, int64_t hi) {
+      if (!valid) return;
+      const T* src = rows + t * L + out_offset;
+      T* dst = plane + base;
+      for (int64_t o = lo; o < hi; ++o) dst[o * s] += src[o];
     });
   }
 }
 
-// small[n, g] = W_g @ im2col(big[n, g])
-template <class T>
-void gather(const Shape& s, const T* big, const T* weight, T* small) {
-  const int64_t L = s.w.out_numel(), P = s.w.in_numel(), BK = s.cols();
-  const bool pointwise = is_pointwise(s.w);
-  std::vector<T> cols(pointwise ? 0 : BK * L);
-  for (int64_t n = 0; n < s.batch; ++n)
-    for (int64_t g = 0; g < s.groups; ++g) {
-      const T* img = big + (n * s.groups + g) * s.b * P;
-      if (!pointwise) im2col(img, s.b, s.w, cols.data());
-      gemm_rowmajor<T>(s.a, BK, L, 1, weight + g * s.a * BK, BK, false, pointwise ? img : cols.data(), L, false, 0,
-                       small + (n * s.groups + g) * s.a * L, L);
-    }
+// Runs body(lo, hi, cols) over the (image, group) items: split across the
+// intra-op threads when each gets at least one (their gemms then run
+// single-threaded inside the parallel region), else in one piece with the
+// gemm itself threaded. cols is the body's own im2col buffer.
+template <class T, class F>
+void over_items(const Shape& s, bool pointwise, F&& body) {
+  const int64_t items = s.batch * s.groups, threads = at::get_num_threads();
+  const int64_t chunks = items >= threads ? threads : 1;
+  at::parallel_for(0, chunks, 1, [&](int64_t clo, int64_t chi) {
+    std::vector<T> cols(pointwise ? 0 : s.cols() * s.w.out_numel());
+    for (int64_t c = clo; c < chi; ++c) body(c * items / chunks, (c + 1) * items / chunks, c, cols.data());
+  });
 }
 
-// big[n, g] = col2im(W_g^T @ small[n, g])
+// small[n, g] = W_g @ im2col(big[n, g]) (+ bias, broadcast over the plane)
 template <class T>
-void scatter(const Shape& s, const T* small, const T* weight, T* big) {
+void gather(const Shape& s, const T* big, const T* weight, const T* bias, T* small) {
   const int64_t L = s.w.out_numel(), P = s.w.in_numel(), BK = s.cols();
   const bool pointwise = is_pointwise(s.w);
-  std::vector<T> cols(pointwise ? 0 : BK * L);
-  std::fill(big, big + s.batch * s.groups * s.b * P, T(0));
-  for (int64_t n = 0; n < s.batch; ++n)
-    for (int64_t g = 0; g < s.groups; ++g) {
-      T* img = big + (n * s.groups + g) * s.b * P;
-      gemm_rowmajor<T>(BK, s.a, L, 1, weight + g * s.a * BK, BK, true, small + (n * s.groups + g) * s.a * L, L,
-                       false, 0, pointwise ? img : cols.data(), L);
-      if (!pointwise) col2im(cols.data(), s.b, s.w, img);
+  over_items<T>(s, pointwise, [&](int64_t lo, int64_t hi, int64_t, T* cols) {
+    for (int64_t item = lo; item < hi; ++item) {
+      const int64_t g = item % s.groups;
+      const T* img = big + item * s.b * P;
+      T* out = small + item * s.a * L;
+      if (!pointwise) im2col(img, s.b, s.w, cols);
+      if (bias)
+        for (int64_t r = 0; r < s.a; ++r) std::fill(out + r * L, out + (r + 1) * L, bias[g * s.a + r]);
+      gemm_rowmajor<T>(s.a, BK, L, 1, weight + g * s.a * BK, BK, false, pointwise ? img : cols, L, false,
+                       bias ? 1 : 0, out, L);
     }
+  });
 }
 
-// dW_g = sum over n of small[n, g] @ im2col(big[n, g])^T
+// big[n, g] = col2im(W_g^T @ small[n, g]) (+ bias)
+template <class T>
+void scatter(const Shape& s, const T* small, const T* weight, const T* bias, T* big) {
+  const int64_t L = s.w.out_numel(), P = s.w.in_numel(), BK = s.cols();
+  const bool pointwise = is_pointwise(s.w);
+  over_items<T>(s, pointwise, [&](int64_t lo, int64_t hi, int64_t, T* cols) {
+    for (int64_t item = lo; item < hi; ++item) {
+      const int64_t g = item % s.groups;
+      T* img = big + item * s.b * P;
+      if (bias)
+        for (int64_t r = 0; r < s.b; ++r) std::fill(img + r * P, img + (r + 1) * P, bias[g * s.b + r]);
+      else if (!pointwise)
+        std::fill(img, img + s.b * P, T(0));
+      gemm_rowmajor<T>(BK, s.a, L, 1, weight + g * s.a * BK, BK, true, small + item * s.a * L, L, false,
+                       pointwise && bias ? 1 : 0, pointwise ? img : cols, L);
+      if (!pointwise) col2im(cols, s.b, s.w, img);
+    }
+  });
+}
+
+// dW_g = sum over n of small[n, g] @ im2col(big[n, g])^T; each thread sums
+// its images into its own partial, added in chunk order (deterministic).
 template <class T>
 void weight_grad(const Shape& s, const T* small, const T* big, T* grad_weight) {
-  const int64_t L = s.w.out_numel(), P = s.w.in_numel(), BK = s.cols();
+  const int64_t L = s.w.out_numel(), P = s.w.in_numel(), BK = s.cols(), W = s.groups * s.a * BK;
   const bool pointwise = is_pointwise(s.w);
-  std::vector<T> cols(pointwise ? 0 : BK * L);
-  std::fill(grad_weight, grad_weight + s.groups * s.a * BK, T(0));
-  for (int64_t n = 0; n < s.batch; ++n)
-    for (int64_t g = 0; g < s.groups; ++g) {
-      const T* img = big + (n * s.groups + g) * s.b * P;
-      if (!pointwise) im2col(img, s.b, s.w, cols.data());
-      gemm_rowmajor<T>(s.a, L, BK, 1, small + (n * s.groups + g) * s.a * L, L, false, pointwise ? img : cols.data(),
-                       L, true, 1, grad_weight + g * s.a * BK, BK);
+  const int64_t chunks = s.batch * s.groups >= at::get_num_threads() ? at::get_num_threads() : 1;
+  std::vector<T> partials((chunks - 1) * W);
+  std::fill(grad_weight, grad_weight + W, T(0));
+  over_items<T>(s, pointwise, [&](int64_t lo, int64_t hi, int64_t chunk, T* cols) {
+    T* acc = chunk == 0 ? grad_weight : partials.data() + (chunk - 1) * W;
+    if (chunk > 0) std::fill(acc, acc + W, T(0));
+    for (int64_t item = lo; item < hi; ++item) {
+      const int64_t g = item % s.groups;
+      const T* img = big + item * s.b * P;
+      if (!pointwise) im2col(img, s.b, s.w, cols);
+      gemm_rowmajor<T>(s.a, L, BK, 1, small + item * s.a * L, L, false, pointwise ? img : cols, L, true, 1,
+                       acc + g * s.a * BK, BK);
     }
-}
-
-// out[n, c, ...] += bias[c]
-template <class T>
-void add_bias(T* out, const T* bias, int64_t batch, int64_t channels, int64_t plane) {
-  for (int64_t n = 0; n < batch; ++n)
-    for (int64_t c = 0; c < channels; ++c) {
-      T* p = out + (n * channels + c) * plane;
-      for (int64_t i = 0; i < plane; ++i) p[i] += bias[c];
-    }
+  });
+  for (int64_t c = 1; c < chunks; ++c)
+    for (int64_t i = 0; i < W; ++i) grad_weight[i] += partials[(c - 1) * W + i];
 }
 
 Shape shape_of(const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
@@ -210,11 +270,9 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
     const T* wp = w.const_data_ptr<T>();
     const T* bp = bc.defined() ? bc.const_data_ptr<T>() : nullptr;
     T* yp = out.data_ptr<T>();
-    const int64_t plane = transposed ? s.w.in_numel() : s.w.out_numel();
     launch_on(out, "aten::convolution_overrideable", [=] {
-      if (transposed) scatter<T>(s, xp, wp, yp);
-      else gather<T>(s, xp, wp, yp);
-      if (bp) add_bias(yp, bp, s.batch, out_channels, plane);
+      if (transposed) scatter<T>(s, xp, wp, bp, yp);
+      else gather<T>(s, xp, wp, bp, yp);
     });
   });
   return finish(out, input.scalar_type());
@@ -261,8 +319,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
       launch_on(input, "aten::convolution_backward_overrideable", [=] {
         // The small side is grad_output for a convolution, the input for a transposed one.
         if (gip) {
-          if (transposed) gather<T>(s, gop, wp, gip);
-          else scatter<T>(s, gop, wp, gip);
+          if (transposed) gather<T>(s, gop, wp, nullptr, gip);
+          else scatter<T>(s, gop, wp, nullptr, gip);
         }
         if (gwp) {
           if (transposed) weight_grad<T>(s, xp, gop, gwp);
