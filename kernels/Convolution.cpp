@@ -13,6 +13,7 @@
 #include <ATen/ops/sum.h>
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "kernels/Blas.h"
@@ -28,6 +29,7 @@ namespace {
 struct Shape {
   int64_t batch, groups, a, b;
   Window w;  // in = big spatial, out = small spatial
+  int64_t chunks = 1;  // pieces the (image, group) items are split into (see over_items)
   int64_t cols() const { return b * w.k_numel(); }
 };
 
@@ -62,14 +64,15 @@ void for_each_tap_row(const Window& w, F&& f) {
       }
 }
 
+// cols is [channels * taps, ld]: this image fills columns [0, out_numel).
 template <class T>
-void im2col(const T* img, int64_t channels, const Window& w, T* cols) {
-  const int64_t K = w.k_numel(), L = w.out_numel(), P = w.in_numel(), n = w.out[2], s = w.stride[2];
+void im2col(const T* img, int64_t channels, const Window& w, T* cols, int64_t ld) {
+  const int64_t K = w.k_numel(), P = w.in_numel(), n = w.out[2], s = w.stride[2];
   for (int64_t c = 0; c < channels; ++c) {
     const T* plane = img + c * P;
-    T* rows = cols + c * K * L;
+    T* rows = cols + c * K * ld;
     for_each_tap_row(w, [&](int64_t t, int64_t out_offset, bool valid, int64_t base, int64_t lo, int64_t hi) {
-      T* dst = rows + t * L + out_offset;
+      T* dst = rows + t * ld + out_offset;
       if (!valid) {
         std::fill(dst, dst + n, T(0));
         return;
@@ -98,80 +101,126 @@ void col2im(const T* cols, int64_t channels, const Window& w, T* img) {  // img 
   }
 }
 
-// Runs body(lo, hi, cols) over the (image, group) items: split across the
+// Runs body(item, chunk, cols) for each (image, group) item: split across the
 // intra-op threads when each gets at least one (their gemms then run
-// single-threaded inside the parallel region), else in one piece with the
-// gemm itself threaded. cols is the body's own im2col buffer.
+// single-threaded inside the parallel region), else in one chunk with the
+// gemm itself threaded. cols is the chunk's own im2col buffer in the scratch
+// tensor (from the caching allocator: no page faults, no zeroing). `claim`: items
+// are taken from a shared counter, so a thread the OS delays (the cores are
+// shared) does not hold the others up; otherwise chunk c gets a fixed range.
 template <class T, class F>
-void over_items(const Shape& s, bool pointwise, F&& body) {
-  const int64_t items = s.batch * s.groups, threads = at::get_num_threads();
-  const int64_t chunks = items >= threads ? threads : 1;
+void over_items(const Shape& s, bool pointwise, bool claim, T* scratch, F&& body) {
+  const int64_t items = s.batch * s.groups, chunks = s.chunks, cols = pointwise ? 0 : s.cols() * s.w.out_numel();
+  std::atomic<int64_t> next{0};
   at::parallel_for(0, chunks, 1, [&](int64_t clo, int64_t chi) {
-    std::vector<T> cols(pointwise ? 0 : s.cols() * s.w.out_numel());
-    for (int64_t c = clo; c < chi; ++c) body(c * items / chunks, (c + 1) * items / chunks, c, cols.data());
+    for (int64_t c = clo; c < chi; ++c) {
+      if (claim)
+        for (int64_t item; (item = next.fetch_add(1)) < items;) body(item, c, scratch + c * cols);
+      else
+        for (int64_t item = c * items / chunks; item < (c + 1) * items / chunks; ++item)
+          body(item, c, scratch + c * cols);
+    }
   });
+}
+
+// Below this many output positions (7x7-class planes) a per-image gemm is too
+// thin for the matrix engine: the batch shares one gemm. Larger planes keep
+// per-image columns, which stay in cache (a whole-batch column matrix is
+// slower there, measured single-threaded on 14x14 to 56x56 ResNet layers).
+constexpr int64_t kThinPlane = 100;
+
+bool batched(const Shape& s) { return s.batch > 1 && s.w.out_numel() < kThinPlane; }
+int64_t cols_size(const Shape& s) { return is_pointwise(s.w) ? 0 : s.cols() * s.w.out_numel(); }
+
+// Scratch elements of each direction: per-chunk columns, or the batched
+// gather's columns and product; the weight gradient adds per-chunk partials.
+int64_t gather_scratch(const Shape& s) {
+  return batched(s) ? (s.cols() + s.a) * s.batch * s.w.out_numel() : s.chunks * cols_size(s);
+}
+int64_t scatter_scratch(const Shape& s) { return s.chunks * cols_size(s); }
+int64_t weight_grad_scratch(const Shape& s) {
+  return s.chunks * cols_size(s) + (s.chunks - 1) * s.groups * s.a * s.cols();
+}
+
+// The thin case: per group, the whole batch's columns side by side in one
+// [BK, batch * L] matrix, one threaded gemm, then its [A, batch, L] result
+// moved to [batch, A, L] (with the bias).
+template <class T>
+void gather_batched(const Shape& s, const T* big, const T* weight, const T* bias, T* small, T* scratch) {
+  const int64_t L = s.w.out_numel(), P = s.w.in_numel(), BK = s.cols(), NL = s.batch * L;
+  T* cols = scratch;
+  T* prod = scratch + BK * NL;
+  for (int64_t g = 0; g < s.groups; ++g) {
+    at::parallel_for(0, s.batch, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t n = lo; n < hi; ++n) im2col(big + (n * s.groups + g) * s.b * P, s.b, s.w, cols + n * L, NL);
+    });
+    gemm_rowmajor<T>(s.a, BK, NL, 1, weight + g * s.a * BK, BK, false, cols, NL, false, 0, prod, NL);
+    at::parallel_for(0, s.batch * s.a, std::max<int64_t>(1, kGrainSize / L), [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        const int64_t n = i / s.a, r = i % s.a;
+        const T* src = prod + r * NL + n * L;
+        T* dst = small + ((n * s.groups + g) * s.a + r) * L;
+        const T add = bias ? bias[g * s.a + r] : T(0);
+        for (int64_t l = 0; l < L; ++l) dst[l] = src[l] + add;
+      }
+    });
+  }
 }
 
 // small[n, g] = W_g @ im2col(big[n, g]) (+ bias, broadcast over the plane)
 template <class T>
-void gather(const Shape& s, const T* big, const T* weight, const T* bias, T* small) {
+void gather(const Shape& s, const T* big, const T* weight, const T* bias, T* small, T* scratch) {
   const int64_t L = s.w.out_numel(), P = s.w.in_numel(), BK = s.cols();
+  if (batched(s)) return gather_batched(s, big, weight, bias, small, scratch);
   const bool pointwise = is_pointwise(s.w);
-  over_items<T>(s, pointwise, [&](int64_t lo, int64_t hi, int64_t, T* cols) {
-    for (int64_t item = lo; item < hi; ++item) {
-      const int64_t g = item % s.groups;
-      const T* img = big + item * s.b * P;
-      T* out = small + item * s.a * L;
-      if (!pointwise) im2col(img, s.b, s.w, cols);
-      if (bias)
-        for (int64_t r = 0; r < s.a; ++r) std::fill(out + r * L, out + (r + 1) * L, bias[g * s.a + r]);
-      gemm_rowmajor<T>(s.a, BK, L, 1, weight + g * s.a * BK, BK, false, pointwise ? img : cols, L, false,
-                       bias ? 1 : 0, out, L);
-    }
+  over_items<T>(s, pointwise, true, scratch, [&](int64_t item, int64_t, T* cols) {
+    const int64_t g = item % s.groups;
+    const T* img = big + item * s.b * P;
+    T* out = small + item * s.a * L;
+    if (!pointwise) im2col(img, s.b, s.w, cols, L);
+    if (bias)
+      for (int64_t r = 0; r < s.a; ++r) std::fill(out + r * L, out + (r + 1) * L, bias[g * s.a + r]);
+    gemm_rowmajor<T>(s.a, BK, L, 1, weight + g * s.a * BK, BK, false, pointwise ? img : cols, L, false,
+                     bias ? 1 : 0, out, L);
   });
 }
 
 // big[n, g] = col2im(W_g^T @ small[n, g]) (+ bias)
 template <class T>
-void scatter(const Shape& s, const T* small, const T* weight, const T* bias, T* big) {
+void scatter(const Shape& s, const T* small, const T* weight, const T* bias, T* big, T* scratch) {
   const int64_t L = s.w.out_numel(), P = s.w.in_numel(), BK = s.cols();
   const bool pointwise = is_pointwise(s.w);
-  over_items<T>(s, pointwise, [&](int64_t lo, int64_t hi, int64_t, T* cols) {
-    for (int64_t item = lo; item < hi; ++item) {
-      const int64_t g = item % s.groups;
-      T* img = big + item * s.b * P;
-      if (bias)
-        for (int64_t r = 0; r < s.b; ++r) std::fill(img + r * P, img + (r + 1) * P, bias[g * s.b + r]);
-      else if (!pointwise)
-        std::fill(img, img + s.b * P, T(0));
-      gemm_rowmajor<T>(BK, s.a, L, 1, weight + g * s.a * BK, BK, true, small + item * s.a * L, L, false,
-                       pointwise && bias ? 1 : 0, pointwise ? img : cols, L);
-      if (!pointwise) col2im(cols, s.b, s.w, img);
-    }
+  over_items<T>(s, pointwise, true, scratch, [&](int64_t item, int64_t, T* cols) {
+    const int64_t g = item % s.groups;
+    T* img = big + item * s.b * P;
+    if (bias)
+      for (int64_t r = 0; r < s.b; ++r) std::fill(img + r * P, img + (r + 1) * P, bias[g * s.b + r]);
+    else if (!pointwise)
+      std::fill(img, img + s.b * P, T(0));
+    gemm_rowmajor<T>(BK, s.a, L, 1, weight + g * s.a * BK, BK, true, small + item * s.a * L, L, false,
+                     pointwise && bias ? 1 : 0, pointwise ? img : cols, L);
+    if (!pointwise) col2im(cols, s.b, s.w, img);
   });
 }
 
 // dW_g = sum over n of small[n, g] @ im2col(big[n, g])^T; each thread sums
 // its images into its own partial, added in chunk order (deterministic).
 template <class T>
-void weight_grad(const Shape& s, const T* small, const T* big, T* grad_weight) {
+void weight_grad(const Shape& s, const T* small, const T* big, T* grad_weight, T* scratch) {
   const int64_t L = s.w.out_numel(), P = s.w.in_numel(), BK = s.cols(), W = s.groups * s.a * BK;
   const bool pointwise = is_pointwise(s.w);
-  const int64_t chunks = s.batch * s.groups >= at::get_num_threads() ? at::get_num_threads() : 1;
-  std::vector<T> partials((chunks - 1) * W);
+  T* partials = scratch + s.chunks * cols_size(s);
   std::fill(grad_weight, grad_weight + W, T(0));
-  over_items<T>(s, pointwise, [&](int64_t lo, int64_t hi, int64_t chunk, T* cols) {
-    T* acc = chunk == 0 ? grad_weight : partials.data() + (chunk - 1) * W;
-    if (chunk > 0) std::fill(acc, acc + W, T(0));
-    for (int64_t item = lo; item < hi; ++item) {
-      const int64_t g = item % s.groups;
-      const T* img = big + item * s.b * P;
-      if (!pointwise) im2col(img, s.b, s.w, cols);
-      gemm_rowmajor<T>(s.a, L, BK, 1, small + item * s.a * L, L, false, pointwise ? img : cols, L, true, 1,
-                       acc + g * s.a * BK, BK);
-    }
+  std::fill(partials, partials + (s.chunks - 1) * W, T(0));
+  over_items<T>(s, pointwise, false, scratch, [&](int64_t item, int64_t chunk, T* cols) {
+    T* acc = chunk == 0 ? grad_weight : partials + (chunk - 1) * W;
+    const int64_t g = item % s.groups;
+    const T* img = big + item * s.b * P;
+    if (!pointwise) im2col(img, s.b, s.w, cols, L);
+    gemm_rowmajor<T>(s.a, L, BK, 1, small + item * s.a * L, L, false, pointwise ? img : cols, L, true, 1,
+                     acc + g * s.a * BK, BK);
   });
-  for (int64_t c = 1; c < chunks; ++c)
+  for (int64_t c = 1; c < s.chunks; ++c)
     for (int64_t i = 0; i < W; ++i) grad_weight[i] += partials[(c - 1) * W + i];
 }
 
@@ -181,6 +230,8 @@ Shape shape_of(const at::Tensor& input, const at::Tensor& weight, at::IntArrayRe
   TORCH_CHECK(dims >= 1 && dims <= 3, "rbln convolution: expected a batched 1-d, 2-d or 3-d input, got ",
               input.sizes());
   Shape s{input.size(0), groups, weight.size(0) / groups, weight.size(1), {}};
+  const int64_t threads = at::get_num_threads();
+  s.chunks = s.batch * s.groups >= threads ? threads : 1;
   set_trailing(s.w.k, weight.sizes().slice(2), dims);
   set_trailing(s.w.stride, stride, dims);
   set_trailing(s.w.pad, padding, dims);
@@ -270,9 +321,11 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
     const T* wp = w.const_data_ptr<T>();
     const T* bp = bc.defined() ? bc.const_data_ptr<T>() : nullptr;
     T* yp = out.data_ptr<T>();
+    at::Tensor scratch = at::empty({transposed ? scatter_scratch(s) : gather_scratch(s)}, out.options());
+    T* sp = scratch.data_ptr<T>();
     launch_on(out, "aten::convolution_overrideable", [=] {
-      if (transposed) scatter<T>(s, xp, wp, bp, yp);
-      else gather<T>(s, xp, wp, bp, yp);
+      if (transposed) scatter<T>(s, xp, wp, bp, yp, sp);
+      else gather<T>(s, xp, wp, bp, yp, sp);
     });
   });
   return finish(out, input.scalar_type());
@@ -316,15 +369,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
       const T* wp = w.const_data_ptr<T>();
       T* gip = grad_input.defined() ? grad_input.data_ptr<T>() : nullptr;
       T* gwp = grad_weight.defined() ? grad_weight.data_ptr<T>() : nullptr;
+      const int64_t input_scratch = output_mask[0] ? (transposed ? gather_scratch(s) : scatter_scratch(s)) : 0;
+      const int64_t weight_scratch = output_mask[1] ? weight_grad_scratch(s) : 0;
+      at::Tensor scratch = at::empty({std::max(input_scratch, weight_scratch)}, go.options());
+      T* sp = scratch.data_ptr<T>();
       launch_on(input, "aten::convolution_backward_overrideable", [=] {
         // The small side is grad_output for a convolution, the input for a transposed one.
         if (gip) {
-          if (transposed) gather<T>(s, gop, wp, nullptr, gip);
-          else scatter<T>(s, gop, wp, nullptr, gip);
+          if (transposed) gather<T>(s, gop, wp, nullptr, gip, sp);
+          else scatter<T>(s, gop, wp, nullptr, gip, sp);
         }
         if (gwp) {
-          if (transposed) weight_grad<T>(s, xp, gop, gwp);
-          else weight_grad<T>(s, gop, xp, gwp);
+          if (transposed) weight_grad<T>(s, xp, gop, gwp, sp);
+          else weight_grad<T>(s, gop, xp, gwp, sp);
         }
       });
     });

@@ -136,9 +136,10 @@ def test_vector_kernels_under_lower_cpu_capability(run_python, capability):
     assert out["ok"]
 
 
-# Convolution: row-wise im2col/col2im, images in parallel (each with its own
-# buffer) when there are at least as many as threads, the bias as the gemm's
-# starting value. Batches of 1 (one threaded gemm) and 3 (uneven chunks).
+# Convolution: row-wise im2col/col2im; planes of 100+ outputs run images in
+# parallel (each with its own buffer) when there are at least as many as
+# threads, the bias as the gemm's starting value; smaller planes gather the
+# whole batch into one gemm. Batches of 1 (one threaded gemm) and 3 (uneven).
 CONV2D = [  # (in_channels, out_channels, kernel, stride, padding, dilation, groups)
     (4, 6, 3, 1, 1, 1, 1),
     (4, 6, 3, 2, 1, 1, 2),
@@ -158,13 +159,14 @@ def conv_close(fn, cpu_args, **kw):
     assert "aten::convolution_overrideable" in ex.device_ops
 
 
+@pytest.mark.parametrize("size", [(7, 8), (19, 21)], ids=["thin", "wide"])
 @pytest.mark.parametrize("batch", [1, 3, 8])
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("cfg", CONV2D, ids=[str(c) for c in CONV2D])
-def test_conv2d_forward(cfg, bias, batch):
+def test_conv2d_forward(cfg, bias, batch, size):
     cin, cout, k, stride, padding, dilation, groups = cfg
     conv = torch.nn.Conv2d(cin, cout, k, stride, padding, dilation, groups, bias=bias)
-    x = torch.randn(batch, cin, 9, 11)
+    x = torch.randn(batch, cin, *size)
     conv_close(F.conv2d, (x, conv.weight.detach(), conv.bias.detach() if bias else None, stride, padding, dilation,
                           groups))
 
