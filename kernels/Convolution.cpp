@@ -13,12 +13,12 @@
 #include <ATen/ops/sum.h>
 
 #include <algorithm>
-#include <atomic>
 #include <vector>
 
 #include "kernels/Blas.h"
 #include "kernels/Common.h"
 #include "kernels/Kernels.h"
+#include "kernels/Parallel.h"
 #include "kernels/Window.h"
 #include "runtime/RBLNFallback.h"
 
@@ -105,21 +105,16 @@ void col2im(const T* cols, int64_t channels, const Window& w, T* img) {  // img 
 // intra-op threads when each gets at least one (their gemms then run
 // single-threaded inside the parallel region), else in one chunk with the
 // gemm itself threaded. cols is the chunk's own im2col buffer in the scratch
-// tensor (from the caching allocator: no page faults, no zeroing). `claim`: items
-// are taken from a shared counter, so a thread the OS delays (the cores are
-// shared) does not hold the others up; otherwise chunk c gets a fixed range.
+// tensor (from the caching allocator: no page faults, no zeroing). `claim`:
+// threads claim items (parallel_claim); otherwise chunk c gets a fixed range.
 template <class T, class F>
 void over_items(const Shape& s, bool pointwise, bool claim, T* scratch, F&& body) {
   const int64_t items = s.batch * s.groups, chunks = s.chunks, cols = pointwise ? 0 : s.cols() * s.w.out_numel();
-  std::atomic<int64_t> next{0};
+  if (claim) return parallel_claim(items, chunks, [&](int64_t item, int64_t c) { body(item, c, scratch + c * cols); });
   at::parallel_for(0, chunks, 1, [&](int64_t clo, int64_t chi) {
-    for (int64_t c = clo; c < chi; ++c) {
-      if (claim)
-        for (int64_t item; (item = next.fetch_add(1)) < items;) body(item, c, scratch + c * cols);
-      else
-        for (int64_t item = c * items / chunks; item < (c + 1) * items / chunks; ++item)
-          body(item, c, scratch + c * cols);
-    }
+    for (int64_t c = clo; c < chi; ++c)
+      for (int64_t item = c * items / chunks; item < (c + 1) * items / chunks; ++item)
+        body(item, c, scratch + c * cols);
   });
 }
 

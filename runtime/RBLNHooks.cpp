@@ -7,8 +7,8 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <algorithm>
-#include <atomic>
 
+#include "kernels/Parallel.h"
 #include "runtime/RBLNFunctions.h"
 #include "runtime/RBLNGenerator.h"
 #include "runtime/RBLNOps.h"
@@ -48,14 +48,11 @@ struct RBLNHooks final : at::PrivateUse1HooksInterface {
 };
 
 // Large driver copies split across ATen's intra-op thread pool, as CPU's
-// copy_ does; each thread claims pieces from a shared counter, so a thread
-// the OS delays (the cores are shared) leaves its pieces to the others.
+// copy_ does, with threads claiming the pieces.
 void parallel_pieces(size_t pieces, void* ctx, void (*body)(void*, size_t, size_t)) {
-  std::atomic<size_t> next{0};
-  const int64_t threads = std::min<int64_t>(at::get_num_threads(), static_cast<int64_t>(pieces));
-  at::parallel_for(0, threads, 1, [&](int64_t, int64_t) {
-    for (size_t piece; (piece = next.fetch_add(1)) < pieces;) body(ctx, piece, piece + 1);
-  });
+  const auto n = static_cast<int64_t>(pieces);
+  kernels::parallel_claim(n, std::min<int64_t>(at::get_num_threads(), n),
+                          [&](int64_t piece, int64_t) { body(ctx, piece, piece + 1); });
 }
 
 const bool registered = [] {
