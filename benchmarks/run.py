@@ -189,13 +189,15 @@ def main() -> int:
     for kind in ("host to device", "device to host", "device to device"):
         for pinned in ((False, True) if kind != "device to device" else (False,)):
             def make(device, kind=kind, pinned=pinned):
-                host = torch.empty(nbytes // 4)
+                # Written buffers: reading never-touched memory reads the kernel's shared zero page
+                # (cache-resident), which made the reference 2.6x faster than a memcpy of real bytes.
+                host = torch.ones(nbytes // 4)
                 if pinned:
                     host = host.pin_memory()
                 if device == "cpu":  # the reference: memcpy between two host buffers
                     other = torch.empty_like(host)
                     return lambda: other.copy_(host)
-                dev = torch.empty(nbytes // 4, device="rbln")
+                dev = torch.ones(nbytes // 4, device="rbln")
                 src = {"host to device": host, "device to host": dev, "device to device": dev}[kind]
                 dst = {"host to device": dev, "device to host": host,
                        "device to device": torch.empty_like(dev)}[kind]

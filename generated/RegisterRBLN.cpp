@@ -928,18 +928,7 @@ at::Tensor wrapper_norm_ScalarOpt_dim_dtype(const at::Tensor & self, const ::std
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::norm_ScalarOpt_dim_dtype>::call(self, p, dim, keepdim, dtype);
   }
   RBLN_COUNT_DEVICE_OP("aten::norm.ScalarOpt_dim_dtype");
-  at::Tensor result = at::empty({0}, self.options());
-  return rbln::kernels::norm_dtype_out(self, p, dim, keepdim, dtype, result);
-}
-
-at::Tensor & wrapper_norm_dtype_out(const at::Tensor & self, const ::std::optional<at::Scalar> & p, at::IntArrayRef dim, bool keepdim, at::ScalarType dtype, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
-  if (!(dtype_ok(self.scalar_type()))) {
-    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::norm_dtype_out>::call(self, p, dim, keepdim, dtype, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::norm.dtype_out");
-  return rbln::kernels::norm_dtype_out(self, p, dim, keepdim, dtype, out);
+  return rbln::kernels::norm_dtype(self, p, dim, keepdim, dtype);
 }
 
 at::Tensor wrapper_argmax(const at::Tensor & self, ::std::optional<int64_t> dim, bool keepdim) {
@@ -3328,7 +3317,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("norm.ScalarOpt_dim", TORCH_FN(wrapper_norm_ScalarOpt_dim));
   m.impl("norm.out", TORCH_FN(wrapper_norm_out));
   m.impl("norm.ScalarOpt_dim_dtype", TORCH_FN(wrapper_norm_ScalarOpt_dim_dtype));
-  m.impl("norm.dtype_out", TORCH_FN(wrapper_norm_dtype_out));
   m.impl("argmax", TORCH_FN(wrapper_argmax));
   m.impl("argmin", TORCH_FN(wrapper_argmin));
   m.impl("_softmax", TORCH_FN(wrapper__softmax));

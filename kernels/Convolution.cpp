@@ -6,16 +6,19 @@
 // (big = col2im(W^T @ small)). A convolution gathers and its input gradient
 // scatters; a transposed convolution scatters and its input gradient gathers.
 // float16/bfloat16 compute in float32; integer dtypes run on the CPU, counted.
+#include <ATen/Parallel.h>
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/sum.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "kernels/Blas.h"
 #include "kernels/Common.h"
 #include "kernels/Kernels.h"
+#include "kernels/Parallel.h"
 #include "kernels/Window.h"
 #include "runtime/RBLNFallback.h"
 
@@ -26,6 +29,7 @@ namespace {
 struct Shape {
   int64_t batch, groups, a, b;
   Window w;  // in = big spatial, out = small spatial
+  int64_t chunks = 1;  // pieces the (image, group) items are split into (see over_items)
   int64_t cols() const { return b * w.k_numel(); }
 };
 
@@ -36,83 +40,183 @@ bool is_pointwise(const Window& w) {
   return true;
 }
 
+// The column matrix one row segment at a time (a tap and all but the last
+// output dim): f(tap, out_offset, valid, in_base, lo, hi) where output
+// positions out_offset + o2, o2 in [lo, hi), read plane[in_base + o2 * stride[2]];
+// the rest of the out[2] positions (all of them when !valid) are padding.
+template <class F>
+void for_each_tap_row(const Window& w, F&& f) {
+  int64_t t[3], o[2], tap = 0;
+  for (t[0] = 0; t[0] < w.k[0]; ++t[0])
+    for (t[1] = 0; t[1] < w.k[1]; ++t[1])
+      for (t[2] = 0; t[2] < w.k[2]; ++t[2], ++tap) {
+        const int64_t shift = t[2] * w.dil[2] - w.pad[2], s = w.stride[2];
+        const int64_t lo = shift >= 0 ? 0 : std::min(w.out[2], (-shift + s - 1) / s);
+        const int64_t hi = shift >= w.in[2] ? lo : std::max(lo, std::min(w.out[2], (w.in[2] - 1 - shift) / s + 1));
+        int64_t out_offset = 0;
+        for (o[0] = 0; o[0] < w.out[0]; ++o[0])
+          for (o[1] = 0; o[1] < w.out[1]; ++o[1], out_offset += w.out[2]) {
+            const int64_t i0 = o[0] * w.stride[0] - w.pad[0] + t[0] * w.dil[0];
+            const int64_t i1 = o[1] * w.stride[1] - w.pad[1] + t[1] * w.dil[1];
+            const bool valid = i0 >= 0 && i0 < w.in[0] && i1 >= 0 && i1 < w.in[1];
+            f(tap, out_offset, valid, (i0 * w.in[1] + i1) * w.in[2] + shift, lo, hi);
+          }
+      }
+}
+
+// cols is [channels * taps, ld]: this image fills columns [0, out_numel).
 template <class T>
-void im2col(const T* img, int64_t channels, const Window& w, T* cols) {
-  const int64_t K = w.k_numel(), L = w.out_numel(), P = w.in_numel();
+void im2col(const T* img, int64_t channels, const Window& w, T* cols, int64_t ld) {
+  const int64_t K = w.k_numel(), P = w.in_numel(), n = w.out[2], s = w.stride[2];
   for (int64_t c = 0; c < channels; ++c) {
     const T* plane = img + c * P;
-    T* rows = cols + c * K * L;
-    for_each_tap(w, [&](int64_t o, int64_t t, int64_t i) { rows[t * L + o] = i < 0 ? T(0) : plane[i]; });
+    T* rows = cols + c * K * ld;
+    for_each_tap_row(w, [&](int64_t t, int64_t out_offset, bool valid, int64_t base, int64_t lo, int64_t hi) {
+      T* dst = rows + t * ld + out_offset;
+      if (!valid) {
+        std::fill(dst, dst + n, T(0));
+        return;
+      }
+      std::fill(dst, dst + lo, T(0));
+      const T* src = plane + base;
+      if (s == 1) std::copy(src + lo, src + hi, dst + lo);
+      else for (int64_t o = lo; o < hi; ++o) dst[o] = src[o * s];
+      std::fill(dst + hi, dst + n, T(0));
+    });
   }
 }
 
 template <class T>
 void col2im(const T* cols, int64_t channels, const Window& w, T* img) {  // img += cols, img zeroed by the caller
-  const int64_t K = w.k_numel(), L = w.out_numel(), P = w.in_numel();
+  const int64_t K = w.k_numel(), L = w.out_numel(), P = w.in_numel(), s = w.stride[2];
   for (int64_t c = 0; c < channels; ++c) {
     T* plane = img + c * P;
     const T* rows = cols + c * K * L;
-    for_each_tap(w, [&](int64_t o, int64_t t, int64_t i) {
-      if (i >= 0) plane[i] += rows[t * L + o];
+    for_each_tap_row(w, [&](int64_t t, int64_t out_offset, bool valid, int64_t base, int64_t lo, int64_t hi) {
+      if (!valid) return;
+      const T* src = rows + t * L + out_offset;
+      T* dst = plane + base;
+      for (int64_t o = lo; o < hi; ++o) dst[o * s] += src[o];
     });
   }
 }
 
-// small[n, g] = W_g @ im2col(big[n, g])
-template <class T>
-void gather(const Shape& s, const T* big, const T* weight, T* small) {
-  const int64_t L = s.w.out_numel(), P = s.w.in_numel(), BK = s.cols();
-  const bool pointwise = is_pointwise(s.w);
-  std::vector<T> cols(pointwise ? 0 : BK * L);
-  for (int64_t n = 0; n < s.batch; ++n)
-    for (int64_t g = 0; g < s.groups; ++g) {
-      const T* img = big + (n * s.groups + g) * s.b * P;
-      if (!pointwise) im2col(img, s.b, s.w, cols.data());
-      gemm_rowmajor<T>(s.a, BK, L, 1, weight + g * s.a * BK, BK, false, pointwise ? img : cols.data(), L, false, 0,
-                       small + (n * s.groups + g) * s.a * L, L);
-    }
+// Runs body(item, chunk, cols) for each (image, group) item: split across the
+// intra-op threads when each gets at least one (their gemms then run
+// single-threaded inside the parallel region), else in one chunk with the
+// gemm itself threaded. cols is the chunk's own im2col buffer in the scratch
+// tensor (from the caching allocator: no page faults, no zeroing). `claim`:
+// threads claim items (parallel_claim); otherwise chunk c gets a fixed range.
+template <class T, class F>
+void over_items(const Shape& s, bool pointwise, bool claim, T* scratch, F&& body) {
+  const int64_t items = s.batch * s.groups, chunks = s.chunks, cols = pointwise ? 0 : s.cols() * s.w.out_numel();
+  if (claim) return parallel_claim(items, chunks, [&](int64_t item, int64_t c) { body(item, c, scratch + c * cols); });
+  at::parallel_for(0, chunks, 1, [&](int64_t clo, int64_t chi) {
+    for (int64_t c = clo; c < chi; ++c)
+      for (int64_t item = c * items / chunks; item < (c + 1) * items / chunks; ++item)
+        body(item, c, scratch + c * cols);
+  });
 }
 
-// big[n, g] = col2im(W_g^T @ small[n, g])
-template <class T>
-void scatter(const Shape& s, const T* small, const T* weight, T* big) {
-  const int64_t L = s.w.out_numel(), P = s.w.in_numel(), BK = s.cols();
-  const bool pointwise = is_pointwise(s.w);
-  std::vector<T> cols(pointwise ? 0 : BK * L);
-  std::fill(big, big + s.batch * s.groups * s.b * P, T(0));
-  for (int64_t n = 0; n < s.batch; ++n)
-    for (int64_t g = 0; g < s.groups; ++g) {
-      T* img = big + (n * s.groups + g) * s.b * P;
-      gemm_rowmajor<T>(BK, s.a, L, 1, weight + g * s.a * BK, BK, true, small + (n * s.groups + g) * s.a * L, L,
-                       false, 0, pointwise ? img : cols.data(), L);
-      if (!pointwise) col2im(cols.data(), s.b, s.w, img);
-    }
+// Below this many output positions (7x7-class planes) a per-image gemm is too
+// thin for the matrix engine: the batch shares one gemm. Larger planes keep
+// per-image columns, which stay in cache (a whole-batch column matrix is
+// slower there, measured single-threaded on 14x14 to 56x56 ResNet layers).
+constexpr int64_t kThinPlane = 100;
+
+bool batched(const Shape& s) { return s.batch > 1 && s.w.out_numel() < kThinPlane; }
+int64_t cols_size(const Shape& s) { return is_pointwise(s.w) ? 0 : s.cols() * s.w.out_numel(); }
+
+// Scratch elements of each direction: per-chunk columns, or the batched
+// gather's columns and product; the weight gradient adds per-chunk partials.
+int64_t gather_scratch(const Shape& s) {
+  return batched(s) ? (s.cols() + s.a) * s.batch * s.w.out_numel() : s.chunks * cols_size(s);
+}
+int64_t scatter_scratch(const Shape& s) { return s.chunks * cols_size(s); }
+int64_t weight_grad_scratch(const Shape& s) {
+  return s.chunks * cols_size(s) + (s.chunks - 1) * s.groups * s.a * s.cols();
 }
 
-// dW_g = sum over n of small[n, g] @ im2col(big[n, g])^T
+// The thin case: per group, the whole batch's columns side by side in one
+// [BK, batch * L] matrix, one threaded gemm, then its [A, batch, L] result
+// moved to [batch, A, L] (with the bias).
 template <class T>
-void weight_grad(const Shape& s, const T* small, const T* big, T* grad_weight) {
-  const int64_t L = s.w.out_numel(), P = s.w.in_numel(), BK = s.cols();
-  const bool pointwise = is_pointwise(s.w);
-  std::vector<T> cols(pointwise ? 0 : BK * L);
-  std::fill(grad_weight, grad_weight + s.groups * s.a * BK, T(0));
-  for (int64_t n = 0; n < s.batch; ++n)
-    for (int64_t g = 0; g < s.groups; ++g) {
-      const T* img = big + (n * s.groups + g) * s.b * P;
-      if (!pointwise) im2col(img, s.b, s.w, cols.data());
-      gemm_rowmajor<T>(s.a, L, BK, 1, small + (n * s.groups + g) * s.a * L, L, false, pointwise ? img : cols.data(),
-                       L, true, 1, grad_weight + g * s.a * BK, BK);
-    }
+void gather_batched(const Shape& s, const T* big, const T* weight, const T* bias, T* small, T* scratch) {
+  const int64_t L = s.w.out_numel(), P = s.w.in_numel(), BK = s.cols(), NL = s.batch * L;
+  T* cols = scratch;
+  T* prod = scratch + BK * NL;
+  for (int64_t g = 0; g < s.groups; ++g) {
+    at::parallel_for(0, s.batch, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t n = lo; n < hi; ++n) im2col(big + (n * s.groups + g) * s.b * P, s.b, s.w, cols + n * L, NL);
+    });
+    gemm_rowmajor<T>(s.a, BK, NL, 1, weight + g * s.a * BK, BK, false, cols, NL, false, 0, prod, NL);
+    at::parallel_for(0, s.batch * s.a, std::max<int64_t>(1, kGrainSize / L), [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        const int64_t n = i / s.a, r = i % s.a;
+        const T* src = prod + r * NL + n * L;
+        T* dst = small + ((n * s.groups + g) * s.a + r) * L;
+        const T add = bias ? bias[g * s.a + r] : T(0);
+        for (int64_t l = 0; l < L; ++l) dst[l] = src[l] + add;
+      }
+    });
+  }
 }
 
-// out[n, c, ...] += bias[c]
+// small[n, g] = W_g @ im2col(big[n, g]) (+ bias, broadcast over the plane)
 template <class T>
-void add_bias(T* out, const T* bias, int64_t batch, int64_t channels, int64_t plane) {
-  for (int64_t n = 0; n < batch; ++n)
-    for (int64_t c = 0; c < channels; ++c) {
-      T* p = out + (n * channels + c) * plane;
-      for (int64_t i = 0; i < plane; ++i) p[i] += bias[c];
-    }
+void gather(const Shape& s, const T* big, const T* weight, const T* bias, T* small, T* scratch) {
+  const int64_t L = s.w.out_numel(), P = s.w.in_numel(), BK = s.cols();
+  if (batched(s)) return gather_batched(s, big, weight, bias, small, scratch);
+  const bool pointwise = is_pointwise(s.w);
+  over_items<T>(s, pointwise, true, scratch, [&](int64_t item, int64_t, T* cols) {
+    const int64_t g = item % s.groups;
+    const T* img = big + item * s.b * P;
+    T* out = small + item * s.a * L;
+    if (!pointwise) im2col(img, s.b, s.w, cols, L);
+    if (bias)
+      for (int64_t r = 0; r < s.a; ++r) std::fill(out + r * L, out + (r + 1) * L, bias[g * s.a + r]);
+    gemm_rowmajor<T>(s.a, BK, L, 1, weight + g * s.a * BK, BK, false, pointwise ? img : cols, L, false,
+                     bias ? 1 : 0, out, L);
+  });
+}
+
+// big[n, g] = col2im(W_g^T @ small[n, g]) (+ bias)
+template <class T>
+void scatter(const Shape& s, const T* small, const T* weight, const T* bias, T* big, T* scratch) {
+  const int64_t L = s.w.out_numel(), P = s.w.in_numel(), BK = s.cols();
+  const bool pointwise = is_pointwise(s.w);
+  over_items<T>(s, pointwise, true, scratch, [&](int64_t item, int64_t, T* cols) {
+    const int64_t g = item % s.groups;
+    T* img = big + item * s.b * P;
+    if (bias)
+      for (int64_t r = 0; r < s.b; ++r) std::fill(img + r * P, img + (r + 1) * P, bias[g * s.b + r]);
+    else if (!pointwise)
+      std::fill(img, img + s.b * P, T(0));
+    gemm_rowmajor<T>(BK, s.a, L, 1, weight + g * s.a * BK, BK, true, small + item * s.a * L, L, false,
+                     pointwise && bias ? 1 : 0, pointwise ? img : cols, L);
+    if (!pointwise) col2im(cols, s.b, s.w, img);
+  });
+}
+
+// dW_g = sum over n of small[n, g] @ im2col(big[n, g])^T; each thread sums
+// its images into its own partial, added in chunk order (deterministic).
+template <class T>
+void weight_grad(const Shape& s, const T* small, const T* big, T* grad_weight, T* scratch) {
+  const int64_t L = s.w.out_numel(), P = s.w.in_numel(), BK = s.cols(), W = s.groups * s.a * BK;
+  const bool pointwise = is_pointwise(s.w);
+  T* partials = scratch + s.chunks * cols_size(s);
+  std::fill(grad_weight, grad_weight + W, T(0));
+  std::fill(partials, partials + (s.chunks - 1) * W, T(0));
+  over_items<T>(s, pointwise, false, scratch, [&](int64_t item, int64_t chunk, T* cols) {
+    T* acc = chunk == 0 ? grad_weight : partials + (chunk - 1) * W;
+    const int64_t g = item % s.groups;
+    const T* img = big + item * s.b * P;
+    if (!pointwise) im2col(img, s.b, s.w, cols, L);
+    gemm_rowmajor<T>(s.a, L, BK, 1, small + item * s.a * L, L, false, pointwise ? img : cols, L, true, 1,
+                     acc + g * s.a * BK, BK);
+  });
+  for (int64_t c = 1; c < s.chunks; ++c)
+    for (int64_t i = 0; i < W; ++i) grad_weight[i] += partials[(c - 1) * W + i];
 }
 
 Shape shape_of(const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
@@ -121,6 +225,8 @@ Shape shape_of(const at::Tensor& input, const at::Tensor& weight, at::IntArrayRe
   TORCH_CHECK(dims >= 1 && dims <= 3, "rbln convolution: expected a batched 1-d, 2-d or 3-d input, got ",
               input.sizes());
   Shape s{input.size(0), groups, weight.size(0) / groups, weight.size(1), {}};
+  const int64_t threads = at::get_num_threads();
+  s.chunks = s.batch * s.groups >= threads ? threads : 1;
   set_trailing(s.w.k, weight.sizes().slice(2), dims);
   set_trailing(s.w.stride, stride, dims);
   set_trailing(s.w.pad, padding, dims);
@@ -210,11 +316,11 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
     const T* wp = w.const_data_ptr<T>();
     const T* bp = bc.defined() ? bc.const_data_ptr<T>() : nullptr;
     T* yp = out.data_ptr<T>();
-    const int64_t plane = transposed ? s.w.in_numel() : s.w.out_numel();
+    at::Tensor scratch = at::empty({transposed ? scatter_scratch(s) : gather_scratch(s)}, out.options());
+    T* sp = scratch.data_ptr<T>();
     launch_on(out, "aten::convolution_overrideable", [=] {
-      if (transposed) scatter<T>(s, xp, wp, yp);
-      else gather<T>(s, xp, wp, yp);
-      if (bp) add_bias(yp, bp, s.batch, out_channels, plane);
+      if (transposed) scatter<T>(s, xp, wp, bp, yp, sp);
+      else gather<T>(s, xp, wp, bp, yp, sp);
     });
   });
   return finish(out, input.scalar_type());
@@ -258,15 +364,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
       const T* wp = w.const_data_ptr<T>();
       T* gip = grad_input.defined() ? grad_input.data_ptr<T>() : nullptr;
       T* gwp = grad_weight.defined() ? grad_weight.data_ptr<T>() : nullptr;
+      const int64_t input_scratch = output_mask[0] ? (transposed ? gather_scratch(s) : scatter_scratch(s)) : 0;
+      const int64_t weight_scratch = output_mask[1] ? weight_grad_scratch(s) : 0;
+      at::Tensor scratch = at::empty({std::max(input_scratch, weight_scratch)}, go.options());
+      T* sp = scratch.data_ptr<T>();
       launch_on(input, "aten::convolution_backward_overrideable", [=] {
         // The small side is grad_output for a convolution, the input for a transposed one.
         if (gip) {
-          if (transposed) gather<T>(s, gop, wp, gip);
-          else scatter<T>(s, gop, wp, gip);
+          if (transposed) gather<T>(s, gop, wp, nullptr, gip, sp);
+          else scatter<T>(s, gop, wp, nullptr, gip, sp);
         }
         if (gwp) {
-          if (transposed) weight_grad<T>(s, xp, gop, gwp);
-          else weight_grad<T>(s, gop, xp, gwp);
+          if (transposed) weight_grad<T>(s, xp, gop, gwp, sp);
+          else weight_grad<T>(s, gop, xp, gwp, sp);
         }
       });
     });

@@ -87,7 +87,7 @@ ElementwiseDesc<N> describe(const at::TensorIteratorBase& iter) {
 }
 
 // A vectorized loop for contiguous, same-dtype operands of a functor:
-// contiguous_kernel<F, T>::get() returns void(*)(const T* in..., T* out, n) or null.
+// where contiguous_kernel<F, T>::value, run(f, in..., out, n) replaces the scalar loop.
 template <class F, class T, class = void>
 struct contiguous_kernel {
   static constexpr bool value = false;
@@ -153,7 +153,7 @@ void run_elementwise(const ElementwiseDesc<N>& d, const F& f, std::index_sequenc
       if (contiguous) {
         auto* out = reinterpret_cast<Out*>(p[0]);
         if constexpr (contiguous_kernel<F, T>::value && std::is_same_v<Out, T>) {
-          contiguous_kernel<F, T>::run(reinterpret_cast<const T*>(p[I + 1])..., out, n);
+          contiguous_kernel<F, T>::run(f, reinterpret_cast<const T*>(p[I + 1])..., out, n);
           return;
         }
         for (int64_t k = 0; k < n; ++k) {
@@ -183,7 +183,19 @@ void run_elementwise(const ElementwiseDesc<N>& d, const F& f, std::index_sequenc
 template <>
 struct contiguous_kernel<functors::exp<float>, float> {
   static constexpr bool value = true;
-  static void run(const float* in, float* out, int64_t n) { vec::table().exp_f32(in, out, n); }
+  static void run(const functors::exp<float>&, const float* in, float* out, int64_t n) {
+    vec::table().exp_f32(in, out, n);
+  }
+};
+
+// float32 gelu (erf form) through ATen's vector formula, as CPU eager runs it.
+template <>
+struct contiguous_kernel<functors::gelu<float>, float> {
+  static constexpr bool value = true;
+  static void run(const functors::gelu<float>& f, const float* in, float* out, int64_t n) {
+    if (!f.tanh_approx) return vec::table().gelu_f32(in, out, n);
+    for (int64_t k = 0; k < n; ++k) out[k] = f(in[k]);
+  }
 };
 
 template <class F, class = void>

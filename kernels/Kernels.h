@@ -300,8 +300,8 @@ at::Tensor linalg_vector_norm(const at::Tensor& self, const at::Scalar& ord, at:
                               bool keepdim, std::optional<at::ScalarType> dtype);
 at::Tensor& norm_out(const at::Tensor& self, const std::optional<at::Scalar>& p, at::IntArrayRef dim, bool keepdim,
                      at::Tensor& out);
-at::Tensor& norm_dtype_out(const at::Tensor& self, const std::optional<at::Scalar>& p, at::IntArrayRef dim,
-                           bool keepdim, at::ScalarType dtype, at::Tensor& out);
+at::Tensor norm_dtype(const at::Tensor& self, const std::optional<at::Scalar>& p, at::IntArrayRef dim, bool keepdim,
+                      at::ScalarType dtype);
 at::Tensor& linalg_vector_norm_out(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim,
                                    bool keepdim, std::optional<at::ScalarType> dtype, at::Tensor& out);
 

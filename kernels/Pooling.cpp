@@ -110,6 +110,33 @@ void for_each_offset(const Window& w, const int64_t (&lo)[3], const int64_t (&hi
       for (int64_t c = lo[2]; c < hi[2]; ++c) f((a * w.in[1] + b) * w.in[2] + c);
 }
 
+// Fixed windows clipped to the input, without a per-tap bounds check:
+// f(out_index, visit), where visit(g) calls g(in_offset) for the window's
+// in-bounds taps in row-major tap order (the order for_each_tap visits them).
+template <class F>
+void for_each_window(const Window& w, F&& f) {
+  int64_t o[3], out_index = 0;
+  for (o[0] = 0; o[0] < w.out[0]; ++o[0])
+    for (o[1] = 0; o[1] < w.out[1]; ++o[1])
+      for (o[2] = 0; o[2] < w.out[2]; ++o[2], ++out_index) {
+        int64_t start[3], lo[3], hi[3];
+        for (int d = 0; d < 3; ++d) {
+          start[d] = o[d] * w.stride[d] - w.pad[d];
+          lo[d] = start[d] >= 0 ? 0 : (-start[d] + w.dil[d] - 1) / w.dil[d];
+          hi[d] = start[d] >= w.in[d] ? 0 : std::min(w.k[d], (w.in[d] - 1 - start[d]) / w.dil[d] + 1);
+        }
+        f(out_index, [&](auto&& g) {
+          for (int64_t a = lo[0]; a < hi[0]; ++a) {
+            const int64_t ia = start[0] + a * w.dil[0];
+            for (int64_t b = lo[1]; b < hi[1]; ++b) {
+              const int64_t row = (ia * w.in[1] + start[1] + b * w.dil[1]) * w.in[2] + start[2];
+              for (int64_t c = lo[2]; c < hi[2]; ++c) g(row + c * w.dil[2]);
+            }
+          }
+        });
+      }
+}
+
 // CPU's max rule: the first tap starts, a larger value or a NaN replaces.
 template <class T>
 struct MaxTracker {
@@ -178,17 +205,11 @@ std::tuple<at::Tensor, at::Tensor> max_pool(const at::Tensor& self, const Planes
           });
           return;
         }
-        MaxTracker<opmath> m;
-        int64_t current = 0;
-        for_each_tap(p.w, [&](int64_t o, int64_t, int64_t i) {
-          if (o != current) {
-            store(current, m);
-            m = {};
-            current = o;
-          }
-          if (i >= 0) m.see(static_cast<opmath>(in[i]), i);
+        for_each_window(p.w, [&](int64_t o, auto&& visit) {
+          MaxTracker<opmath> m;
+          visit([&](int64_t i) { m.see(static_cast<opmath>(in[i]), i); });
+          store(o, m);
         });
-        store(current, m);
       });
     });
   });
@@ -261,21 +282,12 @@ at::Tensor avg_pool(const at::Tensor& self, const Planes& p, bool count_include_
       const int64_t P = p.w.in_numel(), L = p.w.out_numel();
       over_planes(p.count, L * p.w.k_numel(), [&](int64_t plane) {
         const scalar_t* in = xp + plane * P;
-        opmath sum = 0;
-        int64_t current = 0;
-        auto store = [&] {
-          const double div = divisors[current];
-          yp[plane * L + current] = static_cast<scalar_t>(div == 0 ? opmath(0) : sum / static_cast<opmath>(div));
-        };
-        for_each_tap(p.w, [&](int64_t o, int64_t, int64_t i) {
-          if (o != current) {
-            store();
-            sum = 0;
-            current = o;
-          }
-          if (i >= 0) sum += static_cast<opmath>(in[i]);
+        for_each_window(p.w, [&](int64_t o, auto&& visit) {
+          opmath sum = 0;
+          visit([&](int64_t i) { sum += static_cast<opmath>(in[i]); });
+          const double div = divisors[o];
+          yp[plane * L + o] = static_cast<scalar_t>(div == 0 ? opmath(0) : sum / static_cast<opmath>(div));
         });
-        store();
       });
     });
   });

@@ -13,6 +13,7 @@
 
 #include "kernels/Common.h"
 #include "kernels/Kernels.h"
+#include "kernels/Parallel.h"
 #include "kernels/Reduce.h"
 #include "kernels/vec/VecKernels.h"
 
@@ -73,23 +74,22 @@ void run(const Plan& p, Op op, const at::Tensor& values, const at::Tensor* indic
     const int64_t outer = p.outer, inner = p.inner;
     if ((op == Op::kSum || op == Op::kMean) && inner >= 4 * kGrainSize && outer < 4 * at::get_num_threads()) {
       // Few long rows (a full reduction is one row): split each row into fixed
-      // pieces summed in parallel, then add the pieces in order, so the result
-      // does not depend on the thread count.
+      // pieces summed in parallel (claimed by the threads), then add the pieces
+      // in order, so the result does not depend on the threads.
       launch_on(values, name, [=] {
         constexpr int64_t kPiece = 1 << 16;
         const int64_t pieces = (inner + kPiece - 1) / kPiece;
         std::vector<acc_t> partial(outer * pieces);
-        at::parallel_for(0, outer * pieces, 1, [&](int64_t b, int64_t e) {
-          for (int64_t t = b; t < e; ++t) {
-            const scalar_t* piece = in + (t / pieces) * inner + (t % pieces) * kPiece;
-            const int64_t len = std::min(kPiece, inner - (t % pieces) * kPiece);
-            if constexpr (std::is_same_v<scalar_t, float>) {
-              partial[t] = static_cast<acc_t>(vec::table().sum_f32(reinterpret_cast<const float*>(piece), len));
-            } else {
-              acc_t acc = 0;
-              for (int64_t j = 0; j < len; ++j) acc += static_cast<acc_t>(piece[j]);
-              partial[t] = acc;
-            }
+        const int64_t total = outer * pieces;
+        parallel_claim(total, std::min<int64_t>(at::get_num_threads(), total), [&](int64_t t, int64_t) {
+          const scalar_t* piece = in + (t / pieces) * inner + (t % pieces) * kPiece;
+          const int64_t len = std::min(kPiece, inner - (t % pieces) * kPiece);
+          if constexpr (std::is_same_v<scalar_t, float>) {
+            partial[t] = static_cast<acc_t>(vec::table().sum_f32(reinterpret_cast<const float*>(piece), len));
+          } else {
+            acc_t acc = 0;
+            for (int64_t j = 0; j < len; ++j) acc += static_cast<acc_t>(piece[j]);
+            partial[t] = acc;
           }
         });
         for (int64_t r = 0; r < outer; ++r) {

@@ -236,8 +236,10 @@ at::Tensor& norm_out(const at::Tensor& self, const std::optional<at::Scalar>& p,
                      at::Tensor& out) {
   return linalg_vector_norm_out(self, p.value_or(2), dim, keepdim, std::nullopt, out);
 }
-at::Tensor& norm_dtype_out(const at::Tensor& self, const std::optional<at::Scalar>& p, at::IntArrayRef dim,
-                           bool keepdim, at::ScalarType dtype, at::Tensor& out) {
+// The result takes `dtype` (autocast's fp32 policy calls this with float32).
+at::Tensor norm_dtype(const at::Tensor& self, const std::optional<at::Scalar>& p, at::IntArrayRef dim, bool keepdim,
+                      at::ScalarType dtype) {
+  auto out = at::empty({0}, self.options().dtype(dtype));
   return linalg_vector_norm_out(self, p.value_or(2), dim, keepdim, dtype, out);
 }
 at::Tensor linalg_vector_norm(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim,

@@ -88,6 +88,8 @@ struct DevicePool {
   std::set<Block*, BlockOrder> free_blocks;
   // Freed blocks still in use by other streams, with the events to wait for.
   std::deque<std::pair<Block*, std::vector<driver::Event*>>> pending;
+  // Per stream, recorded after its last stream-ordered release (see reserve).
+  std::map<driver::Stream*, driver::Event*> fences;
   DeviceStats stats;
 };
 
@@ -247,10 +249,20 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
     pool.free_blocks.insert(block);
   }
 
+  // A cache miss first hands this stream's free segments back to the
+  // driver, whose arena merges them with their free neighbours, so shifting
+  // sizes reuse that memory instead of reserving more (peak reserved stays
+  // near peak allocated). Work queued on the stream may still use them:
+  // stream order makes that safe for this stream's own allocations, and a
+  // later reserve for another stream first waits for that work (the fence),
+  // on its stream, without blocking the host.
   Block* reserve(DevicePool& pool, c10::DeviceIndex device, driver::Stream* stream, size_t size, size_t n) {
+    release_stream_cached(pool, stream);
+    for (auto& [other, fence] : pool.fences)
+      if (other != stream && !driver::event_query(fence)) driver_call([&] { driver::stream_wait_event(stream, fence); });
     void* ptr = driver_call([&] { return driver::device_malloc(device, size); });
     if (!ptr) {
-      // Out of room: hand the cache back to the driver and try once more.
+      // Out of room: hand the whole cache back to the driver and try once more.
       ++pool.stats.num_alloc_retries;
       release_cached(pool, device);
       ptr = driver_call([&] { return driver::device_malloc(device, size); });
@@ -289,19 +301,42 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
     driver_call([&] { driver::device_synchronize(device); });
     process_pending(pool);
     // Only whole free segments go back: a piece of a segment still in use stays cached.
-    for (auto it = pool.free_blocks.begin(); it != pool.free_blocks.end();) {
-      Block* block = *it;
-      if (block->prev || block->next) {
+    for (auto it = pool.free_blocks.begin(); it != pool.free_blocks.end();)
+      it = is_segment(*it) ? release_segment(pool, it, false) : std::next(it);
+  }
+
+  // Without a sync: pages stay mapped for work still queued on `stream`, and
+  // the fence marks where that work ends.
+  static void release_stream_cached(DevicePool& pool, driver::Stream* stream) {
+    Block key{nullptr, 0, 0, 0, stream, {}};
+    bool released = false;
+    for (auto it = pool.free_blocks.lower_bound(&key); it != pool.free_blocks.end() && (*it)->stream == stream;) {
+      if (!is_segment(*it)) {
         ++it;
         continue;
       }
-      driver::device_free(block->ptr);
-      ++pool.stats.num_device_free;
-      update(pool.stats.segment, block->size, -1);
-      update(pool.stats.reserved_bytes, block->size, -static_cast<int64_t>(block->size));
-      delete block;
-      it = pool.free_blocks.erase(it);
+      it = release_segment(pool, it, true);
+      released = true;
     }
+    if (!released) return;
+    auto& fence = pool.fences[stream];
+    if (!fence) fence = driver::event_create();
+    driver_call([&] { driver::event_record(fence, stream); });
+  }
+
+  static bool is_segment(const Block* block) { return !block->prev && !block->next; }
+
+  // Returns the free segment at `it` to the driver; the iterator past it.
+  static std::set<Block*, BlockOrder>::iterator release_segment(DevicePool& pool,
+                                                               std::set<Block*, BlockOrder>::iterator it,
+                                                               bool keep_pages) {
+    Block* block = *it;
+    driver::device_free(block->ptr, keep_pages);
+    ++pool.stats.num_device_free;
+    update(pool.stats.segment, block->size, -1);
+    update(pool.stats.reserved_bytes, block->size, -static_cast<int64_t>(block->size));
+    delete block;
+    return pool.free_blocks.erase(it);
   }
 
   std::once_flag init_;

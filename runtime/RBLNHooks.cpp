@@ -6,6 +6,9 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <algorithm>
+
+#include "kernels/Parallel.h"
 #include "runtime/RBLNFunctions.h"
 #include "runtime/RBLNGenerator.h"
 #include "runtime/RBLNOps.h"
@@ -44,11 +47,12 @@ struct RBLNHooks final : at::PrivateUse1HooksInterface {
   }
 };
 
-// Large driver copies split across ATen's intra-op thread pool, as CPU's copy_ does.
+// Large driver copies split across ATen's intra-op thread pool, as CPU's
+// copy_ does, with threads claiming the pieces.
 void parallel_pieces(size_t pieces, void* ctx, void (*body)(void*, size_t, size_t)) {
-  at::parallel_for(0, static_cast<int64_t>(pieces), 1, [&](int64_t begin, int64_t end) {
-    body(ctx, static_cast<size_t>(begin), static_cast<size_t>(end));
-  });
+  const auto n = static_cast<int64_t>(pieces);
+  kernels::parallel_claim(n, std::min<int64_t>(at::get_num_threads(), n),
+                          [&](int64_t piece, int64_t) { body(ctx, piece, piece + 1); });
 }
 
 const bool registered = [] {

@@ -11,7 +11,7 @@
 #include <ATen/ops/_neg_view.h>
 #include <ATen/ops/_conj.h>
 #include <ATen/ops/view_as_real.h>
-#include <ATen/ops/_local_scalar_dense.h>
+#include <ATen/Dispatch_v2.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/empty.h>
@@ -21,6 +21,8 @@
 #include <ATen/ops/view_native.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/DeviceGuard.h>
+
+#include <cstring>
 
 #include "kernels/Kernels.h"
 #include "runtime/RBLNFunctions.h"
@@ -302,13 +304,23 @@ void record_stream(at::Tensor& self, at::Stream s) {
   c10::getDeviceAllocator(kRBLN)->recordStream(self.storage().data_ptr(), s);
 }
 
+// Reads the element straight into a Scalar: no temporary CPU tensor and no second dispatch.
 at::Scalar _local_scalar_dense(const at::Tensor& self) {
-  auto host = at::empty({}, self.options().device(at::kCPU));
+  alignas(16) char bytes[16];
+  TORCH_CHECK(self.element_size() <= static_cast<int64_t>(sizeof bytes), "_local_scalar_dense: unsupported dtype ",
+              self.scalar_type());
   const c10::DeviceGuard guard(self.device());
   driver_call([&] {
-    driver::memcpy_sync(host.data_ptr(), self.const_data_ptr(), self.element_size(), current_stream(self.device().index()));
+    driver::memcpy_sync(bytes, self.const_data_ptr(), self.element_size(), current_stream(self.device().index()));
   });
-  return at::_local_scalar_dense(host);
+  at::Scalar result;
+  AT_DISPATCH_V2(self.scalar_type(), "_local_scalar_dense_rbln", AT_WRAP([&] {
+    scalar_t value;
+    std::memcpy(&value, bytes, sizeof value);
+    result = at::Scalar(value);
+  }), AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kComplexHalf, at::kHalf, at::kBool, at::kBFloat16,
+      AT_EXPAND(AT_FLOAT8_TYPES), AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
+  return result;
 }
 
 }  // namespace rbln

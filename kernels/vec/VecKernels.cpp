@@ -22,6 +22,14 @@ void exp_f32(const float* x, float* y, int64_t n) {
   if (i < n) Vec::loadu(x + i, n - i).exp().store(y + i, n - i);
 }
 
+Vec gelu(Vec x) { return x * Vec(0.5f) * (Vec(1.f) + (x * Vec(0.7071067811865476f)).erf()); }
+
+void gelu_f32(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW) gelu(Vec::loadu(x + i)).store(y + i);
+  if (i < n) gelu(Vec::loadu(x + i, n - i)).store(y + i, n - i);
+}
+
 // Four independent vector accumulators (latency hiding), partial tail by masked load.
 float block_sum(const float* x, int64_t n) {
   Vec a0(0.f), a1(0.f), a2(0.f), a3(0.f);
@@ -130,7 +138,7 @@ void layer_norm_rows_f32(const float* x, const float* w, const float* b, float* 
 }  // namespace
 
 const Table* make_table() {
-  static const Table t{RBLN_STR(CPU_CAPABILITY), exp_f32, sum_f32, softmax_rows_f32, layer_norm_rows_f32};
+  static const Table t{RBLN_STR(CPU_CAPABILITY), exp_f32, gelu_f32, sum_f32, softmax_rows_f32, layer_norm_rows_f32};
   return &t;
 }
 

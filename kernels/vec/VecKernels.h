@@ -15,6 +15,8 @@ struct Table {
   const char* capability;
   // y[i] = exp(x[i]), i < n.
   void (*exp_f32)(const float* x, float* y, int64_t n);
+  // y[i] = gelu(x[i]) (erf form), i < n: ATen's vector formula.
+  void (*gelu_f32)(const float* x, float* y, int64_t n);
   // sum of x[0..n): float vector partials over blocks, blocks added in double.
   double (*sum_f32)(const float* x, int64_t n);
   // softmax (or log_softmax) of each contiguous row of `size` elements.

@@ -240,7 +240,7 @@ void* device_malloc(int device, size_t bytes) {
   return reinterpret_cast<void*>(arena.base.load(std::memory_order_relaxed) + offset);
 }
 
-void device_free(void* ptr) {
+void device_free(void* ptr, bool keep_pages) {
   if (!ptr) return;
   int device = device_of(ptr);
   if (device < 0) throw Error(Error::kInvalid, "device_free: " + describe(ptr) + " is not device memory");
@@ -269,7 +269,7 @@ void device_free(void* ptr) {
     arena.remove_free(prev);
   }
   arena.add_free(offset, size);
-  if (size >= kReleaseThreshold) {
+  if (size >= kReleaseThreshold && !keep_pages) {
     uintptr_t begin = (base + offset + kPageSize - 1) / kPageSize * kPageSize;
     uintptr_t end = (base + offset + size) / kPageSize * kPageSize;
     check_sys(madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED), "madvise");

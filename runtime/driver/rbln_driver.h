@@ -39,7 +39,9 @@ bool strict_mode();
 // reserved lazily; pointers are arena addresses, never host heap pointers.
 // Returns nullptr when the arena has no room (the caller decides about OOM).
 void* device_malloc(int device, size_t bytes);
-void device_free(void* ptr);
+// keep_pages: work queued before the free may still use the range (a
+// stream-ordered release), so large free ranges are not handed back to the OS.
+void device_free(void* ptr, bool keep_pages = false);
 size_t device_bytes_used(int device);  // bytes handed out by device_malloc
 int device_of(const void* ptr);        // -1 when ptr is not device memory
 

@@ -134,3 +134,136 @@ def test_vector_kernels_under_lower_cpu_capability(run_python, capability):
         print(json.dumps({"ok": True}))
     """, ATEN_CPU_CAPABILITY=capability)
     assert out["ok"]
+
+
+# Convolution: row-wise im2col/col2im; planes of 100+ outputs run images in
+# parallel (each with its own buffer) when there are at least as many as
+# threads, the bias as the gemm's starting value; smaller planes gather the
+# whole batch into one gemm. Batches of 1 (one threaded gemm) and 3 (uneven).
+CONV2D = [  # (in_channels, out_channels, kernel, stride, padding, dilation, groups)
+    (4, 6, 3, 1, 1, 1, 1),
+    (4, 6, 3, 2, 1, 1, 2),
+    (3, 8, 7, 2, 3, 1, 1),  # the ResNet stem
+    (4, 6, 1, 1, 0, 1, 1),  # pointwise: no im2col
+    (4, 6, 1, 2, 0, 1, 1),  # 1x1 with stride: strided im2col rows
+    (4, 4, (2, 3), (2, 1), (3, 0), (1, 2), 4),  # padding past the kernel span, depthwise
+    (2, 3, 3, 3, 2, 2, 1),
+]
+
+
+def conv_close(fn, cpu_args, **kw):
+    with torch.rbln.explain() as ex:
+        got = fn(*[a.rbln() if isinstance(a, torch.Tensor) else a for a in cpu_args], **kw)
+    close(got, fn(*cpu_args, **kw), rtol=1e-4, atol=1e-4)
+    assert not ex.fallback_ops, ex.fallback_reasons
+    assert "aten::convolution_overrideable" in ex.device_ops
+
+
+@pytest.mark.parametrize("size", [(7, 8), (19, 21)], ids=["thin", "wide"])
+@pytest.mark.parametrize("batch", [1, 3, 8])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("cfg", CONV2D, ids=[str(c) for c in CONV2D])
+def test_conv2d_forward(cfg, bias, batch, size):
+    cin, cout, k, stride, padding, dilation, groups = cfg
+    conv = torch.nn.Conv2d(cin, cout, k, stride, padding, dilation, groups, bias=bias)
+    x = torch.randn(batch, cin, *size)
+    conv_close(F.conv2d, (x, conv.weight.detach(), conv.bias.detach() if bias else None, stride, padding, dilation,
+                          groups))
+
+
+@pytest.mark.parametrize("dims", [1, 3])
+def test_conv_1d_3d_forward(dims):
+    fn = {1: F.conv1d, 3: F.conv3d}[dims]
+    x = torch.randn(3, 4, *[7] * dims, dtype=torch.float64)
+    w = torch.randn(6, 2, *[3] * dims, dtype=torch.float64)
+    conv_close(fn, (x, w, torch.randn(6, dtype=torch.float64)), stride=2, padding=1, groups=2)
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("cfg", [(1, 0, 0), (2, 1, 1), (3, 2, 1)], ids=["s1", "s2", "s3"])
+def test_conv_transpose2d_forward(cfg, batch):
+    stride, padding, output_padding = cfg
+    x, w = torch.randn(batch, 4, 5, 6), torch.randn(4, 3, 3, 3)
+    conv_close(F.conv_transpose2d, (x, w, torch.randn(6)), stride=stride, padding=padding,
+               output_padding=output_padding, groups=2)
+    conv_close(F.conv_transpose2d, (x, torch.randn(4, 3, 1, 1)), groups=2)  # pointwise, no bias
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_conv2d_backward(batch, transposed):
+    """Input grads scatter (or gather), weight grads sum per-thread partials in a fixed order."""
+    x = torch.randn(batch, 4, 8, 7, requires_grad=True)
+    w = torch.randn(4, 2, 3, 3, requires_grad=True)  # [out, in/groups] or, transposed, [in, out/groups]
+    b = torch.randn(4 if not transposed else 4, requires_grad=True)
+    fn = F.conv_transpose2d if transposed else F.conv2d
+    kw = {"stride": 2, "padding": 1, "groups": 2}
+    grads = []
+    for device in ("cpu", "rbln"):
+        args = [t.detach().to(device).requires_grad_() for t in (x, w, b)]
+        with torch.rbln.explain() as ex:
+            out = fn(*args, **kw)
+            out.backward(torch.linspace(-1, 1, out.numel(), device=device).view(out.shape))
+        grads.append([a.grad.cpu() for a in args])
+    for g_rbln, g_cpu in zip(grads[1], grads[0]):
+        torch.testing.assert_close(g_rbln, g_cpu, rtol=1e-4, atol=1e-4)
+    assert not ex.fallback_ops, ex.fallback_reasons
+    assert "aten::convolution_backward_overrideable" in ex.device_ops
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_contiguous_and_strided(n, approximate):
+    """float32 erf-form gelu runs ATen's vector formula (as CPU eager does)."""
+    x = torch.randn(3, n) * 4
+    with torch.rbln.explain() as ex:
+        got = F.gelu(x.rbln(), approximate=approximate)
+        got_t = F.gelu(x.rbln().t(), approximate=approximate)
+    close(got, F.gelu(x, approximate=approximate))
+    close(got_t, F.gelu(x.t(), approximate=approximate))
+    assert not ex.fallback_ops and "aten::gelu" in ex.device_ops
+    # (not +-inf or near FLT_MAX: CPU eager returns nan at inf, and the vector erf overflows near FLT_MAX)
+    special = torch.tensor([0.0, -0.0, float("nan"), 10.0, -10.0, 1e-30, -5.5, 1e4, -1e4] * 3)
+    close(F.gelu(special.rbln(), approximate=approximate), F.gelu(special, approximate=approximate), equal_nan=True)
+
+
+ITEM_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int16,
+               torch.int32, torch.int64, torch.bool, torch.complex64, torch.complex128]
+
+
+@pytest.mark.parametrize("dtype", ITEM_DTYPES, ids=str)
+def test_item_reads_every_dtype(dtype):
+    """.item() reads the element's bytes into a Scalar by dtype (no temporary CPU tensor)."""
+    x = (torch.randn(5, dtype=torch.complex128) * 50).to(dtype) if dtype.is_complex else \
+        (torch.randn(5) * 50).to(dtype)
+    d = x.rbln()
+    for i in range(5):
+        got, want = d[i].item(), x[i].item()
+        assert type(got) is type(want) and (got == want or (got != got and want != want)), (dtype, got, want)
+    assert d.sum().item() == x.sum().item() or dtype.is_floating_point or dtype.is_complex
+
+
+POOL = [  # (kernel, stride, padding, dilation, ceil_mode)
+    (3, 2, 1, 1, False),  # the ResNet stem
+    (3, 2, 1, 1, True),
+    ((2, 3), (1, 2), (1, 1), (2, 1), True),
+    (2, 2, 0, 1, False),
+]
+
+
+@pytest.mark.parametrize("cfg", POOL, ids=[str(c) for c in POOL])
+def test_pool2d_windows_clipped_to_the_input(cfg):
+    """Max and average pooling walk each window's in-bounds taps directly (same order as before: same indices)."""
+    k, s, p, d, ceil = cfg
+    x = torch.randn(3, 5, 11, 10)
+    x[0, 0, 0, :4] = float("nan")
+    with torch.rbln.explain() as ex:
+        got, idx = F.max_pool2d(x.rbln(), k, s, p, d, ceil, return_indices=True)
+    want, want_idx = F.max_pool2d(x, k, s, p, d, ceil, return_indices=True)
+    close(got, want, equal_nan=True)
+    assert torch.equal(idx.cpu(), want_idx)
+    assert not ex.fallback_ops, ex.fallback_reasons
+    if d == 1:
+        for include_pad in (True, False):
+            close(F.avg_pool2d(x.rbln(), k, s, p, ceil, include_pad), F.avg_pool2d(x, k, s, p, ceil, include_pad),
+                  equal_nan=True)

@@ -60,6 +60,35 @@ def test_cached_block_splits_and_merges(unit, clean_cache):
     assert torch.rbln.memory_reserved() == clean_cache["reserved"]
 
 
+def test_a_miss_returns_the_streams_free_segments_first(clean_cache):
+    """Shifting sizes reuse freed memory: a request no cached block fits hands the stream's free
+    segments back to the driver (which merges neighbours) before reserving, so reserved stays at what is live."""
+    parts = [torch.empty(n * MiB, dtype=torch.uint8, device="rbln") for n in (2, 3)]
+    del parts
+    assert torch.rbln.memory_reserved() - clean_cache["reserved"] == 5 * MiB  # cached
+    t = torch.full((5 * MiB + 1,), 7, dtype=torch.uint8, device="rbln")  # 6 MiB: fits no cached block
+    assert torch.rbln.memory_reserved() - clean_cache["reserved"] == 6 * MiB
+    assert torch.rbln.memory_allocated() - clean_cache["allocated"] == 6 * MiB
+    assert int(t[::MiB].sum()) == 7 * 6
+
+
+def test_memory_released_on_a_miss_waits_for_its_streams_work(square, busy, clean_cache):
+    """A segment released without a sync (its stream's queued work may still read it) is only
+    written by another stream's new tensor after that work: the side stream waits on a fence."""
+    side = torch.rbln.Stream()
+    src = torch.full((1 << 20,), 2.0, device="rbln")
+    a = busy(square.rbln(), steps=8)  # queued work ahead of the read below
+    total = (src + a.sum() * 0).sum()  # reads src once the busy work is done
+    del src  # cached on the default stream
+    other = torch.empty(3 << 20, device="rbln")  # a miss on the default stream: src's segment goes back
+    with torch.rbln.stream(side):
+        fresh = torch.full((1 << 20,), -1.0, device="rbln")  # may land on src's memory
+    torch.rbln.synchronize()
+    assert total.item() == 2.0 * (1 << 20)
+    assert torch.equal(fresh.cpu(), torch.full((1 << 20,), -1.0))
+    del other
+
+
 def test_peaks_and_reset(clean_cache):
     torch.rbln.reset_peak_memory_stats()
     assert torch.rbln.max_memory_allocated() == torch.rbln.memory_allocated()
