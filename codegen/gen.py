@@ -1,12 +1,14 @@
 """Renders the registry into generated/ and docs/supported_ops.md."""
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 
 import jinja2
 
-from .registry import DTYPE_GROUPS, DTYPES, FAMILIES, KERNEL_HEADERS, ROOT, Entry, Variant, _declared_names, is_operand
+from .registry import (DTYPE_GROUPS, DTYPES, FAMILIES, FUNCTOR_HEADER, KERNEL_HEADERS, ROOT, Entry, Variant,
+                       _declared_names, is_operand)
 
 ELEMENTWISE_SHARDS = 4  # generated elementwise files, compiled in parallel
 
@@ -23,7 +25,12 @@ def _fallback_call(v: Variant, fn: str) -> str:
     return f"at::native::call_fallback_fn_symint<&rbln::{fn}, {op}>::call({', '.join(v.arg_names)})"
 
 
-def _elementwise_body(e: Entry, v: Variant) -> list[str]:
+@functools.lru_cache(maxsize=None)
+def _functor_checks(root: str) -> set[str]:
+    return _declared_names(root, [FUNCTOR_HEADER], r"\b(\w+_check)\s*\(")
+
+
+def _elementwise_body(e: Entry, v: Variant, root: str) -> list[str]:
     args = v.func.func.arguments
     arity = FAMILIES[e.family]
     # Tensors are the operands; a Scalar is one only where the op has too few
@@ -32,6 +39,9 @@ def _elementwise_body(e: Entry, v: Variant) -> list[str]:
     operands = tensors[:arity] if len(tensors) >= arity else [a for a in args.flat_non_out if is_operand(a)][:arity]
     params = [a.name for a in args.flat_non_out if a not in operands]
     lines, refs = [], []
+    # A functor's argument check (`<functor>_check` in Functors.h), as CPU's meta functions check.
+    if f"{e.functor}_check" in _functor_checks(root):
+        lines.append(f"rbln::functors::{e.functor}_check({', '.join(a.name for a in args.flat_non_out)});")
     for a in operands:
         if str(a.type) == "Scalar":
             lines.append(f"const auto {a.name}_t = at::native::wrapped_scalar_tensor({a.name});")
@@ -94,7 +104,7 @@ def _body(e: Entry, v: Variant, root: str) -> list[str]:
             return [f"return {_qualified_kernel(e.kernel, root)}({', '.join(v.arg_names)});"]
         return [f"return {_fallback_call(v, 'fallback_listed')};"]
     if e.family:
-        return _elementwise_body(e, v)
+        return _elementwise_body(e, v, root)
     return _kernel_body(e, v, root)
 
 

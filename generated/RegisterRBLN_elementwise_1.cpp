@@ -957,6 +957,7 @@ at::Tensor & wrapper_mul_out(const at::Tensor & self, const at::Tensor & other, 
 }
 
 at::Tensor wrapper_pow_Tensor_Tensor(const at::Tensor & self, const at::Tensor & exponent) {
+  rbln::functors::pow_check(self, exponent);
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, self, exponent);
@@ -974,6 +975,7 @@ at::Tensor wrapper_pow_Tensor_Tensor(const at::Tensor & self, const at::Tensor &
 }
 
 at::Tensor & wrapper_pow__Tensor(at::Tensor & self, const at::Tensor & exponent) {
+  rbln::functors::pow_check(self, exponent);
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
   auto iter = rbln::kernels::binary_iter(result, self, exponent);
@@ -991,6 +993,7 @@ at::Tensor & wrapper_pow__Tensor(at::Tensor & self, const at::Tensor & exponent)
 }
 
 at::Tensor & wrapper_pow_Tensor_Tensor_out(const at::Tensor & self, const at::Tensor & exponent, at::Tensor & out) {
+  rbln::functors::pow_check(self, exponent);
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::binary_iter(result, self, exponent);

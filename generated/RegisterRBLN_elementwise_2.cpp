@@ -968,6 +968,7 @@ at::Tensor & wrapper_div_out(const at::Tensor & self, const at::Tensor & other, 
 }
 
 at::Tensor wrapper_pow_Tensor_Scalar(const at::Tensor & self, const at::Scalar & exponent) {
+  rbln::functors::pow_check(self, exponent);
   const auto exponent_t = at::native::wrapped_scalar_tensor(exponent);
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
@@ -986,6 +987,7 @@ at::Tensor wrapper_pow_Tensor_Scalar(const at::Tensor & self, const at::Scalar &
 }
 
 at::Tensor & wrapper_pow__Scalar(at::Tensor & self, const at::Scalar & exponent) {
+  rbln::functors::pow_check(self, exponent);
   const auto exponent_t = at::native::wrapped_scalar_tensor(exponent);
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
@@ -1004,6 +1006,7 @@ at::Tensor & wrapper_pow__Scalar(at::Tensor & self, const at::Scalar & exponent)
 }
 
 at::Tensor & wrapper_pow_Tensor_Scalar_out(const at::Tensor & self, const at::Scalar & exponent, at::Tensor & out) {
+  rbln::functors::pow_check(self, exponent);
   const auto exponent_t = at::native::wrapped_scalar_tensor(exponent);
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;

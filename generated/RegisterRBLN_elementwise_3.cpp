@@ -980,6 +980,7 @@ at::Tensor & wrapper_div_out_mode(const at::Tensor & self, const at::Tensor & ot
 }
 
 at::Tensor wrapper_pow_Scalar(const at::Scalar & self, const at::Tensor & exponent) {
+  rbln::functors::pow_check(self, exponent);
   const auto self_t = at::native::wrapped_scalar_tensor(self);
   const c10::OptionalDeviceGuard guard(at::device_of(exponent));
   at::Tensor result;
@@ -998,6 +999,7 @@ at::Tensor wrapper_pow_Scalar(const at::Scalar & self, const at::Tensor & expone
 }
 
 at::Tensor & wrapper_pow_Scalar_out(const at::Scalar & self, const at::Tensor & exponent, at::Tensor & out) {
+  rbln::functors::pow_check(self, exponent);
   const auto self_t = at::native::wrapped_scalar_tensor(self);
   const c10::OptionalDeviceGuard guard(at::device_of(exponent));
   at::Tensor result = out;

@@ -7,6 +7,7 @@
 #include <ATen/OpMathType.h>
 #include <ATen/native/Math.h>
 #include <ATen/core/Scalar.h>
+#include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 #include <c10/util/string_view.h>
 
@@ -362,6 +363,15 @@ struct pow {
     }
   }
 };
+
+// pow's argument check: CPU's pow.Tensor_Scalar raises for an integer tensor
+// to a negative integer Scalar power; the other overloads check nothing.
+inline void pow_check(const at::Tensor& self, const at::Scalar& exponent) {
+  TORCH_CHECK(!(at::isIntegralType(self.scalar_type(), true) && exponent.isIntegral(true) && exponent.toLong() < 0),
+              "Integers to negative integer powers are not allowed.");
+}
+template <class... Args>
+void pow_check(const Args&...) {}
 
 template <class T>
 struct maximum {

@@ -112,3 +112,13 @@ def test_launch_blocking_raises_at_the_call(run_python):
         RBLN_LAUNCH_BLOCKING="1")
     assert out["error"] is not None and "aten::index_select" in out["error"]
     assert out["good"] == [[9.0, 10.0, 11.0], [3.0, 4.0, 5.0]]
+
+
+def test_integer_to_negative_integer_power_raises_like_cpu(assert_device_works):
+    x = torch.tensor([2, -3]).rbln()
+    for f in (lambda: x ** -2, lambda: torch.pow(x, -1), lambda: x.clone().pow_(-3)):
+        with pytest.raises(RuntimeError, match="Integers to negative integer powers are not allowed"):
+            f()
+    torch.testing.assert_close((x ** 2).cpu(), torch.tensor([4, 9]))
+    torch.testing.assert_close(torch.pow(2, -x.abs()).cpu(), torch.pow(2, -torch.tensor([2, 3])))
+    assert_device_works()
