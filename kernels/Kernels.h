@@ -441,46 +441,53 @@ std::tuple<at::Tensor, at::Tensor> _prelu_kernel_backward(const at::Tensor& grad
 at::Tensor& linalg_cross_out(const at::Tensor& self, const at::Tensor& other, int64_t dim, at::Tensor& out);
 
 // resampling: nearest, linear and cubic upsampling, padding (kernels/Resample.cpp)
-at::Tensor upsample_nearest1d(const at::Tensor& self, c10::SymIntArrayRef output_size, std::optional<double> scales);
+at::Tensor upsample_nearest1d(const at::Tensor& self, c10::SymIntArrayRef output_size,
+    std::optional<double> scales);
 at::Tensor upsample_nearest1d_backward(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
     c10::SymIntArrayRef input_size, std::optional<double> scales);
-at::Tensor upsample_nearest2d(const at::Tensor& self, c10::SymIntArrayRef output_size, std::optional<double> scales_h, std::optional<double> scales_w);
+at::Tensor upsample_nearest2d(const at::Tensor& self, c10::SymIntArrayRef output_size,
+    std::optional<double> scales_h, std::optional<double> scales_w);
 at::Tensor upsample_nearest2d_backward(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
     c10::SymIntArrayRef input_size, std::optional<double> scales_h, std::optional<double> scales_w);
-at::Tensor upsample_nearest3d(const at::Tensor& self, c10::SymIntArrayRef output_size, std::optional<double> scales_d, std::optional<double> scales_h,
-    std::optional<double> scales_w);
+at::Tensor upsample_nearest3d(const at::Tensor& self, c10::SymIntArrayRef output_size,
+    std::optional<double> scales_d, std::optional<double> scales_h, std::optional<double> scales_w);
 at::Tensor upsample_nearest3d_backward(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
-    c10::SymIntArrayRef input_size, std::optional<double> scales_d, std::optional<double> scales_h,
-    std::optional<double> scales_w);
-at::Tensor _upsample_nearest_exact1d(const at::Tensor& self, c10::SymIntArrayRef output_size, std::optional<double> scales);
+    c10::SymIntArrayRef input_size,
+    std::optional<double> scales_d, std::optional<double> scales_h, std::optional<double> scales_w);
+at::Tensor _upsample_nearest_exact1d(const at::Tensor& self, c10::SymIntArrayRef output_size,
+    std::optional<double> scales);
 at::Tensor _upsample_nearest_exact1d_backward(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
     c10::SymIntArrayRef input_size, std::optional<double> scales);
-at::Tensor _upsample_nearest_exact2d(const at::Tensor& self, c10::SymIntArrayRef output_size, std::optional<double> scales_h, std::optional<double> scales_w);
+at::Tensor _upsample_nearest_exact2d(const at::Tensor& self, c10::SymIntArrayRef output_size,
+    std::optional<double> scales_h, std::optional<double> scales_w);
 at::Tensor _upsample_nearest_exact2d_backward(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
     c10::SymIntArrayRef input_size, std::optional<double> scales_h, std::optional<double> scales_w);
-at::Tensor _upsample_nearest_exact3d(const at::Tensor& self, c10::SymIntArrayRef output_size, std::optional<double> scales_d, std::optional<double> scales_h,
-    std::optional<double> scales_w);
+at::Tensor _upsample_nearest_exact3d(const at::Tensor& self, c10::SymIntArrayRef output_size,
+    std::optional<double> scales_d, std::optional<double> scales_h, std::optional<double> scales_w);
 at::Tensor _upsample_nearest_exact3d_backward(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
-    c10::SymIntArrayRef input_size, std::optional<double> scales_d, std::optional<double> scales_h,
-    std::optional<double> scales_w);
+    c10::SymIntArrayRef input_size,
+    std::optional<double> scales_d, std::optional<double> scales_h, std::optional<double> scales_w);
 at::Tensor& upsample_linear1d_out(const at::Tensor& self, c10::SymIntArrayRef output_size, bool align_corners,
     std::optional<double> scales, at::Tensor& out);
 at::Tensor& upsample_linear1d_backward_out(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
-    c10::SymIntArrayRef input_size, bool align_corners, std::optional<double> scales, at::Tensor& grad_input);
+    c10::SymIntArrayRef input_size, bool align_corners,
+    std::optional<double> scales, at::Tensor& grad_input);
 at::Tensor& upsample_bilinear2d_out(const at::Tensor& self, c10::SymIntArrayRef output_size, bool align_corners,
     std::optional<double> scales_h, std::optional<double> scales_w, at::Tensor& out);
 at::Tensor& upsample_bilinear2d_backward_out(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
-    c10::SymIntArrayRef input_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w, at::Tensor& grad_input);
+    c10::SymIntArrayRef input_size, bool align_corners,
+    std::optional<double> scales_h, std::optional<double> scales_w, at::Tensor& grad_input);
 at::Tensor& upsample_trilinear3d_out(const at::Tensor& self, c10::SymIntArrayRef output_size, bool align_corners,
-    std::optional<double> scales_d, std::optional<double> scales_h,
-    std::optional<double> scales_w, at::Tensor& out);
+    std::optional<double> scales_d, std::optional<double> scales_h, std::optional<double> scales_w, at::Tensor& out);
 at::Tensor& upsample_trilinear3d_backward_out(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
-    c10::SymIntArrayRef input_size, bool align_corners, std::optional<double> scales_d, std::optional<double> scales_h,
-    std::optional<double> scales_w, at::Tensor& grad_input);
+    c10::SymIntArrayRef input_size, bool align_corners,
+    std::optional<double> scales_d, std::optional<double> scales_h, std::optional<double> scales_w,
+    at::Tensor& grad_input);
 at::Tensor& upsample_bicubic2d_out(const at::Tensor& self, c10::SymIntArrayRef output_size, bool align_corners,
     std::optional<double> scales_h, std::optional<double> scales_w, at::Tensor& out);
 at::Tensor& upsample_bicubic2d_backward_out(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
-    c10::SymIntArrayRef input_size, bool align_corners, std::optional<double> scales_h, std::optional<double> scales_w, at::Tensor& grad_input);
+    c10::SymIntArrayRef input_size, bool align_corners,
+    std::optional<double> scales_h, std::optional<double> scales_w, at::Tensor& grad_input);
 at::Tensor reflection_pad1d(const at::Tensor& self, c10::SymIntArrayRef padding);
 at::Tensor reflection_pad1d_backward(const at::Tensor& grad_output, const at::Tensor& self, c10::SymIntArrayRef padding);
 at::Tensor reflection_pad2d(const at::Tensor& self, c10::SymIntArrayRef padding);

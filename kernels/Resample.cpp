@@ -19,8 +19,8 @@ namespace {
 
 using Table = std::vector<int64_t>;  // output coordinate -> input coordinate, for one dim
 
-struct Mapping {
-  std::vector<Table> tables;           // one per spatial dim
+// The planes (leading dims) and the spatial sizes of a resampling.
+struct Planes {
   std::vector<int64_t> in_sizes, out_sizes;  // spatial
   int64_t planes = 1;
   int64_t in_plane() const { return product(in_sizes); }
@@ -30,6 +30,11 @@ struct Mapping {
     for (auto s : v) n *= s;
     return n;
   }
+};
+
+// One input coordinate per output coordinate and dim.
+struct Mapping : Planes {
+  std::vector<Table> tables;  // one per spatial dim
   // The input offset (within a plane) of each output position of a plane.
   std::vector<int64_t> offsets() const {
     std::vector<int64_t> result(1, 0);
@@ -44,17 +49,30 @@ struct Mapping {
   }
 };
 
-Mapping mapping_of(at::IntArrayRef input_sizes, int64_t dims, const char* op) {
+Planes planes_of(at::IntArrayRef input_sizes, int64_t dims, const char* op) {
   TORCH_CHECK(static_cast<int64_t>(input_sizes.size()) >= dims + 1, op, ": expected an input with at least ", dims + 1,
               " dims, got ", input_sizes);
-  Mapping m;
+  Planes p;
   const int64_t lead = input_sizes.size() - dims;
-  for (int64_t d = 0; d < lead; ++d) m.planes *= input_sizes[d];
-  m.in_sizes.assign(input_sizes.begin() + lead, input_sizes.end());
-  return m;
+  for (int64_t d = 0; d < lead; ++d) p.planes *= input_sizes[d];
+  p.in_sizes.assign(input_sizes.begin() + lead, input_sizes.end());
+  return p;
 }
 
-std::vector<int64_t> full_sizes(at::IntArrayRef input_sizes, const Mapping& m) {
+// The planes of an upsampling to `output_size`, with CPU's size checks.
+Planes upsampled(at::IntArrayRef input_sizes, c10::SymIntArrayRef output_size, int64_t dims, const char* op) {
+  Planes p = planes_of(input_sizes, dims, op);
+  auto out = C10_AS_INTARRAYREF_SLOW(output_size);
+  TORCH_CHECK(static_cast<int64_t>(out.size()) == dims, op, ": expected output_size with ", dims, " values, got ", out);
+  for (int64_t d = 0; d < dims; ++d) {
+    TORCH_CHECK(p.in_sizes[d] > 0 && out[d] > 0, op, ": input and output sizes should be greater than 0, but got input ",
+                input_sizes, " and output ", out);
+  }
+  p.out_sizes.assign(out.begin(), out.end());
+  return p;
+}
+
+std::vector<int64_t> full_sizes(at::IntArrayRef input_sizes, const Planes& m) {
   std::vector<int64_t> sizes(input_sizes.begin(), input_sizes.end() - m.in_sizes.size());
   sizes.insert(sizes.end(), m.out_sizes.begin(), m.out_sizes.end());
   return sizes;
@@ -109,13 +127,9 @@ at::Tensor scatter_planes(const at::Tensor& grad_output, at::IntArrayRef input_s
 // CPU's nearest source index: floor(o * scale) in float, where scale is 1/scale_factor when given.
 Mapping nearest(at::IntArrayRef input_sizes, c10::SymIntArrayRef output_size, at::ArrayRef<std::optional<double>> scales,
                 int64_t dims, bool exact, const char* op) {
-  Mapping m = mapping_of(input_sizes, dims, op);
-  auto out = C10_AS_INTARRAYREF_SLOW(output_size);
-  TORCH_CHECK(static_cast<int64_t>(out.size()) == dims, op, ": expected output_size with ", dims, " values, got ", out);
+  Mapping m{upsampled(input_sizes, output_size, dims, op), {}};
   for (int64_t d = 0; d < dims; ++d) {
-    const int64_t in = m.in_sizes[d], o_size = out[d];
-    TORCH_CHECK(in > 0 && o_size > 0, op, ": input and output sizes should be greater than 0, but got input ",
-                input_sizes, " and output ", out);
+    const int64_t in = m.in_sizes[d], o_size = m.out_sizes[d];
     const float scale = scales[d] && *scales[d] > 0 ? static_cast<float>(1.0 / *scales[d])
                                                     : static_cast<float>(in) / static_cast<float>(o_size);
     Table t(o_size);
@@ -124,13 +138,12 @@ Mapping nearest(at::IntArrayRef input_sizes, c10::SymIntArrayRef output_size, at
       t[o] = std::min(static_cast<int64_t>(src), in - 1);
     }
     m.tables.push_back(std::move(t));
-    m.out_sizes.push_back(o_size);
   }
   return m;
 }
 
 Mapping pad_mapping(at::IntArrayRef input_sizes, c10::SymIntArrayRef pad, int64_t dims, bool reflect, const char* op) {
-  Mapping m = mapping_of(input_sizes, dims, op);
+  Mapping m{planes_of(input_sizes, dims, op), {}};
   auto p = C10_AS_INTARRAYREF_SLOW(pad);
   TORCH_CHECK(static_cast<int64_t>(p.size()) == 2 * dims, op, ": padding size is expected to be ", 2 * dims,
               ", but got: ", p.size());
@@ -213,23 +226,17 @@ Taps taps_of(Interp kind, int64_t in, int64_t out, bool align_corners, std::opti
   return t;
 }
 
-struct Weighted {
-  Mapping shape;  // planes and spatial sizes (its one-tap tables unused)
+// Per dim, the weighted taps of each output coordinate.
+struct Weighted : Planes {
   std::vector<Taps> taps;
 };
 
 template <class W>
 Weighted weighted(Interp kind, at::IntArrayRef input_sizes, c10::SymIntArrayRef output_size, bool align_corners,
                   at::ArrayRef<std::optional<double>> scales, int64_t dims, const char* op) {
-  Weighted m{mapping_of(input_sizes, dims, op), {}};
-  auto out = C10_AS_INTARRAYREF_SLOW(output_size);
-  TORCH_CHECK(static_cast<int64_t>(out.size()) == dims, op, ": expected output_size with ", dims, " values, got ", out);
-  for (int64_t d = 0; d < dims; ++d) {
-    TORCH_CHECK(m.shape.in_sizes[d] > 0 && out[d] > 0, op, ": input and output sizes should be greater than 0, but got ",
-                "input ", input_sizes, " and output ", out);
-    m.taps.push_back(taps_of<W>(kind, m.shape.in_sizes[d], out[d], align_corners, scales[d]));
-    m.shape.out_sizes.push_back(out[d]);
-  }
+  Weighted m{upsampled(input_sizes, output_size, dims, op), {}};
+  for (int64_t d = 0; d < dims; ++d)
+    m.taps.push_back(taps_of<W>(kind, m.in_sizes[d], m.out_sizes[d], align_corners, scales[d]));
   return m;
 }
 
@@ -248,15 +255,15 @@ at::Tensor& interpolate_out(const at::Tensor& self, Interp kind, c10::SymIntArra
   RBLN_DISPATCH_FLOATING(self.scalar_type(), "upsample", [&] {
     using opmath = at::opmath_type<scalar_t>;
     const Weighted m = weighted<scalar_t>(kind, self.sizes(), output_size, align_corners, scales, dims, op);
-    prepare_out(out, full_sizes(self.sizes(), m.shape), self.scalar_type(), self, op);
+    prepare_out(out, full_sizes(self.sizes(), m), self.scalar_type(), self, op);
     if (out.numel() == 0) return;
     auto x = contiguous(self);
     const scalar_t* src = x.const_data_ptr<scalar_t>();
     write_contiguous(out, [&](const at::Tensor& target) {
       scalar_t* dst = target.data_ptr<scalar_t>();
       launch_on(target, op, [=] {
-        const int64_t in_plane = m.shape.in_plane(), out_plane = m.shape.out_plane();
-        at::parallel_for(0, m.shape.planes, std::max<int64_t>(1, kGrainSize / out_plane), [&](int64_t lo, int64_t hi) {
+        const int64_t in_plane = m.in_plane(), out_plane = m.out_plane();
+        at::parallel_for(0, m.planes, std::max<int64_t>(1, kGrainSize / out_plane), [&](int64_t lo, int64_t hi) {
           int64_t coord[3];
           auto eval = [&](auto&& eval, const scalar_t* plane, int64_t d, int64_t base) -> opmath {
             if (d == dims) return static_cast<opmath>(plane[base]);
@@ -264,7 +271,7 @@ at::Tensor& interpolate_out(const at::Tensor& self, Interp kind, c10::SymIntArra
             opmath acc = 0;
             for (int64_t j = 0; j < t.k; ++j) {
               const int64_t at = coord[d] * t.k + j;
-              const opmath v = eval(eval, plane, d + 1, base * m.shape.in_sizes[d] + t.index[at]);
+              const opmath v = eval(eval, plane, d + 1, base * m.in_sizes[d] + t.index[at]);
               const opmath w = static_cast<opmath>(t.weight[at]);
               acc = j == 0 ? v * w : std::fma(v, w, acc);  // CPU's contracted `acc += v * w`
             }
@@ -272,7 +279,7 @@ at::Tensor& interpolate_out(const at::Tensor& self, Interp kind, c10::SymIntArra
           };
           for (int64_t p = lo; p < hi; ++p) {
             for (int64_t o = 0; o < out_plane; ++o) {
-              coordinates(o, m.shape.out_sizes, coord);
+              coordinates(o, m.out_sizes, coord);
               dst[p * out_plane + o] = static_cast<scalar_t>(eval(eval, src + p * in_plane, 0, 0));
             }
           }
@@ -292,8 +299,8 @@ at::Tensor& interpolate_backward_out(const at::Tensor& grad_output, Interp kind,
   RBLN_DISPATCH_FLOATING(grad_output.scalar_type(), "upsample_backward", [&] {
     using opmath = at::opmath_type<scalar_t>;
     const Weighted m = weighted<opmath>(kind, in_sizes, output_size, align_corners, scales, dims, op);
-    TORCH_CHECK(grad_output.sizes() == at::IntArrayRef(full_sizes(in_sizes, m.shape)), op, ": grad_output ",
-                grad_output.sizes(), " does not match the forward's output ", full_sizes(in_sizes, m.shape));
+    TORCH_CHECK(grad_output.sizes() == at::IntArrayRef(full_sizes(in_sizes, m)), op, ": grad_output ",
+                grad_output.sizes(), " does not match the forward's output ", full_sizes(in_sizes, m));
     prepare_out(grad_input, in_sizes, grad_output.scalar_type(), grad_output, op);
     if (grad_input.numel() == 0) return;
     auto go = contiguous(grad_output);
@@ -301,8 +308,8 @@ at::Tensor& interpolate_backward_out(const at::Tensor& grad_output, Interp kind,
     write_contiguous(grad_input, [&](const at::Tensor& target) {
       scalar_t* gi = target.data_ptr<scalar_t>();
       launch_on(target, op, [=] {
-        const int64_t in_plane = m.shape.in_plane(), out_plane = m.shape.out_plane();
-        at::parallel_for(0, m.shape.planes, std::max<int64_t>(1, kGrainSize / out_plane), [&](int64_t lo, int64_t hi) {
+        const int64_t in_plane = m.in_plane(), out_plane = m.out_plane();
+        at::parallel_for(0, m.planes, std::max<int64_t>(1, kGrainSize / out_plane), [&](int64_t lo, int64_t hi) {
           std::vector<opmath> acc(in_plane);
           int64_t coord[3];
           opmath g = 0;
@@ -315,13 +322,13 @@ at::Tensor& interpolate_backward_out(const at::Tensor& grad_output, Interp kind,
             for (int64_t j = 0; j < t.k; ++j) {
               const int64_t at = coord[d] * t.k + j;
               const opmath wj = static_cast<opmath>(t.weight[at]);
-              scatter(scatter, d + 1, base * m.shape.in_sizes[d] + t.index[at], d == 0 ? wj : w * wj);
+              scatter(scatter, d + 1, base * m.in_sizes[d] + t.index[at], d == 0 ? wj : w * wj);
             }
           };
           for (int64_t p = lo; p < hi; ++p) {
             std::fill(acc.begin(), acc.end(), opmath(0));
             for (int64_t o = 0; o < out_plane; ++o) {
-              coordinates(o, m.shape.out_sizes, coord);
+              coordinates(o, m.out_sizes, coord);
               g = static_cast<opmath>(gp[p * out_plane + o]);
               scatter(scatter, 0, 0, opmath(1));
             }
