@@ -37,9 +37,8 @@ REFLECTED = {"pow": "__rpow__", "remainder": "__rmod__"}
 
 # Differences that come from PyTorch's Python code choosing another path on rbln than on CPU, not from a kernel.
 UPSTREAM_NOTES = {
-    "nn.functional.linear_cross_entropy.chunked": "torch's chunked path accumulates float16/bfloat16 in float32 on "
-    "CPU and CUDA only (LinearCrossEntropyOptions._resolve_auto_acc_dtype); on other devices, rbln included, it "
-    "keeps the input dtype, so float16 losses differ from CPU's by float16 accumulation",
+    "nn.functional.linear_cross_entropy.chunked": "torch's chunked path picks its float16/bfloat16 accumulation "
+    "per device type (float32 on CPU and CUDA only); torch_rbln/_policies.py gives rbln CPU's picks",
 }
 
 

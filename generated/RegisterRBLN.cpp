@@ -138,6 +138,7 @@
 #include <ATen/ops/native_batch_norm_ops.h>
 #include <ATen/ops/native_batch_norm_backward_ops.h>
 #include <ATen/ops/native_dropout_ops.h>
+#include <ATen/ops/native_dropout_backward_ops.h>
 #include <ATen/ops/native_group_norm_ops.h>
 #include <ATen/ops/native_group_norm_backward_ops.h>
 #include <ATen/ops/native_layer_norm_ops.h>
@@ -532,7 +533,7 @@ at::Tensor & wrapper_sum_IntList_out(const at::Tensor & self, at::OptionalIntArr
 
 at::Tensor wrapper_nansum(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, ::std::optional<at::ScalarType> dtype) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nansum>::call(self, dim, keepdim, dtype);
   }
@@ -1930,7 +1931,7 @@ at::Tensor wrapper_convolution_overrideable(const at::Tensor & input, const at::
 
 ::std::tuple<at::Tensor,at::Tensor> wrapper_max_pool2d_with_indices(const at::Tensor & self, at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::max_pool2d_with_indices>::call(self, kernel_size, stride, padding, dilation, ceil_mode);
   }
@@ -1950,7 +1951,7 @@ at::Tensor wrapper_max_pool2d_with_indices_backward(const at::Tensor & grad_outp
 
 ::std::tuple<at::Tensor,at::Tensor> wrapper_max_pool3d_with_indices(const at::Tensor & self, at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::max_pool3d_with_indices>::call(self, kernel_size, stride, padding, dilation, ceil_mode);
   }
@@ -1970,7 +1971,7 @@ at::Tensor wrapper_max_pool3d_with_indices_backward(const at::Tensor & grad_outp
 
 at::Tensor wrapper_avg_pool2d(const at::Tensor & self, at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode, bool count_include_pad, ::std::optional<int64_t> divisor_override) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Long; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::avg_pool2d>::call(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
   }
@@ -1990,7 +1991,7 @@ at::Tensor wrapper_avg_pool2d_backward(const at::Tensor & grad_output, const at:
 
 at::Tensor wrapper_avg_pool3d(const at::Tensor & self, at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode, bool count_include_pad, ::std::optional<int64_t> divisor_override) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Long; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::avg_pool3d>::call(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
   }
@@ -2491,7 +2492,7 @@ at::Tensor wrapper__upsample_nearest_exact3d_backward(const at::Tensor & grad_ou
 
 at::Tensor wrapper_upsample_linear1d(const at::Tensor & self, c10::SymIntArrayRef output_size, bool align_corners, ::std::optional<double> scales) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_linear1d>::call(self, output_size, align_corners, scales);
   }
@@ -2502,7 +2503,7 @@ at::Tensor wrapper_upsample_linear1d(const at::Tensor & self, c10::SymIntArrayRe
 
 at::Tensor & wrapper_upsample_linear1d_out(const at::Tensor & self, c10::SymIntArrayRef output_size, bool align_corners, ::std::optional<double> scales, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_linear1d_out>::call(self, output_size, align_corners, scales, out);
   }
@@ -2512,7 +2513,7 @@ at::Tensor & wrapper_upsample_linear1d_out(const at::Tensor & self, c10::SymIntA
 
 at::Tensor wrapper_upsample_linear1d_backward(const at::Tensor & grad_output, c10::SymIntArrayRef output_size, c10::SymIntArrayRef input_size, bool align_corners, ::std::optional<double> scales) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
   if (!(dtype_ok(grad_output.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_linear1d_backward>::call(grad_output, output_size, input_size, align_corners, scales);
   }
@@ -2523,7 +2524,7 @@ at::Tensor wrapper_upsample_linear1d_backward(const at::Tensor & grad_output, c1
 
 at::Tensor & wrapper_upsample_linear1d_backward_grad_input(const at::Tensor & grad_output, c10::SymIntArrayRef output_size, c10::SymIntArrayRef input_size, bool align_corners, ::std::optional<double> scales, at::Tensor & grad_input) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
   if (!(dtype_ok(grad_output.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_linear1d_backward_grad_input>::call(grad_output, output_size, input_size, align_corners, scales, grad_input);
   }
@@ -2533,7 +2534,7 @@ at::Tensor & wrapper_upsample_linear1d_backward_grad_input(const at::Tensor & gr
 
 at::Tensor wrapper_upsample_bilinear2d(const at::Tensor & self, c10::SymIntArrayRef output_size, bool align_corners, ::std::optional<double> scales_h, ::std::optional<double> scales_w) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_bilinear2d>::call(self, output_size, align_corners, scales_h, scales_w);
   }
@@ -2544,7 +2545,7 @@ at::Tensor wrapper_upsample_bilinear2d(const at::Tensor & self, c10::SymIntArray
 
 at::Tensor & wrapper_upsample_bilinear2d_out(const at::Tensor & self, c10::SymIntArrayRef output_size, bool align_corners, ::std::optional<double> scales_h, ::std::optional<double> scales_w, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_bilinear2d_out>::call(self, output_size, align_corners, scales_h, scales_w, out);
   }
@@ -2554,7 +2555,7 @@ at::Tensor & wrapper_upsample_bilinear2d_out(const at::Tensor & self, c10::SymIn
 
 at::Tensor wrapper_upsample_bilinear2d_backward(const at::Tensor & grad_output, c10::SymIntArrayRef output_size, c10::SymIntArrayRef input_size, bool align_corners, ::std::optional<double> scales_h, ::std::optional<double> scales_w) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
   if (!(dtype_ok(grad_output.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_bilinear2d_backward>::call(grad_output, output_size, input_size, align_corners, scales_h, scales_w);
   }
@@ -2565,7 +2566,7 @@ at::Tensor wrapper_upsample_bilinear2d_backward(const at::Tensor & grad_output, 
 
 at::Tensor & wrapper_upsample_bilinear2d_backward_grad_input(const at::Tensor & grad_output, c10::SymIntArrayRef output_size, c10::SymIntArrayRef input_size, bool align_corners, ::std::optional<double> scales_h, ::std::optional<double> scales_w, at::Tensor & grad_input) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
   if (!(dtype_ok(grad_output.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_bilinear2d_backward_grad_input>::call(grad_output, output_size, input_size, align_corners, scales_h, scales_w, grad_input);
   }
@@ -2575,7 +2576,7 @@ at::Tensor & wrapper_upsample_bilinear2d_backward_grad_input(const at::Tensor & 
 
 at::Tensor wrapper_upsample_trilinear3d(const at::Tensor & self, c10::SymIntArrayRef output_size, bool align_corners, ::std::optional<double> scales_d, ::std::optional<double> scales_h, ::std::optional<double> scales_w) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_trilinear3d>::call(self, output_size, align_corners, scales_d, scales_h, scales_w);
   }
@@ -2586,7 +2587,7 @@ at::Tensor wrapper_upsample_trilinear3d(const at::Tensor & self, c10::SymIntArra
 
 at::Tensor & wrapper_upsample_trilinear3d_out(const at::Tensor & self, c10::SymIntArrayRef output_size, bool align_corners, ::std::optional<double> scales_d, ::std::optional<double> scales_h, ::std::optional<double> scales_w, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_trilinear3d_out>::call(self, output_size, align_corners, scales_d, scales_h, scales_w, out);
   }
@@ -2596,7 +2597,7 @@ at::Tensor & wrapper_upsample_trilinear3d_out(const at::Tensor & self, c10::SymI
 
 at::Tensor wrapper_upsample_trilinear3d_backward(const at::Tensor & grad_output, c10::SymIntArrayRef output_size, c10::SymIntArrayRef input_size, bool align_corners, ::std::optional<double> scales_d, ::std::optional<double> scales_h, ::std::optional<double> scales_w) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
   if (!(dtype_ok(grad_output.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_trilinear3d_backward>::call(grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w);
   }
@@ -2607,7 +2608,7 @@ at::Tensor wrapper_upsample_trilinear3d_backward(const at::Tensor & grad_output,
 
 at::Tensor & wrapper_upsample_trilinear3d_backward_grad_input(const at::Tensor & grad_output, c10::SymIntArrayRef output_size, c10::SymIntArrayRef input_size, bool align_corners, ::std::optional<double> scales_d, ::std::optional<double> scales_h, ::std::optional<double> scales_w, at::Tensor & grad_input) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
   if (!(dtype_ok(grad_output.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_trilinear3d_backward_grad_input>::call(grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w, grad_input);
   }
@@ -2617,7 +2618,7 @@ at::Tensor & wrapper_upsample_trilinear3d_backward_grad_input(const at::Tensor &
 
 at::Tensor wrapper_upsample_bicubic2d(const at::Tensor & self, c10::SymIntArrayRef output_size, bool align_corners, ::std::optional<double> scales_h, ::std::optional<double> scales_w) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_bicubic2d>::call(self, output_size, align_corners, scales_h, scales_w);
   }
@@ -2628,7 +2629,7 @@ at::Tensor wrapper_upsample_bicubic2d(const at::Tensor & self, c10::SymIntArrayR
 
 at::Tensor & wrapper_upsample_bicubic2d_out(const at::Tensor & self, c10::SymIntArrayRef output_size, bool align_corners, ::std::optional<double> scales_h, ::std::optional<double> scales_w, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_bicubic2d_out>::call(self, output_size, align_corners, scales_h, scales_w, out);
   }
@@ -2638,7 +2639,7 @@ at::Tensor & wrapper_upsample_bicubic2d_out(const at::Tensor & self, c10::SymInt
 
 at::Tensor wrapper_upsample_bicubic2d_backward(const at::Tensor & grad_output, c10::SymIntArrayRef output_size, c10::SymIntArrayRef input_size, bool align_corners, ::std::optional<double> scales_h, ::std::optional<double> scales_w) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
   if (!(dtype_ok(grad_output.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_bicubic2d_backward>::call(grad_output, output_size, input_size, align_corners, scales_h, scales_w);
   }
@@ -2649,7 +2650,7 @@ at::Tensor wrapper_upsample_bicubic2d_backward(const at::Tensor & grad_output, c
 
 at::Tensor & wrapper_upsample_bicubic2d_backward_grad_input(const at::Tensor & grad_output, c10::SymIntArrayRef output_size, c10::SymIntArrayRef input_size, bool align_corners, ::std::optional<double> scales_h, ::std::optional<double> scales_w, at::Tensor & grad_input) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
   if (!(dtype_ok(grad_output.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_bicubic2d_backward_grad_input>::call(grad_output, output_size, input_size, align_corners, scales_h, scales_w, grad_input);
   }
@@ -2719,7 +2720,7 @@ at::Tensor wrapper_reflection_pad3d_backward(const at::Tensor & grad_output, con
 
 at::Tensor wrapper_replication_pad1d(const at::Tensor & self, c10::SymIntArrayRef padding) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::replication_pad1d>::call(self, padding);
   }
@@ -2739,7 +2740,7 @@ at::Tensor wrapper_replication_pad1d_backward(const at::Tensor & grad_output, co
 
 at::Tensor wrapper_replication_pad2d(const at::Tensor & self, c10::SymIntArrayRef padding) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::replication_pad2d>::call(self, padding);
   }
@@ -2759,7 +2760,7 @@ at::Tensor wrapper_replication_pad2d_backward(const at::Tensor & grad_output, co
 
 at::Tensor wrapper_replication_pad3d(const at::Tensor & self, c10::SymIntArrayRef padding) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::replication_pad3d>::call(self, padding);
   }
@@ -2993,6 +2994,16 @@ at::Tensor & wrapper_multinomial_out(const at::Tensor & self, c10::SymInt num_sa
   }
   RBLN_COUNT_DEVICE_OP("aten::multinomial.out");
   return rbln::kernels::multinomial_out(self, num_samples, replacement, generator, out);
+}
+
+at::Tensor wrapper_native_dropout_backward(const at::Tensor & grad_output, const at::Tensor & mask, double scale) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(grad_output.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::native_dropout_backward>::call(grad_output, mask, scale);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::native_dropout_backward");
+  return rbln::kernels::native_dropout_backward(grad_output, mask, scale);
 }
 
 at::Tensor wrapper_linalg_solve_triangular(const at::Tensor & self, const at::Tensor & B, bool upper, bool left, bool unitriangular) {
@@ -3525,6 +3536,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("randperm.generator_out", TORCH_FN(wrapper_randperm_generator_out));
   m.impl("multinomial", TORCH_FN(wrapper_multinomial));
   m.impl("multinomial.out", TORCH_FN(wrapper_multinomial_out));
+  m.impl("native_dropout_backward", TORCH_FN(wrapper_native_dropout_backward));
   m.impl("linalg_solve_triangular", TORCH_FN(wrapper_linalg_solve_triangular));
   m.impl("linalg_solve_triangular.out", TORCH_FN(wrapper_linalg_solve_triangular_out));
   m.impl("triangular_solve.X", TORCH_FN(wrapper_triangular_solve_X));

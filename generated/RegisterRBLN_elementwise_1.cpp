@@ -25,7 +25,6 @@
 #include <ATen/ops/logical_or_ops.h>
 #include <ATen/ops/lt_ops.h>
 #include <ATen/ops/mul_ops.h>
-#include <ATen/ops/native_dropout_backward_ops.h>
 #include <ATen/ops/neg_ops.h>
 #include <ATen/ops/pow_ops.h>
 #include <ATen/ops/reciprocal_ops.h>
@@ -113,6 +112,8 @@ at::Tensor wrapper_trunc(const at::Tensor & self) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::trunc", rbln::functors::trunc<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::trunc", rbln::functors::trunc<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::trunc", rbln::functors::trunc<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::trunc", rbln::functors::trunc<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::trunc", rbln::functors::trunc<int64_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::trunc>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::trunc");
@@ -128,6 +129,8 @@ at::Tensor & wrapper_trunc_(at::Tensor & self) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::trunc_", rbln::functors::trunc<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::trunc_", rbln::functors::trunc<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::trunc_", rbln::functors::trunc<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::trunc_", rbln::functors::trunc<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::trunc_", rbln::functors::trunc<int64_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::trunc_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::trunc_");
@@ -143,6 +146,8 @@ at::Tensor & wrapper_trunc_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::trunc.out", rbln::functors::trunc<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::trunc.out", rbln::functors::trunc<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::trunc.out", rbln::functors::trunc<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::trunc.out", rbln::functors::trunc<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::trunc.out", rbln::functors::trunc<int64_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::trunc_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::trunc.out");
@@ -1697,36 +1702,6 @@ at::Tensor & wrapper_elu_backward_grad_input(const at::Tensor & grad_output, con
   return grad_input;
 }
 
-at::Tensor wrapper_native_dropout_backward(const at::Tensor & grad_output, const at::Tensor & mask, double scale) {
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, mask);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::native_dropout_backward", rbln::functors::dropout_backward<float>(scale)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::native_dropout_backward", rbln::functors::dropout_backward<at::Half>(scale)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::native_dropout_backward", rbln::functors::dropout_backward<at::BFloat16>(scale)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::native_dropout_backward", rbln::functors::dropout_backward<double>(scale)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::native_dropout_backward>::call(grad_output, mask, scale);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::native_dropout_backward");
-  return iter.output();
-}
-
-at::Tensor & wrapper_native_dropout_backward_out(const at::Tensor & grad_output, const at::Tensor & mask, double scale, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, mask);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::native_dropout_backward.out", rbln::functors::dropout_backward<float>(scale)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::native_dropout_backward.out", rbln::functors::dropout_backward<at::Half>(scale)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::native_dropout_backward.out", rbln::functors::dropout_backward<at::BFloat16>(scale)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::native_dropout_backward.out", rbln::functors::dropout_backward<double>(scale)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::native_dropout_backward_out>::call(grad_output, mask, scale, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::native_dropout_backward.out");
-  return out;
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -1833,8 +1808,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("leaky_relu_backward.grad_input", TORCH_FN(wrapper_leaky_relu_backward_grad_input));
   m.impl("elu_backward", TORCH_FN(wrapper_elu_backward));
   m.impl("elu_backward.grad_input", TORCH_FN(wrapper_elu_backward_grad_input));
-  m.impl("native_dropout_backward", TORCH_FN(wrapper_native_dropout_backward));
-  m.impl("native_dropout_backward.out", TORCH_FN(wrapper_native_dropout_backward_out));
 }
 
 }  // namespace rbln::generated

@@ -1147,6 +1147,8 @@ at::Tensor wrapper_nextafter(const at::Tensor & self, const at::Tensor & other) 
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::nextafter", rbln::functors::nextafter<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::nextafter", rbln::functors::nextafter<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::nextafter", rbln::functors::nextafter<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::nextafter", rbln::functors::nextafter<double>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nextafter>::call(self, other);
   }
@@ -1160,6 +1162,8 @@ at::Tensor & wrapper_nextafter_(at::Tensor & self, const at::Tensor & other) {
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::nextafter_", rbln::functors::nextafter<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::nextafter_", rbln::functors::nextafter<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::nextafter_", rbln::functors::nextafter<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::nextafter_", rbln::functors::nextafter<double>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nextafter_>::call(self, other);
   }
@@ -1173,6 +1177,8 @@ at::Tensor & wrapper_nextafter_out(const at::Tensor & self, const at::Tensor & o
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::nextafter.out", rbln::functors::nextafter<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::nextafter.out", rbln::functors::nextafter<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::nextafter.out", rbln::functors::nextafter<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::nextafter.out", rbln::functors::nextafter<double>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nextafter_out>::call(self, other, out);
   }

@@ -114,6 +114,7 @@ at::Tensor wrapper_sgn(const at::Tensor & self) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::sgn", rbln::functors::sign<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::sgn", rbln::functors::sign<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::sgn", rbln::functors::sign<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::sgn", rbln::functors::sign<bool>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sgn>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::sgn");
@@ -131,6 +132,7 @@ at::Tensor & wrapper_sgn_(at::Tensor & self) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::sgn_", rbln::functors::sign<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::sgn_", rbln::functors::sign<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::sgn_", rbln::functors::sign<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::sgn_", rbln::functors::sign<bool>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sgn_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::sgn_");
@@ -148,6 +150,7 @@ at::Tensor & wrapper_sgn_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::sgn.out", rbln::functors::sign<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::sgn.out", rbln::functors::sign<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::sgn.out", rbln::functors::sign<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::sgn.out", rbln::functors::sign<bool>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sgn_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::sgn.out");

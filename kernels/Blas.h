@@ -15,15 +15,33 @@ extern "C" void dgemm_(const char* transa, const char* transb, const int* m, con
 namespace rbln::kernels {
 
 // Row-major C[n, p] = alpha * op(A)[n, k] @ op(B)[k, p] + beta * C, where
-// op(X) is X or, when the flag is set, the transpose of the stored X.
-template <class T>  // float or double
+// op(X) is X or, when the flag is set, the transpose of the stored X, as a
+// plain loop: each dot product summed in order in the compute type C (CPU's
+// own loop for integers and for small batched products). beta == 0 ignores C.
+template <class T, class C = T>
+void gemm_plain(int64_t n, int64_t k, int64_t p, C alpha, const T* a, int64_t lda, bool ta, const T* b, int64_t ldb,
+                bool tb, C beta, T* c, int64_t ldc) {
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t col = 0; col < p; ++col) {
+      C acc = 0;
+      for (int64_t j = 0; j < k; ++j)
+        acc += static_cast<C>(ta ? a[j * lda + r] : a[r * lda + j]) * static_cast<C>(tb ? b[col * ldb + j] : b[j * ldb + col]);
+      T& out = c[r * ldc + col];
+      out = static_cast<T>(beta == C(0) ? alpha * acc : static_cast<C>(out) * beta + alpha * acc);
+    }
+}
+
+// The same product on the matrix engine for float and double (BLAS), the
+// plain loop for integers.
+template <class T>
 void gemm_rowmajor(int64_t n, int64_t k, int64_t p, T alpha, const T* a, int64_t lda, bool ta, const T* b,
                    int64_t ldb, bool tb, T beta, T* c, int64_t ldc) {
   // Row-major C = A @ B is column-major C^T = B^T @ A^T.
   int m_ = p, n_ = n, k_ = k, lb = ldb, la = lda, lc = ldc;
   char opb = tb ? 't' : 'n', opa = ta ? 't' : 'n';
   if constexpr (std::is_same_v<T, float>) sgemm_(&opb, &opa, &m_, &n_, &k_, &alpha, b, &lb, a, &la, &beta, c, &lc);
-  else dgemm_(&opb, &opa, &m_, &n_, &k_, &alpha, b, &lb, a, &la, &beta, c, &lc);
+  else if constexpr (std::is_same_v<T, double>) dgemm_(&opb, &opa, &m_, &n_, &k_, &alpha, b, &lb, a, &la, &beta, c, &lc);
+  else gemm_plain<T>(n, k, p, alpha, a, lda, ta, b, ldb, tb, beta, c, ldc);
 }
 
 }  // namespace rbln::kernels

@@ -5,7 +5,10 @@
 // one (the strided side): gather (small = W @ im2col(big)) and scatter
 // (big = col2im(W^T @ small)). A convolution gathers and its input gradient
 // scatters; a transposed convolution scatters and its input gradient gathers.
-// float16/bfloat16 compute in float32; integer dtypes run on the CPU, counted.
+// float16/bfloat16 compute in float32, int64 in its own type (exact, the plain
+// product loop). Other integer dtypes, whose support on CPU varies by
+// convolution form (it raises where it has none), and integer backwards go to
+// the CPU, counted.
 #include <ATen/Parallel.h>
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward.h>
@@ -44,8 +47,11 @@ bool is_pointwise(const Window& w) {
 // output dim): f(tap, out_offset, valid, in_base, lo, hi) where output
 // positions out_offset + o2, o2 in [lo, hi), read plane[in_base + o2 * stride[2]];
 // the rest of the out[2] positions (all of them when !valid) are padding.
+// Only output rows (flattened out[0], out[1]) in [row_lo, row_hi) are
+// visited, out_offset counting from row_lo.
 template <class F>
-void for_each_tap_row(const Window& w, F&& f) {
+void for_each_tap_row(const Window& w, F&& f, int64_t row_lo = 0, int64_t row_hi = -1) {
+  if (row_hi < 0) row_hi = w.out[0] * w.out[1];
   int64_t t[3], o[2], tap = 0;
   for (t[0] = 0; t[0] < w.k[0]; ++t[0])
     for (t[1] = 0; t[1] < w.k[1]; ++t[1])
@@ -54,19 +60,22 @@ void for_each_tap_row(const Window& w, F&& f) {
         const int64_t lo = shift >= 0 ? 0 : std::min(w.out[2], (-shift + s - 1) / s);
         const int64_t hi = shift >= w.in[2] ? lo : std::max(lo, std::min(w.out[2], (w.in[2] - 1 - shift) / s + 1));
         int64_t out_offset = 0;
-        for (o[0] = 0; o[0] < w.out[0]; ++o[0])
-          for (o[1] = 0; o[1] < w.out[1]; ++o[1], out_offset += w.out[2]) {
-            const int64_t i0 = o[0] * w.stride[0] - w.pad[0] + t[0] * w.dil[0];
-            const int64_t i1 = o[1] * w.stride[1] - w.pad[1] + t[1] * w.dil[1];
-            const bool valid = i0 >= 0 && i0 < w.in[0] && i1 >= 0 && i1 < w.in[1];
-            f(tap, out_offset, valid, (i0 * w.in[1] + i1) * w.in[2] + shift, lo, hi);
-          }
+        for (int64_t row = row_lo; row < row_hi; ++row, out_offset += w.out[2]) {
+          o[0] = row / w.out[1];
+          o[1] = row % w.out[1];
+          const int64_t i0 = o[0] * w.stride[0] - w.pad[0] + t[0] * w.dil[0];
+          const int64_t i1 = o[1] * w.stride[1] - w.pad[1] + t[1] * w.dil[1];
+          const bool valid = i0 >= 0 && i0 < w.in[0] && i1 >= 0 && i1 < w.in[1];
+          f(tap, out_offset, valid, (i0 * w.in[1] + i1) * w.in[2] + shift, lo, hi);
+        }
       }
 }
 
-// cols is [channels * taps, ld]: this image fills columns [0, out_numel).
+// cols is [channels * taps, ld]: this image's output rows [row_lo, row_hi)
+// (all by default) fill columns [0, (row_hi - row_lo) * out[2]).
 template <class T>
-void im2col(const T* img, int64_t channels, const Window& w, T* cols, int64_t ld) {
+void im2col(const T* img, int64_t channels, const Window& w, T* cols, int64_t ld, int64_t row_lo = 0,
+            int64_t row_hi = -1) {
   const int64_t K = w.k_numel(), P = w.in_numel(), n = w.out[2], s = w.stride[2];
   for (int64_t c = 0; c < channels; ++c) {
     const T* plane = img + c * P;
@@ -82,7 +91,7 @@ void im2col(const T* img, int64_t channels, const Window& w, T* cols, int64_t ld
       if (s == 1) std::copy(src + lo, src + hi, dst + lo);
       else for (int64_t o = lo; o < hi; ++o) dst[o] = src[o * s];
       std::fill(dst + hi, dst + n, T(0));
-    });
+    }, row_lo, row_hi);
   }
 }
 
@@ -123,6 +132,7 @@ void over_items(const Shape& s, bool pointwise, bool claim, T* scratch, F&& body
 // per-image columns, which stay in cache (a whole-batch column matrix is
 // slower there, measured single-threaded on 14x14 to 56x56 ResNet layers).
 constexpr int64_t kThinPlane = 100;
+constexpr int64_t kColumnTileBytes = 1 << 20;
 
 bool batched(const Shape& s) { return s.batch > 1 && s.w.out_numel() < kThinPlane; }
 int64_t cols_size(const Shape& s) { return is_pointwise(s.w) ? 0 : s.cols() * s.w.out_numel(); }
@@ -172,11 +182,20 @@ void gather(const Shape& s, const T* big, const T* weight, const T* bias, T* sma
     const int64_t g = item % s.groups;
     const T* img = big + item * s.b * P;
     T* out = small + item * s.a * L;
-    if (!pointwise) im2col(img, s.b, s.w, cols, L);
     if (bias)
       for (int64_t r = 0; r < s.a; ++r) std::fill(out + r * L, out + (r + 1) * L, bias[g * s.a + r]);
-    gemm_rowmajor<T>(s.a, BK, L, 1, weight + g * s.a * BK, BK, false, pointwise ? img : cols, L, false,
-                     bias ? 1 : 0, out, L);
+    if (pointwise)
+      return gemm_rowmajor<T>(s.a, BK, L, 1, weight + g * s.a * BK, BK, false, img, L, false, bias ? 1 : 0, out, L);
+    // Column tiles of whole output rows that stay in the core's cache
+    // between im2col writing them and the gemm reading them.
+    const int64_t n = s.w.out[2], rows = L / n;
+    const int64_t tile = std::clamp<int64_t>(kColumnTileBytes / (static_cast<int64_t>(sizeof(T)) * BK * n), 1, rows);
+    for (int64_t r0 = 0; r0 < rows; r0 += tile) {
+      const int64_t r1 = std::min(rows, r0 + tile), width = (r1 - r0) * n;
+      im2col(img, s.b, s.w, cols, width, r0, r1);
+      gemm_rowmajor<T>(s.a, BK, width, 1, weight + g * s.a * BK, BK, false, cols, width, false, bias ? 1 : 0,
+                       out + r0 * n, L);
+    }
   });
 }
 
@@ -263,13 +282,13 @@ at::Tensor compute_copy(const at::Tensor& t, at::ScalarType compute) {
 }
 
 at::ScalarType compute_type(const at::Tensor& t) {
+  if (at::isIntegralType(t.scalar_type(), false)) return t.scalar_type();
   return t.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
 }
 
-// Integer convolutions (exact on CPU, not through a float matrix engine) run on the CPU, counted.
 at::Tensor host(const at::Tensor& t) { return t.defined() ? t.cpu() : t; }
 at::Tensor back(const at::Tensor& t, const at::Device& device) { return t.defined() ? t.to(device) : t; }
-constexpr const char* kIntegerReason = "integer convolution runs on the CPU";
+constexpr const char* kIntegerReason = "integer convolution other than int64 runs on the CPU";
 
 // The result in the caller's dtype.
 at::Tensor finish(const at::Tensor& result, at::ScalarType dtype) {
@@ -281,8 +300,7 @@ at::Tensor finish(const at::Tensor& result, at::ScalarType dtype) {
 
 template <class F>
 void dispatch_compute(at::ScalarType compute, F&& f) {
-  if (compute == at::kDouble) f(double{});
-  else f(float{});
+  AT_DISPATCH_FLOATING_TYPES_AND(at::kLong, compute, "convolution", [&] { f(scalar_t{}); });
 }
 
 }  // namespace
@@ -293,7 +311,8 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
                                     c10::SymIntArrayRef output_padding, c10::SymInt groups) {
   const at::Tensor b = bias && bias->defined() ? *bias : at::Tensor();
   check_same_device({&input, &weight, &b});
-  if (!at::isFloatingType(input.scalar_type())) {
+  const auto dtype = input.scalar_type();
+  if (at::isIntegralType(dtype, true) && dtype != at::kLong) {
     count_fallback("aten::convolution_overrideable", kIntegerReason);
     return back(at::convolution_symint(host(input), host(weight), host(b), stride, padding, dilation, transposed,
                                        output_padding, groups),
@@ -332,7 +351,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
     c10::SymInt groups, std::array<bool, 3> output_mask) {
   check_same_device({&grad_output, &input, &weight});
   if (!at::isFloatingType(input.scalar_type())) {
-    count_fallback("aten::convolution_backward_overrideable", kIntegerReason);
+    count_fallback("aten::convolution_backward_overrideable", "integer convolution backward runs on the CPU");
     std::vector<c10::SymInt> bias_sizes{grad_output.sym_size(1)};
     auto [gi, gw, gb] = at::convolution_backward_symint(host(grad_output), host(input), host(weight), bias_sizes,
                                                         stride, padding, dilation, transposed, output_padding, groups,

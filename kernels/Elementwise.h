@@ -198,6 +198,21 @@ struct contiguous_kernel<functors::gelu<float>, float> {
   }
 };
 
+// bfloat16 fmod and remainder split as CPU's vectorized loop (see fmod_bf16).
+template <template <class> class F, bool kRemainder>
+struct fmod_bf16_kernel {
+  static constexpr bool value = true;
+  static void run(const F<c10::BFloat16>&, const c10::BFloat16* a, const c10::BFloat16* b, c10::BFloat16* out,
+                  int64_t n) {
+    vec::table().fmod_bf16(a, b, out, n, kRemainder);
+  }
+};
+template <>
+struct contiguous_kernel<functors::fmod<c10::BFloat16>, c10::BFloat16> : fmod_bf16_kernel<functors::fmod, false> {};
+template <>
+struct contiguous_kernel<functors::remainder<c10::BFloat16>, c10::BFloat16>
+    : fmod_bf16_kernel<functors::remainder, true> {};
+
 template <class F, class = void>
 struct exact_host_scalar : std::false_type {};
 template <class F>

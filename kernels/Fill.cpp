@@ -194,7 +194,7 @@ at::Tensor where_self(const at::Tensor& condition, const at::Tensor& self, const
 
 at::Tensor& arange_start_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step,
                              at::Tensor& out) {
-  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "arange", [&] {
+  RBLN_DISPATCH_NUMERIC(out.scalar_type(), "arange", [&] {
     // CPU's arithmetic exactly: accumulate type values, its size formula per dtype.
     using acc_t = at::acc_type<scalar_t, false>;
     auto xstart = start.to<acc_t>(), xend = end.to<acc_t>(), xstep = step.to<acc_t>();

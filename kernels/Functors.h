@@ -8,6 +8,7 @@
 #include <ATen/native/Math.h>
 #include <ATen/core/Scalar.h>
 #include <ATen/core/Tensor.h>
+#include <c10/util/BFloat16-math.h>
 #include <c10/util/Exception.h>
 #include <c10/util/string_view.h>
 
@@ -18,6 +19,8 @@
 #include <optional>
 #include <stdexcept>
 #include <type_traits>
+
+#include "kernels/vec/VecKernels.h"
 
 namespace rbln::functors {
 
@@ -38,10 +41,13 @@ bool is_nan(C x) {
 
 RBLN_UNARY(abs, x < C(0) ? C(-x) : x)
 RBLN_UNARY(neg, C(-x))
-RBLN_UNARY(ceil, C(std::ceil(x)))
-RBLN_UNARY(floor, C(std::floor(x)))
-RBLN_UNARY(round, C(std::nearbyint(x)))
-RBLN_UNARY(trunc, C(std::trunc(x)))
+// Rounding an integer is the identity, as CPU copies it (std:: would go through double).
+#define RBLN_ROUNDING(name, fn) RBLN_UNARY(name, is_float<C> ? C(fn(x)) : x)
+RBLN_ROUNDING(ceil, std::ceil)
+RBLN_ROUNDING(floor, std::floor)
+RBLN_ROUNDING(round, std::nearbyint)
+RBLN_ROUNDING(trunc, std::trunc)
+#undef RBLN_ROUNDING
 RBLN_UNARY(log, C(std::log(x)))
 RBLN_UNARY(log2, C(std::log2(x)))
 RBLN_UNARY(log1p, C(std::log1p(x)))
@@ -565,13 +571,6 @@ struct hardswish_backward {
   }
 };
 
-template <class T>
-struct dropout_backward {
-  using C = at::opmath_type<T>;
-  C scale;
-  explicit dropout_backward(double s) : scale(static_cast<C>(s)) {}
-  C operator()(C grad, C mask) const { return grad * mask * scale; }
-};
 
 // ---- ternary ----------------------------------------------------------------
 template <class T>
@@ -738,6 +737,29 @@ struct softshrink {
   C operator()(C x) const { return x > lambd ? x - lambd : (x < -lambd ? x + lambd : x * C(0)); }  // NaN stays NaN
 };
 
+// ATen's Hermite recurrences (physicists' H_n: slope 2x; probabilists' He_n:
+// slope x) with CPU's rounding: its AVX2/AVX512 builds contract
+// `slope * q - k * p` into one fused multiply-add, which the last bits of
+// high degrees depend on.
+template <class C>
+C hermite_polynomial(C x, C degree, bool physicists) {
+  const int64_t n = (std::isinf(degree) || std::isnan(degree)) ? -1 : static_cast<int64_t>(degree);
+  if (n < 0) return C(0);
+  if (n == 0) return C(1);
+  const C slope = physicists ? x + x : x;
+  if (n == 1) return slope;
+  if (n > ::getHermitianLimit<C>()) return std::numeric_limits<C>::quiet_NaN();
+  static const bool fused = kernels::vec::table().contracts_fma;
+  C p = C(1), q = slope, r = C(0);
+  const int64_t step = physicists ? 2 : 1, end = n * step;
+  for (int64_t k = step; k < end; k += step) {
+    r = fused ? std::fma(slope, q, -(C(k) * p)) : slope * q - C(k) * p;
+    p = q;
+    q = r;
+  }
+  return r;
+}
+
 #define RBLN_BINARY(name, expr)                    \
   template <class T>                               \
   struct name {                                    \
@@ -749,7 +771,7 @@ RBLN_BINARY(special_zeta, C(zeta(a, b)))
 RBLN_BINARY(igamma, C(calc_igamma(a, b)))
 RBLN_BINARY(igammac, C(calc_igammac(a, b)))
 RBLN_BINARY(heaviside, a == C(0) ? b : C(a > C(0)))
-RBLN_BINARY(nextafter, C(std::nextafter(a, b)))
+RBLN_BINARY(nextafter, C(std::nextafter(T(a), T(b))))  // float16/bfloat16: a step of T (c10's overload)
 RBLN_BINARY(logaddexp2, (std::isinf(a) && a == b) ? a
                         : C(std::max(a, b) + std::log1p(std::exp2(-std::abs(a - b))) / C(c10::ln_2<double>)))
 RBLN_BINARY(special_chebyshev_polynomial_t, C(chebyshev_polynomial_t_forward(a, b)))
@@ -760,8 +782,8 @@ RBLN_BINARY(special_shifted_chebyshev_polynomial_t, C(shifted_chebyshev_polynomi
 RBLN_BINARY(special_shifted_chebyshev_polynomial_u, C(shifted_chebyshev_polynomial_u_forward(a, b)))
 RBLN_BINARY(special_shifted_chebyshev_polynomial_v, C(shifted_chebyshev_polynomial_v_forward(a, b)))
 RBLN_BINARY(special_shifted_chebyshev_polynomial_w, C(shifted_chebyshev_polynomial_w_forward(a, b)))
-RBLN_BINARY(special_hermite_polynomial_h, C(hermite_polynomial_h_forward(a, b)))
-RBLN_BINARY(special_hermite_polynomial_he, C(hermite_polynomial_he_forward(a, b)))
+RBLN_BINARY(special_hermite_polynomial_h, C(hermite_polynomial(a, b, true)))
+RBLN_BINARY(special_hermite_polynomial_he, C(hermite_polynomial(a, b, false)))
 RBLN_BINARY(special_laguerre_polynomial_l, C(laguerre_polynomial_l_forward(a, b)))
 RBLN_BINARY(special_legendre_polynomial_p, C(legendre_polynomial_p_forward(a, b)))
 #undef RBLN_BINARY

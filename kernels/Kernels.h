@@ -439,6 +439,7 @@ at::Tensor _prelu_kernel(const at::Tensor& self, const at::Tensor& weight);
 std::tuple<at::Tensor, at::Tensor> _prelu_kernel_backward(const at::Tensor& grad_output, const at::Tensor& self,
                                                           const at::Tensor& weight);
 at::Tensor& linalg_cross_out(const at::Tensor& self, const at::Tensor& other, int64_t dim, at::Tensor& out);
+at::Tensor native_dropout_backward(const at::Tensor& grad_output, const at::Tensor& mask, double scale);
 
 // resampling: nearest, linear and cubic upsampling, padding (kernels/Resample.cpp)
 at::Tensor upsample_nearest1d(const at::Tensor& self, c10::SymIntArrayRef output_size,

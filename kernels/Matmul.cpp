@@ -38,18 +38,24 @@ std::vector<float> widen(const T* src, int64_t rows, int64_t cols, int64_t ld, b
   return out;
 }
 
+// Below this many multiply-adds per product CPU's bmm runs its own loop (not
+// BLAS): the device does too, so small batched products round alike.
+constexpr int64_t kPlainBmm = 400;
+
 // C[b] = alpha * A[b] @ B[b] + beta * C[b] for row-major C with unit column stride.
 template <class T>
 void gemm_batch(int64_t batch, int64_t n, int64_t k, int64_t p, const T* a, int64_t lda, int64_t sa, bool ta,
                 const T* b, int64_t ldb, int64_t sb, bool tb, T* c, int64_t ldc, int64_t sc,
-                at::opmath_type<T> alpha, at::opmath_type<T> beta) {
+                at::opmath_type<T> alpha, at::opmath_type<T> beta, bool plain) {
   for (int64_t i = 0; i < batch; ++i) {
     const T* A = a + i * sa;
     const T* B = b + i * sb;
     T* C = c + i * sc;
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    if (plain || !std::is_floating_point_v<at::opmath_type<T>>) {
+      gemm_plain<T, at::opmath_type<T>>(n, k, p, alpha, A, lda, ta, B, ldb, tb, beta, C, ldc);
+    } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
       gemm_rowmajor<T>(n, k, p, alpha, A, lda, ta, B, ldb, tb, beta, C, ldc);
-    } else if constexpr (std::is_floating_point_v<at::opmath_type<T>>) {
+    } else {
       // float16/bfloat16 go through the float32 engine, accumulating in float.
       auto fa = widen(A, n, k, lda, ta), fb = widen(B, k, p, ldb, tb);
       std::vector<float> fc(n * p, 0.f);
@@ -58,18 +64,6 @@ void gemm_batch(int64_t batch, int64_t n, int64_t k, int64_t p, const T* a, int6
                      static_cast<float>(beta), fc.data(), p);
       for (int64_t r = 0; r < n; ++r)
         for (int64_t col = 0; col < p; ++col) C[r * ldc + col] = static_cast<T>(fc[r * p + col]);
-    } else {
-      for (int64_t r = 0; r < n; ++r) {
-        for (int64_t col = 0; col < p; ++col) {
-          at::opmath_type<T> acc = 0;
-          for (int64_t j = 0; j < k; ++j) {
-            auto av = ta ? A[j * lda + r] : A[r * lda + j];
-            auto bv = tb ? B[col * ldb + j] : B[j * ldb + col];
-            acc += av * bv;
-          }
-          C[r * ldc + col] = static_cast<T>(alpha * acc + (beta == 0 ? 0 : beta * C[r * ldc + col]));
-        }
-      }
     }
   }
 }
@@ -91,6 +85,7 @@ void matmul_into(const at::Tensor& out, const at::Tensor& m1, const at::Tensor& 
     int64_t sa = batched ? A.t.stride(0) : 0, sb = batched ? B.t.stride(0) : 0, sc = batched ? C.stride(0) : 0;
     int64_t lda = A.ld, ldb = B.ld, ldc = C.stride(-2);
     bool ta = A.transposed, tb = B.transposed;
+    const bool plain = batched && n * k * p < kPlainBmm;
     auto al = alpha.to<opmath>(), be = beta.to<opmath>();
     if (k == 0) {
       // Nothing to multiply: C = beta * C (0 when beta is 0, ignoring NaN).
@@ -110,12 +105,12 @@ void matmul_into(const at::Tensor& out, const at::Tensor& m1, const at::Tensor& 
       launch_on(C, name, [=] {
         at::parallel_for(0, batch, 1, [&](int64_t lo, int64_t hi) {
           gemm_batch<scalar_t>(hi - lo, n, k, p, a + lo * sa, lda, sa, ta, b + lo * sb, ldb, sb, tb, c + lo * sc, ldc,
-                               sc, al, be);
+                               sc, al, be, plain);
         });
       });
       return;
     }
-    launch_on(C, name, [=] { gemm_batch<scalar_t>(batch, n, k, p, a, lda, sa, ta, b, ldb, sb, tb, c, ldc, sc, al, be); });
+    launch_on(C, name, [=] { gemm_batch<scalar_t>(batch, n, k, p, a, lda, sa, ta, b, ldb, sb, tb, c, ldc, sc, al, be, plain); });
   });
   if (!C.is_same(out)) device_copy(out, C);
 }

@@ -404,7 +404,7 @@ at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
   if (out.numel() != steps) out.resize_({steps});
   if (steps == 0) return out;
   write_contiguous(out, [&](const at::Tensor& target) {
-    AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "linspace", [&] {
+    RBLN_DISPATCH_NUMERIC(out.scalar_type(), "linspace", [&] {
       // CPU's formula and types: endpoints in the dtype, step from both ends.
       using step_t = std::conditional_t<std::is_integral_v<scalar_t>, double, scalar_t>;
       const scalar_t a = start.to<scalar_t>(), z = end.to<scalar_t>();

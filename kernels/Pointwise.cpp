@@ -1,5 +1,5 @@
 // Pointwise ops with several operands or results, composed of device ops:
-// glu, prelu and the cross product, with their backwards.
+// glu, prelu and the cross product, with their backwards, and dropout's backward.
 #include <ATen/ExpandUtils.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/WrapDimUtils.h>
@@ -33,6 +33,13 @@ at::Tensor glu_backward(const at::Tensor& grad_output, const at::Tensor& self, i
   auto [a, b] = halves(self, dim, "glu_backward");
   auto sig = at::sigmoid(b);
   return at::cat({sig * grad_output, (1 - sig) * sig * a * grad_output}, at::maybe_wrap_dim(dim, self.dim()));
+}
+
+// CPU's two products: an integer or bool grad times the double scale gives
+// the default float dtype, as on CPU.
+at::Tensor native_dropout_backward(const at::Tensor& grad_output, const at::Tensor& mask, double scale) {
+  check_same_device({&grad_output, &mask});
+  return grad_output * mask * scale;
 }
 
 at::Tensor _prelu_kernel(const at::Tensor& self, const at::Tensor& weight) {

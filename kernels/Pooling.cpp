@@ -1,5 +1,6 @@
 // Pooling on the device: max (with indices) and average over fixed windows,
-// and adaptive average/max, for 2 and 3 spatial dims, with their backwards.
+// and adaptive average/max, for 2 and 3 spatial dims, with their backwards;
+// max and average pooling take integers too (average: integer division, as CPU).
 // Inputs are [(N,) C, *spatial]; each (n, c) plane is pooled independently,
 // with CPU's window rules (ceil_mode, padding, count_include_pad, NaN wins).
 #include <ATen/native/Pool.h>
@@ -184,7 +185,7 @@ std::tuple<at::Tensor, at::Tensor> max_pool(const at::Tensor& self, const Planes
   auto indices = at::empty(p.out_sizes, self.options().dtype(at::kLong));
   if (out.numel() == 0) return {out, indices};
   auto x = contiguous(self);
-  RBLN_DISPATCH_FLOATING(self.scalar_type(), "pooling", [&] {
+  RBLN_DISPATCH_NUMERIC(self.scalar_type(), "pooling", [&] {
     using opmath = at::opmath_type<scalar_t>;
     const scalar_t* xp = x.const_data_ptr<scalar_t>();
     scalar_t* yp = out.data_ptr<scalar_t>();
@@ -273,7 +274,7 @@ at::Tensor avg_pool(const at::Tensor& self, const Planes& p, bool count_include_
   auto out = at::empty(p.out_sizes, self.options());
   if (out.numel() == 0) return out;
   auto x = contiguous(self);
-  RBLN_DISPATCH_FLOATING(self.scalar_type(), "pooling", [&] {
+  RBLN_DISPATCH_NUMERIC(self.scalar_type(), "pooling", [&] {
     using opmath = at::opmath_type<scalar_t>;
     const scalar_t* xp = x.const_data_ptr<scalar_t>();
     scalar_t* yp = out.data_ptr<scalar_t>();

@@ -222,7 +222,7 @@ at::Tensor& randperm_generator_out(c10::SymInt size, std::optional<at::Generator
   const auto reserved = reserve(out, generator, n);
   const uint64_t seed = reserved.first, offset = reserved.second;
   write_contiguous(out, [&](const at::Tensor& target) {
-    AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "randperm", [&] {
+    RBLN_DISPATCH_NUMERIC(out.scalar_type(), "randperm", [&] {
       TORCH_CHECK(at::isFloatingType(out.scalar_type()) || n - 1 <= static_cast<int64_t>(std::numeric_limits<scalar_t>::max()),
                   "randperm: n is too large for result tensor type: '", out.scalar_type(), "'");
       scalar_t* p = target.data_ptr<scalar_t>();

@@ -13,6 +13,7 @@
 
 #include "kernels/Common.h"
 #include "kernels/Kernels.h"
+#include "kernels/vec/VecKernels.h"
 
 namespace rbln::kernels {
 namespace {
@@ -187,8 +188,8 @@ T source_index(T scale, int64_t o, bool align_corners, bool cubic) {
   return (!cubic && src < 0) ? T(0) : src;
 }
 
-// CPU's taps: the forward stores its weights in the tensor's dtype W, the
-// backward in opmath.
+// CPU's taps: its generic forward stores the weights in the tensor's dtype W,
+// its backward and channels-last forward keep them in opmath.
 template <class W>
 Taps taps_of(Interp kind, int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
   using opmath = at::opmath_type<W>;
@@ -248,39 +249,75 @@ inline void coordinates(int64_t o, const std::vector<int64_t>& sizes, int64_t* c
   }
 }
 
-// out = sum over taps, nested first dim outermost and added in tap order, as
-// CPU's generic interpolation does.
+// Whether CPU takes its channels-last linear kernel (UpSampleKernel.cpp's
+// vectorized-kernel condition): for channels-last inputs with more than 3
+// channels, and 2-d outputs of at most 128 rows plus columns. It weighs each of the 2^dims corners by the
+// product of its lambdas, kept in opmath (not rounded to the dtype), and adds
+// the corners in order.
+bool cpu_corner_kernel(Interp kind, const at::Tensor& self, const Planes& p, int64_t dims) {
+  if (kind != Interp::linear || dims == 1) return false;
+  const auto channels_last = dims == 2 ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::ChannelsLast3d;
+  return (self.dim() == dims + 2 && self.is_contiguous(channels_last) && self.size(1) > 3) ||
+         (dims == 2 && p.out_sizes[0] + p.out_sizes[1] <= 128);
+}
+
+// out = sum over taps as CPU adds them: nested, first dim outermost, in tap
+// order (its generic kernel), or corner by corner (cpu_corner_kernel).
 at::Tensor& interpolate_out(const at::Tensor& self, Interp kind, c10::SymIntArrayRef output_size, bool align_corners,
                             at::ArrayRef<std::optional<double>> scales, int64_t dims, at::Tensor& out, const char* op) {
   RBLN_DISPATCH_FLOATING(self.scalar_type(), "upsample", [&] {
     using opmath = at::opmath_type<scalar_t>;
-    const Weighted m = weighted<scalar_t>(kind, self.sizes(), output_size, align_corners, scales, dims, op);
+    const bool corners = cpu_corner_kernel(kind, self, upsampled(self.sizes(), output_size, dims, op), dims);
+    const Weighted m = corners ? weighted<opmath>(kind, self.sizes(), output_size, align_corners, scales, dims, op)
+                               : weighted<scalar_t>(kind, self.sizes(), output_size, align_corners, scales, dims, op);
     prepare_out(out, full_sizes(self.sizes(), m), self.scalar_type(), self, op);
     if (out.numel() == 0) return;
     auto x = contiguous(self);
     const scalar_t* src = x.const_data_ptr<scalar_t>();
+    const bool fused = vec::table().contracts_fma;  // CPU's build contracts `acc += v * w`
     write_contiguous(out, [&](const at::Tensor& target) {
       scalar_t* dst = target.data_ptr<scalar_t>();
       launch_on(target, op, [=] {
         const int64_t in_plane = m.in_plane(), out_plane = m.out_plane();
+        auto add = [fused](opmath acc, opmath v, opmath w) { return fused ? std::fma(v, w, acc) : acc + v * w; };
         at::parallel_for(0, m.planes, std::max<int64_t>(1, kGrainSize / out_plane), [&](int64_t lo, int64_t hi) {
           int64_t coord[3];
-          auto eval = [&](auto&& eval, const scalar_t* plane, int64_t d, int64_t base) -> opmath {
+          auto nested = [&](auto&& nested, const scalar_t* plane, int64_t d, int64_t base) -> opmath {
             if (d == dims) return static_cast<opmath>(plane[base]);
             const Taps& t = m.taps[d];
             opmath acc = 0;
             for (int64_t j = 0; j < t.k; ++j) {
               const int64_t at = coord[d] * t.k + j;
-              const opmath v = eval(eval, plane, d + 1, base * m.in_sizes[d] + t.index[at]);
+              const opmath v = nested(nested, plane, d + 1, base * m.in_sizes[d] + t.index[at]);
               const opmath w = static_cast<opmath>(t.weight[at]);
-              acc = j == 0 ? v * w : std::fma(v, w, acc);  // CPU's contracted `acc += v * w`
+              acc = j == 0 ? v * w : add(acc, v, w);
             }
+            return acc;
+          };
+          auto by_corner = [&](const scalar_t* plane) -> opmath {
+            const int64_t corners = int64_t(1) << dims;
+            opmath v[8], w[8];
+            for (int64_t c = 0; c < corners; ++c) {
+              int64_t offset = 0;
+              for (int64_t d = 0; d < dims; ++d) {
+                const int64_t at = coord[d] * 2 + ((c >> (dims - 1 - d)) & 1);
+                offset = offset * m.in_sizes[d] + m.taps[d].index[at];
+                const opmath lambda = static_cast<opmath>(m.taps[d].weight[at]);
+                w[c] = d == 0 ? lambda : w[c] * lambda;
+              }
+              v[c] = static_cast<opmath>(plane[offset]);
+            }
+            // CPU's `v0 * w0 + v1 * w1 + ...` as its build contracts it:
+            // fma(v0, w0, v1 * w1), then fma(vc, wc, acc).
+            opmath acc = add(v[1] * w[1], v[0], w[0]);
+            for (int64_t c = 2; c < corners; ++c) acc = add(acc, v[c], w[c]);
             return acc;
           };
           for (int64_t p = lo; p < hi; ++p) {
             for (int64_t o = 0; o < out_plane; ++o) {
               coordinates(o, m.out_sizes, coord);
-              dst[p * out_plane + o] = static_cast<scalar_t>(eval(eval, src + p * in_plane, 0, 0));
+              const scalar_t* plane = src + p * in_plane;
+              dst[p * out_plane + o] = static_cast<scalar_t>(corners ? by_corner(plane) : nested(nested, plane, 0, 0));
             }
           }
         });

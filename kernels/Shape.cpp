@@ -122,7 +122,7 @@ at::Tensor unfold_backward(const at::Tensor& grad_in, c10::SymIntArrayRef input_
   TORCH_CHECK(grad_in.numel() == outer * windows * inner * size, "unfold_backward: grad_in ", grad_in.sizes(),
               " does not match input ", input_sizes, " unfolded with size ", size, " and step ", step);
   auto gin = contiguous(grad_in);  // [outer, windows, inner, size]
-  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, grad_in.scalar_type(), "unfold_backward", [&] {
+  RBLN_DISPATCH_NUMERIC(grad_in.scalar_type(), "unfold_backward", [&] {
     using opmath = at::opmath_type<scalar_t>;
     const auto* gp = gin.const_data_ptr<scalar_t>();
     auto* out = grad.data_ptr<scalar_t>();

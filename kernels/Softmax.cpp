@@ -47,9 +47,11 @@ at::Tensor& softmax_into(const at::Tensor& self, int64_t dim, bool half_to_float
             for (int64_t j = 0; j < size; ++j) mx = std::max<acc_t>(mx, static_cast<acc_t>(x[base + j * inner]));
             acc_t sum = 0;
             for (int64_t j = 0; j < size; ++j) sum += std::exp(static_cast<acc_t>(x[base + j * inner]) - mx);
-            if (log) {
-              acc_t lse = std::log(sum) + mx;
-              for (int64_t j = 0; j < size; ++j) y[base + j * inner] = static_cast<scalar_t>(x[base + j * inner] - lse);
+            if (log) {  // CPU's order: (x - max) - log(sum)
+              const acc_t log_sum = std::log(sum);
+              for (int64_t j = 0; j < size; ++j) {
+                y[base + j * inner] = static_cast<scalar_t>((static_cast<acc_t>(x[base + j * inner]) - mx) - log_sum);
+              }
             } else {
               for (int64_t j = 0; j < size; ++j) {
                 y[base + j * inner] = static_cast<scalar_t>(std::exp(static_cast<acc_t>(x[base + j * inner]) - mx) / sum);

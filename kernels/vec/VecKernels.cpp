@@ -74,9 +74,9 @@ void softmax_rows_f32(const float* x, float* y, int64_t rows, int64_t size, bool
       for (; i + kW <= size; i += kW) acc += (Vec::loadu(xr + i) - vmx).exp();
       if (i < size) acc += Vec::set(Vec(0.f), (Vec::loadu(xr + i, size - i) - vmx).exp(), size - i);
       float sum = at::vec::vec_reduce_all<float>([](Vec p, Vec q) { return p + q; }, acc);
-      const Vec lse(std::log(sum) + mx);
-      for (i = 0; i + kW <= size; i += kW) (Vec::loadu(xr + i) - lse).store(yr + i);
-      if (i < size) (Vec::loadu(xr + i, size - i) - lse).store(yr + i, size - i);
+      const Vec log_sum(std::log(sum));  // CPU's order: (x - max) - log(sum)
+      for (i = 0; i + kW <= size; i += kW) ((Vec::loadu(xr + i) - vmx) - log_sum).store(yr + i);
+      if (i < size) ((Vec::loadu(xr + i, size - i) - vmx) - log_sum).store(yr + i, size - i);
       continue;
     }
     for (; i + kW <= size; i += kW) {
@@ -132,13 +132,38 @@ void layer_norm_rows_f32(const float* x, const float* w, const float* b, float* 
   }
 }
 
+void fmod_bf16(const c10::BFloat16* a, const c10::BFloat16* b, c10::BFloat16* y, int64_t n, bool remainder) {
+  using V = at::vec::Vectorized<c10::BFloat16>;
+  constexpr int64_t w = V::size();
+  const V zero(0);
+  int64_t i = 0;
+  for (; i + w <= n; i += w) {  // CPU's loop: whole vectors, then the scalar tail
+    const V d = V::loadu(b + i);
+    V mod = V::loadu(a + i).fmod(d);
+    if (remainder) mod = V::blendv(mod, mod + d, (mod != zero) & ((d < zero) ^ (mod < zero)));
+    mod.store(y + i);
+  }
+  for (; i < n; ++i) {
+    const float d = b[i];
+    float mod = std::fmod(static_cast<float>(a[i]), d);
+    if (remainder && mod != 0.f && (d < 0.f) != (mod < 0.f)) mod += d;
+    y[i] = mod;
+  }
+}
+
 #define RBLN_STR2(x) #x
 #define RBLN_STR(x) RBLN_STR2(x)
 
 }  // namespace
 
 const Table* make_table() {
-  static const Table t{RBLN_STR(CPU_CAPABILITY), exp_f32, gelu_f32, sum_f32, softmax_rows_f32, layer_norm_rows_f32};
+#ifdef CPU_CAPABILITY_DEFAULT
+  constexpr bool contracts_fma = false;
+#else
+  constexpr bool contracts_fma = true;
+#endif
+  static const Table t{RBLN_STR(CPU_CAPABILITY), contracts_fma, exp_f32, gelu_f32, sum_f32, softmax_rows_f32,
+                       layer_norm_rows_f32, fmod_bf16};
   return &t;
 }
 

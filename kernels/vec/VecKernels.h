@@ -7,12 +7,17 @@
 // Nothing here is built with -march=native.
 #pragma once
 
+#include <c10/util/BFloat16.h>
+
 #include <cstdint>
 
 namespace rbln::kernels::vec {
 
 struct Table {
   const char* capability;
+  // Whether CPU eager's kernels of this capability were compiled with FMA,
+  // which the compiler contracts a * b + c into (scalar recurrences round so).
+  bool contracts_fma;
   // y[i] = exp(x[i]), i < n.
   void (*exp_f32)(const float* x, float* y, int64_t n);
   // y[i] = gelu(x[i]) (erf form), i < n: ATen's vector formula.
@@ -24,6 +29,11 @@ struct Table {
   // layer norm of each contiguous row of n elements; w and b may be null.
   void (*layer_norm_rows_f32)(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd,
                               int64_t rows, int64_t n, float eps);
+  // y = fmod(a, b) (remainder: Python's sign rule) over n contiguous bfloat16s,
+  // split as CPU's vectorized loop splits them: Sleef's fmod, whose a / b
+  // overflows to NaN for divisors near 1e-38, on whole vectors, the exact
+  // std::fmod on the tail.
+  void (*fmod_bf16)(const c10::BFloat16* a, const c10::BFloat16* b, c10::BFloat16* y, int64_t n, bool remainder);
 };
 
 const Table& table();

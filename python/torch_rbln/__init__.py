@@ -25,6 +25,10 @@ if not hasattr(torch, "rbln"):
     torch._register_device_module("rbln", _rbln_module)
     torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
 
+from . import _policies  # noqa: E402
+
+_policies.install()
+
 explain = _rbln_module.explain
 
 __all__ = ["explain"]

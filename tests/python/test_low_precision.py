@@ -130,3 +130,63 @@ def test_batch_norm_with_update_backward_on_device():
         torch.testing.assert_close(d.grad.cpu(), c.grad)
     assert not ex.fallback_ops, ex.fallback_reasons
     assert "aten::batch_norm_backward" in ex.device_ops
+
+
+@pytest.mark.parametrize("fn,op", [(torch.fmod, "aten::fmod.Tensor"), (torch.remainder, "aten::remainder.Tensor")])
+def test_bfloat16_fmod_splits_like_cpus_vector_loop(fn, op):
+    # Divisors near float32's smallest normal overflow a / b: CPU's vectorized
+    # (Sleef) fmod returns NaN there, its scalar tail the exact remainder.
+    a, b = _inputs(4, (300,), (300,))
+    b[::7] = 1.2e-38
+    assert fn(a.bfloat16(), b.bfloat16()).isnan().any()  # CPU's vector loop does overflow here
+    for n in (300, 64, 70):  # whole vector pairs, then tails of several lengths
+        _check_exact(fn, [a[:n], b[:n]], torch.bfloat16, {op})
+
+
+@pytest.mark.parametrize("dtype", LOW)
+def test_nextafter_steps_to_the_neighbour_in_the_dtype(dtype):
+    a, b = _inputs(5, (40,), (40,))
+    _check_exact(torch.nextafter, [a, b], dtype, {"aten::nextafter"})
+
+
+@pytest.mark.parametrize("dtype", LOW + [torch.float32])
+@pytest.mark.parametrize("size", [(9, 11), (40, 40)])
+def test_small_bilinear_outputs_weigh_corners_like_cpu(dtype, size):
+    # At most 128 output rows + columns CPU weighs each corner by the product of
+    # its float lambdas and adds the corners in order: equal bit for bit
+    # (float16: within one rounding step, in 2 of 10,000 outputs).
+    x, = _inputs(6, (2, 3, 6, 7))
+    for align_corners in (False, True):
+        _check_exact(lambda t: F.interpolate(t, size=size, mode="bilinear", align_corners=align_corners), [x], dtype,
+                     {"aten::upsample_bilinear2d"}, exact=dtype != torch.float16)
+
+
+@pytest.mark.parametrize("dtype", LOW)
+@pytest.mark.parametrize("mode,size", [("bilinear", (130, 7)), ("trilinear", (3, 4, 5)), ("linear", (13,)),
+                                       ("bicubic", (9, 11))])
+def test_interpolation_runs_on_device_in_low_precision(dtype, mode, size):
+    shape = {1: (2, 3, 6), 2: (2, 3, 6, 7), 3: (2, 3, 4, 5, 6)}[len(size)]
+    x, = _inputs(6, shape)
+    name = {"linear": "upsample_linear1d", "bilinear": "upsample_bilinear2d", "trilinear": "upsample_trilinear3d",
+            "bicubic": "upsample_bicubic2d"}[mode]
+    for align_corners in (False, True):
+        _check_exact(lambda t: F.interpolate(t, size=size, mode=mode, align_corners=align_corners), [x], dtype,
+                     {f"aten::{name}"}, exact=False)
+
+
+def test_linear_cross_entropy_float16_accumulates_in_float32_like_cpu():
+    # torch picks the chunked path's accumulation per device type; rbln takes CPU's (torch_rbln/_policies.py).
+    # With float16 accumulation the input gradient differs from CPU's by 1.8e-4.
+    x, w = _inputs(7, (32, 64), (50, 64), scale=1.0)
+    target = torch.randint(0, 50, (32,), generator=torch.Generator().manual_seed(8))
+    options = torch.nn.LinearCrossEntropyOptions(batch_chunk_size=8)
+    results = []
+    for device in ("cpu", "rbln"):
+        xs, ws = x.half().to(device).requires_grad_(), w.half().to(device).requires_grad_()
+        loss = F.linear_cross_entropy(xs, ws, target.to(device), options=options)
+        loss.backward()
+        results.append((loss.detach().cpu(), xs.grad.cpu(), ws.grad.cpu()))
+    (loss, gx, gw), (dev_loss, dev_gx, dev_gw) = results
+    torch.testing.assert_close(dev_loss, loss, rtol=0, atol=0)
+    torch.testing.assert_close(dev_gx, gx, rtol=0, atol=0)
+    torch.testing.assert_close(dev_gw, gw)

@@ -1,0 +1,32 @@
+"""float32 kernels whose rounding follows CPU's own algorithm, so results equal CPU's bit for bit."""
+import torch
+
+
+def _exact(fn, *args, ops):
+    expected = fn(*args)
+    with torch.rbln.explain() as ex:
+        actual = fn(*[a.rbln() for a in args])
+    torch.testing.assert_close(actual.cpu(), expected, rtol=0, atol=0, equal_nan=True)
+    assert not ex.fallback_ops, ex.fallback_reasons
+    assert ops <= set(ex.device_ops), sorted(ex.device_ops)
+
+
+def _randn(seed, *shape, scale=1.0):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed)) * scale
+
+
+def test_hermite_polynomials_round_like_cpus_fused_build():
+    x = _randn(0, 400, scale=3)
+    n = torch.randint(0, 60, (400,), generator=torch.Generator().manual_seed(1)).float()
+    _exact(torch.special.hermite_polynomial_h, x, n, ops={"aten::special_hermite_polynomial_h"})
+    _exact(torch.special.hermite_polynomial_he, x, n, ops={"aten::special_hermite_polynomial_he"})
+
+
+def test_small_batched_products_sum_in_cpus_order():
+    # below 400 multiply-adds per product CPU's bmm runs its own loop, not BLAS
+    a, b = _randn(2, 6, 3, 9, scale=30), _randn(3, 6, 9, 4, scale=30)
+    _exact(torch.bmm, a, b, ops={"aten::bmm"})
+    _exact(lambda p, q: torch.bmm(p.transpose(1, 2), q.transpose(1, 2)), _randn(4, 6, 9, 3), _randn(5, 6, 4, 9),
+           ops={"aten::bmm"})
+    _exact(lambda p, q: torch.cdist(p, q, compute_mode="use_mm_for_euclid_dist"), _randn(6, 2, 2, 3, 2, scale=5),
+           _randn(7, 2, 2, 4, 2, scale=5), ops={"aten::bmm"})

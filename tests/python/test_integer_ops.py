@@ -1,0 +1,68 @@
+"""Integer and bool inputs of device kernels that CPU accepts: exact results, on the device, and CPU's
+errors where CPU has no kernel."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+
+def _on_device(fn, *args, ops):
+    expected = fn(*args)
+    with torch.rbln.explain() as ex:
+        actual = fn(*[a.rbln() for a in args])
+    torch.testing.assert_close(actual.cpu(), expected, rtol=0, atol=0)
+    assert actual.dtype == expected.dtype
+    assert not ex.fallback_ops, ex.fallback_reasons
+    assert ops <= set(ex.device_ops), sorted(ex.device_ops)
+
+
+def _ints(seed, *shape, dtype=torch.int64, high=5):
+    return torch.randint(-high, high, shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+def test_int64_convolution():
+    conv = {"aten::convolution_overrideable"}
+    _on_device(lambda x, w, b: F.conv2d(x, w, b, padding=1, stride=2), _ints(0, 2, 4, 7, 6), _ints(1, 6, 4, 3, 3),
+               _ints(2, 6), ops=conv)
+    _on_device(lambda x, w: F.conv1d(x, w, groups=2, dilation=2), _ints(3, 2, 4, 9), _ints(4, 6, 2, 3), ops=conv)
+    _on_device(lambda x, w: F.conv3d(x, w), _ints(5, 1, 2, 4, 4, 4), _ints(6, 3, 2, 2, 2, 2), ops=conv)
+    _on_device(lambda x, w: F.conv_transpose2d(x, w, stride=2, output_padding=1), _ints(7, 2, 3, 4, 5),
+               _ints(8, 3, 2, 3, 3), ops=conv)
+
+
+def test_other_integer_convolutions_run_on_cpu_and_raise_as_it_does():
+    x, w = _ints(0, 2, 3, 4, 5, dtype=torch.int32), _ints(1, 3, 2, 3, 3, dtype=torch.int32)
+    with torch.rbln.explain() as ex:
+        torch.testing.assert_close(F.conv2d(x.rbln(), w.transpose(0, 1).rbln()).cpu(),
+                                   F.conv2d(x, w.transpose(0, 1)), rtol=0, atol=0)
+    assert "aten::convolution_overrideable" in ex.fallback_ops
+    with pytest.raises(RuntimeError) as cpu_error:
+        F.conv_transpose2d(x, w)
+    with pytest.raises(RuntimeError) as rbln_error:
+        F.conv_transpose2d(x.rbln(), w.rbln())
+    assert str(rbln_error.value).splitlines()[0] == str(cpu_error.value).splitlines()[0]
+    torch.testing.assert_close((x.rbln() + 1).cpu(), x + 1)  # the device still works
+
+
+def test_int64_pooling_and_padding():
+    x = _ints(0, 2, 3, 7, 8, high=1000)
+    _on_device(lambda t: F.avg_pool2d(t, 3, stride=2, padding=1), x, ops={"aten::avg_pool2d"})  # integer division
+    _on_device(lambda t: F.avg_pool2d(t, 2, ceil_mode=True, count_include_pad=False), x, ops={"aten::avg_pool2d"})
+    _on_device(lambda t: F.avg_pool3d(t, 2), x.view(2, 3, 7, 2, 4)[..., :2, :], ops={"aten::avg_pool3d"})
+    _on_device(lambda t: F.max_pool2d(t, 3, stride=2, padding=1), x, ops={"aten::max_pool2d_with_indices"})
+    _on_device(lambda t: F.max_pool3d(t, 2), x.view(2, 3, 7, 2, 4), ops={"aten::max_pool3d_with_indices"})
+    _on_device(lambda t: F.pad(t, (1, 2, 2, 1), mode="replicate"), x, ops={"aten::replication_pad2d"})
+
+
+def test_integer_rounding_is_the_identity_beyond_double_precision():
+    x = torch.tensor([2**60 + 1, -(2**55) - 3, 7])
+    for fn, op in ((torch.round, "round"), (torch.trunc, "trunc"), (torch.floor, "floor"), (torch.ceil, "ceil")):
+        _on_device(fn, x, ops={f"aten::{op}"})
+
+
+def test_bool_and_integer_reductions_and_dropout_backward():
+    mask = torch.tensor([[True, False, True], [False, False, True]])
+    _on_device(torch.nansum, mask, ops={"aten::nansum"})
+    _on_device(torch.sgn, mask, ops={"aten::sgn"})
+    # CPU's grad * mask * scale: an integer grad gives the default float dtype
+    _on_device(lambda g, m: torch.ops.aten.native_dropout_backward(g, m, 2.0), _ints(0, 2, 3), mask,
+               ops={"aten::native_dropout_backward"})
