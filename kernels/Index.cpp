@@ -142,7 +142,7 @@ static bool cat_contiguous(const Inputs& inputs, int64_t dim,
                            const at::Tensor& out) {
   if (!out.is_contiguous() || out.numel() == 0) return false;
   for (const at::Tensor& t : inputs) {
-    if (t.dim() == 1 && t.numel() == 0) continue;
+    if (t.dim() == 1 && t.numel() == 0) continue;  // skipped, as cat_skips
     if (!t.is_contiguous() || t.scalar_type() != out.scalar_type() || t.device() != out.device()) return false;
     if (t.data_ptr() == out.data_ptr()) return false;  // overlap: let the general path raise or cope
   }
@@ -168,56 +168,79 @@ static bool cat_contiguous(const Inputs& inputs, int64_t dim,
   return true;
 }
 
-at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
-  auto inputs = tensors.materialize();
-  TORCH_CHECK(!inputs.empty(), "torch.cat(): expected a non-empty list of Tensors");
-  // 1-d empty tensors are skipped, as on CPU (legacy behaviour).
-  auto skip = [](const at::Tensor& t) { return t.dim() == 1 && t.numel() == 0; };
+namespace {
+
+// 1-d empty tensors are skipped, as on CPU (legacy behaviour).
+bool cat_skips(const at::Tensor& t) { return t.dim() == 1 && t.numel() == 0; }
+
+// What cat checks and computes before writing: the first joined input (null
+// when every input is skipped), the wrapped dim, the output's sizes and dtype.
+struct CatPlan {
   const at::Tensor* ref = nullptr;
+  int64_t dim = 0;
+  std::vector<int64_t> sizes{0};
+  at::ScalarType dtype;
+};
+
+CatPlan plan_cat(const at::ITensorListRef& tensors, const at::MaterializedITensorListRef& inputs, int64_t dim) {
+  TORCH_CHECK(!inputs.empty(), "torch.cat(): expected a non-empty list of Tensors");
+  CatPlan plan;
+  plan.dtype = at::native::result_type(tensors);
   for (const at::Tensor& t : inputs) {
-    if (!skip(t)) {
-      ref = &t;
+    if (!cat_skips(t)) {
+      plan.ref = &t;
       break;
     }
   }
-  auto dtype = at::native::result_type(tensors);
-  if (!ref) {
-    prepare_out(out, {0}, dtype, inputs[0].get(), "cat");
-    return out;
-  }
-  TORCH_CHECK(ref->dim() > 0, "zero-dimensional tensor (at position 0) cannot be concatenated");
-  dim = at::maybe_wrap_dim(dim, ref->dim());
-  auto sizes = ref->sizes().vec();
-  sizes[dim] = 0;
+  if (!plan.ref) return plan;
+  const at::Tensor& ref = *plan.ref;
+  TORCH_CHECK(ref.dim() > 0, "zero-dimensional tensor (at position 0) cannot be concatenated");
+  plan.dim = at::maybe_wrap_dim(dim, ref.dim());
+  plan.sizes = ref.sizes().vec();
+  plan.sizes[plan.dim] = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const at::Tensor& t = inputs[i];
-    if (skip(t)) continue;
-    check_same_device({ref, &t});
-    TORCH_CHECK(t.dim() == ref->dim(), "Tensors must have same number of dimensions: got ", ref->dim(), " and ",
+    if (cat_skips(t)) continue;
+    check_same_device({&ref, &t});
+    TORCH_CHECK(t.dim() == ref.dim(), "Tensors must have same number of dimensions: got ", ref.dim(), " and ",
                 t.dim());
     for (int64_t d = 0; d < t.dim(); ++d) {
-      TORCH_CHECK(d == dim || t.size(d) == ref->size(d), "Sizes of tensors must match except in dimension ", dim,
-                  ". Expected size ", ref->size(d), " but got size ", t.size(d), " for tensor number ", i,
+      TORCH_CHECK(d == plan.dim || t.size(d) == ref.size(d), "Sizes of tensors must match except in dimension ",
+                  plan.dim, ". Expected size ", ref.size(d), " but got size ", t.size(d), " for tensor number ", i,
                   " in the list.");
     }
-    sizes[dim] += t.size(dim);
+    plan.sizes[plan.dim] += t.size(plan.dim);
   }
-  prepare_out(out, sizes, dtype, *ref, "cat");
-  if (cat_contiguous(inputs, dim, out)) return out;
+  return plan;
+}
+
+void fill_cat(const at::MaterializedITensorListRef& inputs, const CatPlan& plan, at::Tensor& out) {
+  if (!plan.ref || cat_contiguous(inputs, plan.dim, out)) return;
   int64_t offset = 0;
   for (const at::Tensor& t : inputs) {
-    if (skip(t)) continue;
-    device_copy(out.narrow(dim, offset, t.size(dim)), t);
-    offset += t.size(dim);
+    if (cat_skips(t)) continue;
+    device_copy(out.narrow(plan.dim, offset, t.size(plan.dim)), t);
+    offset += t.size(plan.dim);
   }
+}
+
+}  // namespace
+
+at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
+  auto inputs = tensors.materialize();
+  const CatPlan plan = plan_cat(tensors, inputs, dim);
+  prepare_out(out, plan.sizes, plan.dtype, plan.ref ? *plan.ref : inputs[0].get(), "cat");
+  fill_cat(inputs, plan, out);
   return out;
 }
 
+// The output is allocated at its final size (no empty-then-resize round trip).
 at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
   auto inputs = tensors.materialize();
-  TORCH_CHECK(!inputs.empty(), "torch.cat(): expected a non-empty list of Tensors");
-  auto out = at::empty({0}, inputs[0].get().options().dtype(at::native::result_type(tensors)));
-  return cat_out(tensors, dim, out);
+  const CatPlan plan = plan_cat(tensors, inputs, dim);
+  auto out = at::empty(plan.sizes, inputs[0].get().options().dtype(plan.dtype));
+  fill_cat(inputs, plan, out);
+  return out;
 }
 
 at::Tensor& embedding_renorm_(at::Tensor& self, const at::Tensor& indices, double max_norm, double norm_type) {

@@ -1,6 +1,9 @@
 // Streams, their worker threads, events, copies and fork handling.
+#include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -51,6 +54,27 @@ void wait_until(Ready ready, Park park) {
     sched_yield();
   } while (Clock::now() < deadline);
   park();
+}
+
+// The launch/park handshake is a Dekker pair: the host stores a slot's `seq`
+// and then loads `worker_parked`, a parking worker stores `worker_parked` and
+// then re-checks `seq`; each side needs a store-load fence. The host launches
+// all the time and the worker parks rarely, so when the kernel offers
+// membarrier the fence is asymmetric: the host's side is a compiler barrier
+// (a full fence cost a chain of 1-element ops about 5%), the parking worker
+// pays a membarrier, which runs a full barrier on every thread of the process.
+std::atomic<bool> g_asymmetric_fence{false};
+
+void register_asymmetric_fence() {
+  g_asymmetric_fence.store(syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0);
+}
+
+// The worker's side; false if the membarrier failed (then the flag is off
+// and the caller must not rely on a host that skipped its fence).
+bool heavy_fence() {
+  if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) return true;
+  g_asymmetric_fence.store(false);
+  return false;
 }
 
 // One slot of a stream's launch ring. `seq` is Vyukov's sequence number: a
@@ -265,7 +289,11 @@ void run_worker(Stream* stream) {
       wait_until(ready, [&] {
         std::unique_lock<std::mutex> lock(stream->queue_mu);
         stream->worker_parked.store(true);  // seq_cst: pairs with commit_slot's store and load
-        stream->queue_cv.wait(lock, ready);
+        if (!g_asymmetric_fence.load() || heavy_fence()) {
+          stream->queue_cv.wait(lock, ready);
+        } else {  // a host may have launched without its fence: poll until it is seen
+          while (!stream->queue_cv.wait_for(lock, std::chrono::milliseconds(1), ready)) {}
+        }
         stream->worker_parked.store(false, std::memory_order_relaxed);
       });
       uint64_t expected = pos + 1;
@@ -284,7 +312,10 @@ void start_worker(Stream* stream) {
   std::lock_guard<std::mutex> lock(stream->queue_mu);
   if (stream->worker_started.load(std::memory_order_relaxed)) return;
   static std::once_flag atfork_registered;
-  std::call_once(atfork_registered, [] { pthread_atfork(nullptr, nullptr, on_fork_child); });
+  std::call_once(atfork_registered, [] {
+    pthread_atfork(nullptr, nullptr, on_fork_child);
+    register_asymmetric_fence();
+  });
   stream->ring.reset(new Slot[kRingSize]);
   for (uint64_t i = 0; i < kRingSize; ++i) stream->ring[i].seq.store(i, std::memory_order_relaxed);
   // Detached: a worker parked at exit must not keep the process alive.
@@ -377,7 +408,13 @@ void commit_slot(Stream* stream, uint64_t ticket, const char* name, TaskFn fn, b
   slot.name = name;
   slot.fn = fn;
   slot.touches_memory = touches_memory;
-  slot.seq.store(ticket);  // seq_cst: either the worker sees it or we see worker_parked
+  // Either the worker sees `seq` or we see worker_parked (see heavy_fence).
+  if (g_asymmetric_fence.load(std::memory_order_relaxed)) {
+    slot.seq.store(ticket, std::memory_order_release);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  } else {
+    slot.seq.store(ticket);
+  }
   if (stream->worker_parked.load()) {
     { std::lock_guard<std::mutex> lock(stream->queue_mu); }
     stream->queue_cv.notify_one();
