@@ -64,15 +64,22 @@ void wait_until(Ready ready, Park park) {
 // (a full fence cost a chain of 1-element ops about 5%), the parking worker
 // pays a membarrier, which runs a full barrier on every thread of the process.
 std::atomic<bool> g_asymmetric_fence{false};
+// Set for good once a membarrier failed (e.g. unregistered in a forked child):
+// a host may have skipped its fence just before, so parks poll from then on.
+std::atomic<bool> g_fence_failed{false};
 
 void register_asymmetric_fence() {
   g_asymmetric_fence.store(syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0);
 }
 
-// The worker's side; false if the membarrier failed (then the flag is off
-// and the caller must not rely on a host that skipped its fence).
-bool heavy_fence() {
+// Whether a parking worker may block until notified: true when every host
+// fences (no membarrier) or the worker's membarrier ran; false when a host
+// may have published without its fence and the worker must poll.
+bool may_block_for_notify() {
+  if (g_fence_failed.load()) return false;
+  if (!g_asymmetric_fence.load()) return true;
   if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) return true;
+  g_fence_failed.store(true);
   g_asymmetric_fence.store(false);
   return false;
 }
@@ -289,7 +296,7 @@ void run_worker(Stream* stream) {
       wait_until(ready, [&] {
         std::unique_lock<std::mutex> lock(stream->queue_mu);
         stream->worker_parked.store(true);  // seq_cst: pairs with commit_slot's store and load
-        if (!g_asymmetric_fence.load() || heavy_fence()) {
+        if (may_block_for_notify()) {
           stream->queue_cv.wait(lock, ready);
         } else {  // a host may have launched without its fence: poll until it is seen
           while (!stream->queue_cv.wait_for(lock, std::chrono::milliseconds(1), ready)) {}
@@ -408,7 +415,7 @@ void commit_slot(Stream* stream, uint64_t ticket, const char* name, TaskFn fn, b
   slot.name = name;
   slot.fn = fn;
   slot.touches_memory = touches_memory;
-  // Either the worker sees `seq` or we see worker_parked (see heavy_fence).
+  // Either the worker sees `seq` or we see worker_parked (see may_block_for_notify).
   if (g_asymmetric_fence.load(std::memory_order_relaxed)) {
     slot.seq.store(ticket, std::memory_order_release);
     std::atomic_signal_fence(std::memory_order_seq_cst);

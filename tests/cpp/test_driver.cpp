@@ -401,6 +401,22 @@ TEST(Streams, WorkerParksAndWakesAfterIdling) {
   EXPECT_EQ(value, 2);
 }
 
+// The publish/park handshake (asymmetric fence under membarrier): a launch
+// made while the worker parks must still run with no host waiting on the
+// stream (synchronize would run it on the host and hide a missed wake-up).
+TEST(Streams, ParkedWorkerRunsLaunchesNobodyWaitsFor) {
+  Stream* stream = create_stream(0);
+  std::atomic<int> ran{0};
+  for (int i = 1; i <= 50; ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100 + 20 * i));  // around the 150 us park point
+    launch(stream, "flag", [&] { ran.fetch_add(1); });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (ran.load() < i && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    ASSERT_EQ(ran.load(), i) << "launch " << i << " did not run without a waiter";
+  }
+  stream_synchronize(stream);
+}
+
 // ---- copies ----------------------------------------------------------------
 
 TEST(Copies, HostDeviceRoundTrip) {
