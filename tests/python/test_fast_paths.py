@@ -121,16 +121,20 @@ def test_item_after_queued_work_and_after_a_failed_kernel():
 
 @pytest.mark.parametrize("capability", ["default", "avx2"])
 def test_vector_kernels_under_lower_cpu_capability(run_python, capability):
+    # References in float64: CPU eager's own float32 exp under ATEN_CPU_CAPABILITY=avx2 on an AVX-512
+    # machine is off by up to 1.5e-4 relative in one thread's half of the elements in about 1 run of 8
+    # (measured with torch alone, torch_rbln not loaded).
     out = run_python("""
         import torch.nn.functional as F
         from torch.testing import assert_close
         x = torch.randn(13, 1029) * 4
-        assert_close(torch.exp(x.rbln()).cpu(), torch.exp(x))
-        assert_close(torch.softmax(x.rbln(), -1).cpu(), torch.softmax(x, -1))
-        assert_close(torch.log_softmax(x.rbln(), -1).cpu(), torch.log_softmax(x, -1))
-        assert_close(F.layer_norm(x.rbln(), (1029,)).cpu(), F.layer_norm(x, (1029,)), rtol=1e-4, atol=1e-4)
+        d = x.double()
+        assert_close(torch.exp(x.rbln()).cpu(), torch.exp(d).float())
+        assert_close(torch.softmax(x.rbln(), -1).cpu(), torch.softmax(d, -1).float())
+        assert_close(torch.log_softmax(x.rbln(), -1).cpu(), torch.log_softmax(d, -1).float())
+        assert_close(F.layer_norm(x.rbln(), (1029,)).cpu(), F.layer_norm(d, (1029,)).float(), rtol=1e-4, atol=1e-4)
         big = torch.randn(1 << 20)
-        assert_close(big.rbln().sum().cpu(), big.sum(), rtol=1e-5, atol=1e-3)
+        assert_close(big.rbln().sum().cpu(), big.double().sum().float(), rtol=1e-5, atol=1e-3)
         print(json.dumps({"ok": True}))
     """, ATEN_CPU_CAPABILITY=capability)
     assert out["ok"]
