@@ -24,8 +24,10 @@ void gemm_plain(int64_t n, int64_t k, int64_t p, C alpha, const T* a, int64_t ld
   for (int64_t r = 0; r < n; ++r)
     for (int64_t col = 0; col < p; ++col) {
       C acc = 0;
-      for (int64_t j = 0; j < k; ++j)
-        acc += static_cast<C>(ta ? a[j * lda + r] : a[r * lda + j]) * static_cast<C>(tb ? b[col * ldb + j] : b[j * ldb + col]);
+      for (int64_t j = 0; j < k; ++j) {
+        const C av = static_cast<C>(ta ? a[j * lda + r] : a[r * lda + j]);
+        acc += av * static_cast<C>(tb ? b[col * ldb + j] : b[j * ldb + col]);
+      }
       T& out = c[r * ldc + col];
       out = static_cast<T>(beta == C(0) ? alpha * acc : static_cast<C>(out) * beta + alpha * acc);
     }

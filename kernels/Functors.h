@@ -571,7 +571,6 @@ struct hardswish_backward {
   }
 };
 
-
 // ---- ternary ----------------------------------------------------------------
 template <class T>
 struct addcmul {

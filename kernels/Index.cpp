@@ -135,6 +135,9 @@ at::Tensor& index_copy_(at::Tensor& self, int64_t dim, const at::Tensor& index, 
   return index_copy_out(self, dim, index, source, self);
 }
 
+// 1-d empty tensors are skipped by cat, as on CPU (legacy behaviour).
+static bool cat_skips(const at::Tensor& t) { return t.dim() == 1 && t.numel() == 0; }
+
 // cat of contiguous inputs of out's dtype into a contiguous out: one launch
 // copying each input's block of every outer row (no per-input views or launches).
 template <class Inputs>
@@ -142,7 +145,7 @@ static bool cat_contiguous(const Inputs& inputs, int64_t dim,
                            const at::Tensor& out) {
   if (!out.is_contiguous() || out.numel() == 0) return false;
   for (const at::Tensor& t : inputs) {
-    if (t.dim() == 1 && t.numel() == 0) continue;  // skipped, as cat_skips
+    if (cat_skips(t)) continue;
     if (!t.is_contiguous() || t.scalar_type() != out.scalar_type() || t.device() != out.device()) return false;
     if (t.data_ptr() == out.data_ptr()) return false;  // overlap: let the general path raise or cope
   }
@@ -151,7 +154,7 @@ static bool cat_contiguous(const Inputs& inputs, int64_t dim,
   for (int64_t d = dim + 1; d < out.dim(); ++d) inner *= out.size(d);
   c10::SmallVector<std::pair<const char*, int64_t>, 4> blocks;  // source, bytes per outer row
   for (const at::Tensor& t : inputs) {
-    if (t.dim() == 1 && t.numel() == 0) continue;
+    if (cat_skips(t)) continue;
     if (t.numel() > 0) blocks.emplace_back(static_cast<const char*>(t.const_data_ptr()), t.size(dim) * inner);
   }
   auto* dst = static_cast<char*>(out.data_ptr());
@@ -169,9 +172,6 @@ static bool cat_contiguous(const Inputs& inputs, int64_t dim,
 }
 
 namespace {
-
-// 1-d empty tensors are skipped, as on CPU (legacy behaviour).
-bool cat_skips(const at::Tensor& t) { return t.dim() == 1 && t.numel() == 0; }
 
 // What cat checks and computes before writing: the first joined input (null
 // when every input is skipped), the wrapped dim, the output's sizes and dtype.

@@ -1,5 +1,6 @@
 // Matrix multiply on the device's matrix engine: the BLAS libtorch carries
-// (sgemm; float16/bfloat16 widen to float32 first), a plain loop for integers.
+// (sgemm; float16/bfloat16 widen to float32 first), a plain loop for integers
+// and, as CPU's bmm, for small batched products.
 #include <ATen/TensorIterator.h>
 #include <ATen/ops/empty.h>
 

@@ -183,9 +183,12 @@ def test_linear_cross_entropy_float16_accumulates_in_float32_like_cpu():
     results = []
     for device in ("cpu", "rbln"):
         xs, ws = x.half().to(device).requires_grad_(), w.half().to(device).requires_grad_()
-        loss = F.linear_cross_entropy(xs, ws, target.to(device), options=options)
-        loss.backward()
+        with torch.rbln.explain() as ex:
+            loss = F.linear_cross_entropy(xs, ws, target.to(device), options=options)
+            loss.backward()
         results.append((loss.detach().cpu(), xs.grad.cpu(), ws.grad.cpu()))
+    assert not ex.fallback_ops, ex.fallback_reasons
+    assert "aten::addmm.out" in ex.device_ops, sorted(ex.device_ops)
     (loss, gx, gw), (dev_loss, dev_gx, dev_gw) = results
     torch.testing.assert_close(dev_loss, loss, rtol=0, atol=0)
     torch.testing.assert_close(dev_gx, gx, rtol=0, atol=0)
