@@ -165,7 +165,12 @@ def main() -> int:
         "exp": lambda x, y: torch.exp(x),
         "add": lambda x, y: x + y,
         "add, transposed input": lambda x, y: x.view(2048, -1).t() + y.view(2048, -1).t(),
+        "exp, strided input (every 2nd element)": lambda x, y: torch.exp(x[::2]),
         "sum": lambda x, y: x.sum(),
+        "sum over rows of 1024": lambda x, y: x.view(-1, 1024).sum(1),
+        "sum over dim 0 (columns of 1024)": lambda x, y: x.view(-1, 1024).sum(0),
+        "amax over rows of 1024": lambda x, y: x.view(-1, 1024).amax(1),
+        "vector norm over rows of 1024": lambda x, y: torch.linalg.vector_norm(x.view(-1, 1024), dim=1),
         "softmax over rows of 1024": lambda x, y: torch.softmax(x.view(-1, 1024), -1),
         "layer_norm over rows of 1024": lambda x, y: F.layer_norm(x.view(-1, 1024), (1024,)),
     }
@@ -174,15 +179,19 @@ def main() -> int:
             x, y = torch.randn(n, device=device), torch.randn(n, device=device)
             return lambda: fn(x, y)
         rows.append(compare(f"{name}, {n * 4 >> 20} MiB", "large", make, reps, 1.1))
-    for size in ((1024,) if args.quick else (1024, 2048)):
+    for size in ((1024,) if args.quick else (1024, 2048, 4096)):
         def mm(device, size=size):
             a, b = torch.randn(size, size, device=device), torch.randn(size, size, device=device)
             return lambda: a @ b
         rows.append(compare(f"matmul {size}x{size}", "matmul", mm, reps, 1.05))
+    def mm_t(device):
+        a, b = torch.randn(2048, 2048, device=device), torch.randn(2048, 2048, device=device)
+        return lambda: a.t() @ b
+    rows.append(compare("matmul 2048x2048, transposed input", "matmul", mm_t, reps, 1.05))
     def bmm(device):
-        a, b = torch.randn(16, 256, 256, device=device), torch.randn(16, 256, 256, device=device)
+        a, b = torch.randn(8, 1024, 1024, device=device), torch.randn(8, 1024, 1024, device=device)
         return lambda: torch.bmm(a, b)
-    rows.append(compare("bmm 16x256x256", "matmul", bmm, reps, 1.05))
+    rows.append(compare("bmm 8x1024x1024", "matmul", bmm, reps, 1.05))
 
     # ---- copies: bandwidth against a host memcpy of the same bytes ----
     nbytes = 64 << 20

@@ -1,6 +1,6 @@
 // The reduction family: sum, mean, amax/amin, max/min (values and indices),
-// argmax/argmin. The reduced dims are moved innermost and made contiguous,
-// so every reduction is a row reduction over [outer, inner].
+// argmax/argmin, over the plan of kernels/Reduce.h. Float32 rows and columns
+// take the vector loops of kernels/vec; other dtypes fold element by element.
 #include <ATen/AccumulateType.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/ops/empty.h>
@@ -9,6 +9,7 @@
 
 #include <bitset>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "kernels/Common.h"
@@ -32,30 +33,47 @@ Plan plan(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim, at
     }
   }
   Plan p;
-  std::vector<int64_t> perm;
-  p.outer = p.inner = 1;
+  std::vector<int64_t> kept, folded;
+  // first and last reduced dim of more than one element: between them, every
+  // dim of more than one element must be reduced for the block to be the input
+  int64_t first = ndim, last = -1;
+  bool adjacent = true;
   for (int64_t d = 0; d < ndim; ++d) {
     if (reduced[d]) {
       if (keepdim) p.out_sizes.push_back(1);
+      folded.push_back(d);
+      if (self.size(d) != 1) first = std::min(first, d), last = d;
     } else {
       p.out_sizes.push_back(self.size(d));
-      perm.push_back(d);
-      p.outer *= self.size(d);
+      kept.push_back(d);
     }
   }
-  for (int64_t d = 0; d < ndim; ++d) {
-    if (reduced[d]) {
-      perm.push_back(d);
-      p.inner *= self.size(d);
+  for (int64_t d = first + 1; d < last; ++d) adjacent &= reduced[d] || self.size(d) == 1;
+  if (adjacent) {
+    auto count = [&](int64_t lo, int64_t hi) {
+      int64_t n = 1;
+      for (int64_t d = lo; d < hi; ++d) n *= self.size(d);
+      return n;
+    };
+    if (last < 0) first = last = ndim;  // nothing of more than one element is reduced
+    else ++last;
+    p.lines = {count(0, first), count(first, last), count(last, ndim)};
+    if (self.is_contiguous() && self.scalar_type() == compute) {
+      p.rows = self;
+    } else {
+      p.rows = at::empty(self.sizes(), self.options().dtype(compute));
+      device_copy(p.rows, self);
     }
+    return p;
   }
-  auto permuted = ndim ? self.permute(perm) : self;
-  if (permuted.is_contiguous() && self.scalar_type() == compute) {
-    p.rows = permuted;
-  } else {
-    p.rows = at::empty(permuted.sizes(), self.options().dtype(compute));
-    device_copy(p.rows, permuted);
-  }
+  int64_t outer = 1, inner = 1;
+  for (auto d : kept) outer *= self.size(d);
+  for (auto d : folded) inner *= self.size(d);
+  kept.insert(kept.end(), folded.begin(), folded.end());
+  auto permuted = self.permute(kept);
+  p.lines = {outer, inner, 1};
+  p.rows = at::empty(permuted.sizes(), self.options().dtype(compute));
+  device_copy(p.rows, permuted);
   return p;
 }
 
@@ -63,78 +81,162 @@ namespace {
 
 enum class Op { kSum, kMean, kMax, kMin };
 
+template <class T>
+bool is_nan(T v) {
+  if constexpr (std::is_floating_point_v<at::opmath_type<T>>) return std::isnan(static_cast<float>(v));
+  return false;
+}
+// The identity of max (lowest) and of min (highest): -inf/+inf where the type has them.
+template <class T>
+T lowest() {
+  if constexpr (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
+  return std::numeric_limits<T>::lowest();
+}
+template <class T>
+T highest() {
+  if constexpr (std::numeric_limits<T>::has_infinity) return std::numeric_limits<T>::infinity();
+  return std::numeric_limits<T>::max();
+}
+
+template <class Acc, class T>
+Acc row_sum(const T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) return static_cast<Acc>(vec::table().sum_f32(x, n));
+  Acc acc = 0;
+  for (int64_t j = 0; j < n; ++j) acc += static_cast<Acc>(x[j]);
+  return acc;
+}
+
+// max (or min) folding: a NaN wins and stays.
+template <class T>
+auto extremum_step(bool max) {
+  return [max](T a, T x, int64_t) { return (max ? x > a : x < a) || is_nan(x) ? x : a; };
+}
+template <class T>
+T row_extremum(const T* x, int64_t n, bool max) {
+  T a = max ? lowest<T>() : highest<T>();
+  auto step = extremum_step<T>(max);
+  for (int64_t j = 0; j < n; ++j) a = step(a, x[j], j);
+  return a;
+}
+float row_extremum(const float* x, int64_t n, bool max) { return vec::table().extremum_f32(x, n, max); }
+
+// Float32 columns: the vector fold (vec::Table::fold_cols_f32, op 0 sum, 1
+// max, 2 min), a tile of columns at a time; store(i, double).
+template <class Store>
+void launch_float_cols(const Plan& p, const at::Tensor& out, const char* name, int op, Store store) {
+  const float* in = p.rows.const_data_ptr<float>();
+  const Lines l = p.lines;
+  launch_on(out, name, [=] {
+    for_column_tiles(l, [&](int64_t o, int64_t c0, int64_t w) {
+      double acc[kColumnTile];
+      vec::table().fold_cols_f32(in + o * l.inner * l.cols + c0, l.inner, w, l.cols, acc, op);
+      for (int64_t c = 0; c < w; ++c) store(o * l.cols + c0 + c, acc[c]);
+    });
+  });
+}
+
+// The best value so far and its position (index -1: none yet). A NaN wins and stays.
+template <class T>
+struct Best {
+  T value;
+  int64_t index;
+};
+
+template <class T>
+auto best_step(bool max) {
+  return [max](Best<T> a, T x, int64_t r) {
+    if (a.index >= 0 && (is_nan(a.value) || !((max ? x > a.value : x < a.value) || is_nan(x)))) return a;
+    return Best<T>{x, r};
+  };
+}
+template <class T>
+Best<T> row_best(const T* x, int64_t n, bool max) {
+  Best<T> a{T(0), -1};
+  auto step = best_step<T>(max);
+  for (int64_t j = 0; j < n; ++j) a = step(a, x[j], j);
+  return a;
+}
+// The vector extremum, then the first position holding it.
+Best<float> row_best(const float* x, int64_t n, bool max) {
+  const float v = vec::table().extremum_f32(x, n, max);
+  int64_t j = 0;
+  if (std::isnan(v)) {
+    while (!std::isnan(x[j])) ++j;
+  } else {
+    while (x[j] != v) ++j;
+  }
+  return {x[j], j};  // CPU's value is the element at the index (-0.0 where max says 0.0)
+}
+
 // values (and indices, for max/min) into contiguous outputs.
 void run(const Plan& p, Op op, const at::Tensor& values, const at::Tensor* indices, const char* name) {
-  if (p.outer == 0) return;
+  if (p.outputs() == 0) return;
   RBLN_DISPATCH_ALL(p.rows.scalar_type(), "reduce", [&] {
     using acc_t = at::acc_type<scalar_t, false>;
     const auto* in = p.rows.const_data_ptr<scalar_t>();
     auto* out = values.data_ptr<scalar_t>();
-    auto* idx = indices ? indices->data_ptr<int64_t>() : nullptr;
-    const int64_t outer = p.outer, inner = p.inner;
-    if ((op == Op::kSum || op == Op::kMean) && inner >= 4 * kGrainSize && outer < 4 * at::get_num_threads()) {
+    const Lines l = p.lines;
+    if (op == Op::kSum || op == Op::kMean) {
+      const bool mean = op == Op::kMean;
+      auto store = [out, mean, inner = l.inner](int64_t i, acc_t acc) {
+        if (mean) acc /= static_cast<acc_t>(inner);
+        out[i] = static_cast<scalar_t>(acc);
+      };
+      if (l.cols > 1 && p.rows.scalar_type() == at::kFloat) {
+        launch_float_cols(p, values, name, 0, store);
+        return;
+      }
+      if (l.cols > 1) {
+        launch_lines<scalar_t>(p, values, name, acc_t(0),
+                               [](acc_t a, scalar_t x, int64_t) { return a + static_cast<acc_t>(x); }, store);
+        return;
+      }
+      if (l.inner < 4 * kGrainSize || l.outer >= 4 * at::get_num_threads()) {
+        launch_rows(values, name, l, [=](int64_t o) { store(o, row_sum<acc_t>(in + o * l.inner, l.inner)); });
+        return;
+      }
       // Few long rows (a full reduction is one row): split each row into fixed
       // pieces summed in parallel (claimed by the threads), then add the pieces
       // in order, so the result does not depend on the threads.
       launch_on(values, name, [=] {
         constexpr int64_t kPiece = 1 << 16;
-        const int64_t pieces = (inner + kPiece - 1) / kPiece;
-        std::vector<acc_t> partial(outer * pieces);
-        const int64_t total = outer * pieces;
+        const int64_t pieces = (l.inner + kPiece - 1) / kPiece, total = l.outer * pieces;
+        std::vector<acc_t> partial(total);
         parallel_claim(total, std::min<int64_t>(at::get_num_threads(), total), [&](int64_t t, int64_t) {
-          const scalar_t* piece = in + (t / pieces) * inner + (t % pieces) * kPiece;
-          const int64_t len = std::min(kPiece, inner - (t % pieces) * kPiece);
-          if constexpr (std::is_same_v<scalar_t, float>) {
-            partial[t] = static_cast<acc_t>(vec::table().sum_f32(reinterpret_cast<const float*>(piece), len));
-          } else {
-            acc_t acc = 0;
-            for (int64_t j = 0; j < len; ++j) acc += static_cast<acc_t>(piece[j]);
-            partial[t] = acc;
-          }
+          const int64_t start = (t % pieces) * kPiece;
+          partial[t] = row_sum<acc_t>(in + (t / pieces) * l.inner + start, std::min(kPiece, l.inner - start));
         });
-        for (int64_t r = 0; r < outer; ++r) {
+        for (int64_t r = 0; r < l.outer; ++r) {
           acc_t acc = 0;
           for (int64_t k = 0; k < pieces; ++k) acc += partial[r * pieces + k];
-          if (op == Op::kMean) acc /= static_cast<acc_t>(inner);
-          out[r] = static_cast<scalar_t>(acc);
+          store(r, acc);
         }
       });
       return;
     }
-    launch_on(values, name, [=] {
-      at::parallel_for(0, outer, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(inner, 1)), [&](int64_t b,
-                                                                                                   int64_t e) {
-        for (int64_t r = b; r < e; ++r) {
-          const scalar_t* row = in + r * inner;
-          if (op == Op::kSum || op == Op::kMean) {
-            acc_t acc = 0;
-            for (int64_t j = 0; j < inner; ++j) acc += static_cast<acc_t>(row[j]);
-            if (op == Op::kMean) acc /= static_cast<acc_t>(inner);
-            out[r] = static_cast<scalar_t>(acc);
-            continue;
-          }
-          scalar_t best = row[0];
-          int64_t best_j = 0;
-          for (int64_t j = 1; j < inner; ++j) {
-            auto v = row[j];
-            if constexpr (std::is_floating_point_v<at::opmath_type<scalar_t>>) {
-              if (std::isnan(static_cast<float>(best))) break;
-              if (std::isnan(static_cast<float>(v))) {
-                best = v;
-                best_j = j;
-                break;
-              }
-            }
-            if (op == Op::kMax ? (v > best) : (v < best)) {
-              best = v;
-              best_j = j;
-            }
-          }
-          out[r] = best;
-          if (idx) idx[r] = best_j;
-        }
-      });
-    });
+    const bool max = op == Op::kMax;
+    if (!indices) {  // amax/amin: values only
+      if (l.cols == 1) {
+        launch_rows(values, name, l, [=](int64_t o) { out[o] = row_extremum(in + o * l.inner, l.inner, max); });
+      } else if (p.rows.scalar_type() == at::kFloat) {
+        launch_float_cols(p, values, name, max ? 1 : 2,
+                          [out](int64_t i, double a) { out[i] = static_cast<scalar_t>(a); });
+      } else {
+        launch_lines<scalar_t>(p, values, name, max ? lowest<scalar_t>() : highest<scalar_t>(),
+                               extremum_step<scalar_t>(max), [out](int64_t i, scalar_t a) { out[i] = a; });
+      }
+      return;
+    }
+    auto* idx = indices->data_ptr<int64_t>();
+    auto store = [out, idx](int64_t i, Best<scalar_t> a) {
+      out[i] = a.value;
+      idx[i] = a.index;
+    };
+    if (l.cols == 1) {
+      launch_rows(values, name, l, [=](int64_t o) { store(o, row_best(in + o * l.inner, l.inner, max)); });
+    } else {
+      launch_lines<scalar_t>(p, values, name, Best<scalar_t>{scalar_t(0), -1}, best_step<scalar_t>(max), store);
+    }
   });
 }
 
@@ -154,8 +256,8 @@ at::Tensor& reduce_into(const at::Tensor& self, at::OptionalIntArrayRef dim, boo
                         at::Tensor& out, Op op, const char* name) {
   auto p = plan(self, dim, keepdim, dtype);
   prepare_out(out, p.out_sizes, dtype, self, name);
-  if (op == Op::kMean && p.inner == 0) return fill_Scalar(out, std::nan(""));
-  if (p.inner == 0) return fill_Scalar(out, 0);
+  if (op == Op::kMean && p.inner() == 0) return fill_Scalar(out, std::nan(""));
+  if (p.inner() == 0) return fill_Scalar(out, 0);
   write_contiguous(out, [&](const at::Tensor& target) { run(p, op, target, nullptr, name); });
   return out;
 }
@@ -164,12 +266,22 @@ void check_nonempty(const at::Tensor& self, const char* op) {
   TORCH_CHECK(self.numel() > 0, op, "(): Expected reduction dim to be specified for input.numel() == 0. ",
               "Specify the reduction dim with the 'dim' argument.");
 }
+// max and min have no identity: CPU's errors for an empty input (an empty
+// result is fine where only kept dims are empty).
+void check_reduced_nonempty(const at::Tensor& self, at::IntArrayRef dims, const char* op) {
+  if (self.numel() != 0) return;
+  if (dims.empty()) check_nonempty(self, op);
+  for (auto d : dims) {
+    d = at::maybe_wrap_dim(d, std::max<int64_t>(self.dim(), 1));
+    TORCH_CHECK_INDEX(self.dim() == 0 || self.size(d) != 0, op, "(): Expected reduction dim ", d,
+                      " to have non-zero size.");
+  }
+}
 
 std::tuple<at::Tensor&, at::Tensor&> extremum_dim(const at::Tensor& self, int64_t dim, bool keepdim,
                                                   at::Tensor& values, at::Tensor& indices, Op op, const char* name) {
   dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
-  TORCH_CHECK(self.dim() == 0 || self.size(dim) > 0, name, "(): Expected reduction dim ", dim,
-              " to have non-zero size.");
+  check_reduced_nonempty(self, dim, name);
   int64_t dims[1] = {dim};
   auto p = plan(self, at::IntArrayRef(dims, self.dim() ? 1 : 0), keepdim, self.scalar_type());
   prepare_out(values, p.out_sizes, self.scalar_type(), self, name);
@@ -190,7 +302,7 @@ at::Tensor full_extremum(const at::Tensor& self, Op op, const char* name) {
 
 at::Tensor arg_extremum(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, Op op, const char* name) {
   if (!dim) {
-    check_nonempty(self, name);
+    TORCH_CHECK_INDEX(self.numel() > 0, name, "(): Expected reduction dim to be specified for input.numel() == 0.");
     auto values = at::empty({0}, self.options());
     auto indices = at::empty({0}, self.options().dtype(at::kLong));
     extremum_dim(self.reshape({-1}), 0, false, values, indices, op, name);
@@ -233,7 +345,7 @@ at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool ke
   return reduce_into(self, dim, keepdim, out.scalar_type(), out, Op::kMean, "mean");
 }
 at::Tensor& amax_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
-  check_nonempty(self, "amax");
+  check_reduced_nonempty(self, dim, "amax");
   return reduce_into(self, dim, keepdim, self.scalar_type(), out, Op::kMax, "amax");
 }
 at::Tensor amax(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
@@ -241,7 +353,7 @@ at::Tensor amax(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
   return amax_out(self, dim, keepdim, out);
 }
 at::Tensor& amin_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
-  check_nonempty(self, "amin");
+  check_reduced_nonempty(self, dim, "amin");
   return reduce_into(self, dim, keepdim, self.scalar_type(), out, Op::kMin, "amin");
 }
 at::Tensor amin(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {

@@ -1,6 +1,6 @@
-// More row reductions over the reduction plan (kernels/Reduce.h): all/any,
-// prod, variance and standard deviation (with their means), vector norms.
-// Each output element reduces one contiguous row; rows run in parallel.
+// More reductions over the reduction plan and loop (kernels/Reduce.h):
+// all/any, prod, variance and standard deviation (with their means), vector
+// norms. Each is an accumulator, a step and a final store.
 #include <ATen/AccumulateType.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/ops/empty.h>
@@ -11,24 +11,10 @@
 #include "kernels/Common.h"
 #include "kernels/Kernels.h"
 #include "kernels/Reduce.h"
+#include "kernels/vec/VecKernels.h"
 
 namespace rbln::kernels {
 namespace {
-
-// Runs row(r, first, inner) -> value for every row and stores it into `out` (contiguous, dtype Out).
-template <class In, class Out, class F>
-void for_rows(const Plan& p, const at::Tensor& out, const char* name, F row) {
-  if (p.outer == 0) return;
-  const In* in = p.rows.const_data_ptr<In>();
-  Out* o = out.data_ptr<Out>();
-  const int64_t outer = p.outer, inner = p.inner;
-  launch_on(out, name, [=] {
-    at::parallel_for(0, outer, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(inner, 1)),
-                     [&](int64_t b, int64_t e) {
-                       for (int64_t r = b; r < e; ++r) o[r] = static_cast<Out>(row(in + r * inner, inner));
-                     });
-  });
-}
 
 // Writes `fill(target)` into `out`, sized and typed by the plan.
 template <class F>
@@ -47,13 +33,16 @@ at::Tensor& logical_reduce(const at::Tensor& self, at::OptionalIntArrayRef dims,
   auto p = plan(self, dims, keepdim, self.scalar_type());
   return reduce_to(out, p, dtype, self, is_all ? "all" : "any", [&](const at::Tensor& target) {
     RBLN_DISPATCH_ALL(self.scalar_type(), "all_any", [&] {
-      auto row = [is_all](const scalar_t* x, int64_t n) {
-        for (int64_t j = 0; j < n; ++j)
-          if ((x[j] != scalar_t(0)) != is_all) return !is_all;
-        return is_all;
+      auto step = [is_all](bool a, scalar_t x, int64_t) {
+        return is_all ? a && x != scalar_t(0) : a || x != scalar_t(0);
       };
-      if (dtype == at::kByte) for_rows<scalar_t, uint8_t>(p, target, name, row);
-      else for_rows<scalar_t, bool>(p, target, name, row);
+      if (dtype == at::kByte) {
+        launch_lines<scalar_t>(p, target, name, is_all, step,
+                               [o = target.data_ptr<uint8_t>()](int64_t i, bool a) { o[i] = a; });
+      } else {
+        launch_lines<scalar_t>(p, target, name, is_all, step,
+                               [o = target.data_ptr<bool>()](int64_t i, bool a) { o[i] = a; });
+      }
     });
   });
 }
@@ -69,11 +58,10 @@ at::Tensor& prod_into(const at::Tensor& self, at::OptionalIntArrayRef dims, bool
   return reduce_to(out, p, dtype, self, "prod", [&](const at::Tensor& target) {
     RBLN_DISPATCH_ALL(dtype, "prod", [&] {
       using acc_t = at::acc_type<scalar_t, false>;
-      for_rows<scalar_t, scalar_t>(p, target, "aten::prod", [](const scalar_t* x, int64_t n) {
-        acc_t acc = 1;
-        for (int64_t j = 0; j < n; ++j) acc *= static_cast<acc_t>(x[j]);
-        return acc;
-      });
+      auto* o = target.data_ptr<scalar_t>();
+      launch_lines<scalar_t>(p, target, "aten::prod", acc_t(1),
+                             [](acc_t a, scalar_t x, int64_t) { return a * static_cast<acc_t>(x); },
+                             [o](int64_t i, acc_t a) { o[i] = static_cast<scalar_t>(a); });
     });
   });
 }
@@ -83,18 +71,42 @@ void check_floating(const at::Tensor& self, const char* op) {
               self.scalar_type(), " (complex inputs run through the CPU fallback)");
 }
 
-// Mean and the sum of squared deviations of a row, in double (CPU accumulates float in double too).
+// A row's mean and sum of squared deviations in two passes, and Welford's
+// one-pass update for columns (their steps run side by side); both in double,
+// as CPU accumulates float.
+struct Moments {
+  double mean, m2;
+};
 template <class T>
-std::pair<double, double> moments(const T* x, int64_t n) {
-  double sum = 0;
+Moments row_moments(const T* x, int64_t n) {
+  double sum = 0, sq = 0;
   for (int64_t j = 0; j < n; ++j) sum += static_cast<double>(x[j]);
   const double mean = sum / static_cast<double>(n);
-  double sq = 0;
   for (int64_t j = 0; j < n; ++j) {
     const double d = static_cast<double>(x[j]) - mean;
     sq += d * d;
   }
   return {mean, sq};
+}
+template <class T>
+Moments welford(Moments a, T x, int64_t r) {
+  const double v = static_cast<double>(x), d = v - a.mean;
+  a.mean += d * (1.0 / static_cast<double>(r + 1));  // the reciprocal is shared by a row of columns
+  a.m2 += d * (v - a.mean);
+  return a;
+}
+
+// Queues store(i, moments of output i) over the plan.
+template <class T, class Store>
+void launch_moments(const Plan& p, const at::Tensor& out, const char* name, Store store) {
+  if (p.outputs() == 0) return;
+  if (p.lines.cols > 1 || p.inner() == 0) {
+    launch_lines<T>(p, out, name, Moments{0, 0}, [](Moments a, T x, int64_t r) { return welford(a, x, r); }, store);
+    return;
+  }
+  const T* in = p.rows.const_data_ptr<T>();
+  const Lines l = p.lines;
+  launch_rows(out, name, l, [=](int64_t o) { store(o, row_moments(in + o * l.inner, l.inner)); });
 }
 
 // var (or std, with take_sqrt) into `out`, and the mean into `mean_out` when defined.
@@ -105,20 +117,23 @@ void variance_into(const at::Tensor& self, at::OptionalIntArrayRef dims, const s
   const double c = correction ? correction->toDouble() : 1.0;
   auto p = plan(self, dims, keepdim, self.scalar_type());
   const char* name = take_sqrt ? "aten::std" : "aten::var";
+  const int64_t n = p.inner();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
   reduce_to(out, p, self.scalar_type(), self, op, [&](const at::Tensor& target) {
     RBLN_DISPATCH_FLOATING(self.scalar_type(), "var", [&] {
-      for_rows<scalar_t, scalar_t>(p, target, name, [=](const scalar_t* x, int64_t n) {
-        if (n == 0) return std::numeric_limits<double>::quiet_NaN();
-        const double v = moments(x, n).second / std::max(0.0, static_cast<double>(n) - c);
-        return take_sqrt ? std::sqrt(v) : v;
+      auto* o = target.data_ptr<scalar_t>();
+      launch_moments<scalar_t>(p, target, name, [o, n, c, take_sqrt, nan](int64_t i, Moments m) {
+        const double v = n == 0 ? nan : m.m2 / std::max(0.0, static_cast<double>(n) - c);
+        o[i] = static_cast<scalar_t>(take_sqrt ? std::sqrt(v) : v);
       });
     });
   });
   if (!mean_out) return;
   reduce_to(*mean_out, p, self.scalar_type(), self, op, [&](const at::Tensor& target) {
     RBLN_DISPATCH_FLOATING(self.scalar_type(), "var_mean", [&] {
-      for_rows<scalar_t, scalar_t>(p, target, "aten::mean", [](const scalar_t* x, int64_t n) {
-        return n == 0 ? std::numeric_limits<double>::quiet_NaN() : moments(x, n).first;
+      auto* o = target.data_ptr<scalar_t>();
+      launch_moments<scalar_t>(p, target, "aten::mean", [o, n, nan](int64_t i, Moments m) {
+        o[i] = static_cast<scalar_t>(n == 0 ? nan : m.mean);
       });
     });
   });
@@ -206,28 +221,44 @@ at::Tensor& linalg_vector_norm_out(const at::Tensor& self, const at::Scalar& ord
   const double p = ord.toDouble();
   const auto type = dtype.value_or(self.scalar_type());
   auto pl = plan(self, dim, keepdim, type);
-  TORCH_CHECK(!((p < 0 || std::isinf(p)) && pl.inner == 0 && pl.outer > 0),
+  TORCH_CHECK(!((p < 0 || std::isinf(p)) && pl.inner() == 0 && pl.outputs() > 0),
               "linalg.vector_norm cannot compute the ", ord, " norm on an empty tensor because the operation does "
               "not have an identity");
   return reduce_to(out, pl, type, self, "linalg_vector_norm", [&](const at::Tensor& target) {
-    RBLN_DISPATCH_FLOATING(type, "linalg_vector_norm", [&] {
-      for_rows<scalar_t, scalar_t>(pl, target, "aten::linalg_vector_norm", [p](const scalar_t* x, int64_t n) {
-        double acc = 0;
-        if (std::isinf(p)) {
-          acc = p > 0 ? 0.0 : std::numeric_limits<double>::infinity();
-          for (int64_t j = 0; j < n; ++j) {
-            const double a = std::abs(static_cast<double>(x[j]));
-            if (std::isnan(a)) return a;
-            acc = p > 0 ? std::max(acc, a) : std::min(acc, a);
-          }
-          return acc;
-        }
-        for (int64_t j = 0; j < n; ++j) {
-          const double a = std::abs(static_cast<double>(x[j]));
-          acc += p == 0 ? (a != 0 || std::isnan(a)) : p == 1 ? a : p == 2 ? a * a : std::pow(a, p);
-        }
-        return p == 0 || p == 1 ? acc : p == 2 ? std::sqrt(acc) : std::pow(acc, 1.0 / p);
+    if (type == at::kFloat && pl.lines.cols == 1 && (p == 1 || p == 2) && pl.outputs() > 0) {  // vector rows
+      const float* in = pl.rows.const_data_ptr<float>();
+      float* o = target.data_ptr<float>();
+      const Lines l = pl.lines;
+      const int power = static_cast<int>(p);
+      launch_rows(target, "aten::linalg_vector_norm", l, [=](int64_t r) {
+        const double sum = vec::table().sum_pow_f32(in + r * l.inner, l.inner, power);
+        o[r] = static_cast<float>(power == 2 ? std::sqrt(sum) : sum);
       });
+      return;
+    }
+    RBLN_DISPATCH_FLOATING(type, "linalg_vector_norm", [&] {
+      auto store = [o = target.data_ptr<scalar_t>(), p](int64_t i, double acc) {
+        o[i] = static_cast<scalar_t>(std::isinf(p) || p == 0 || p == 1 ? acc
+                                     : p == 2                        ? std::sqrt(acc)
+                                                                     : std::pow(acc, 1.0 / p));
+      };
+      if (std::isinf(p)) {  // the largest (smallest) magnitude; a NaN wins
+        launch_lines<scalar_t>(
+            pl, target, "aten::linalg_vector_norm", p > 0 ? 0.0 : std::numeric_limits<double>::infinity(),
+            [p](double a, scalar_t x, int64_t) {
+              const double v = std::abs(static_cast<double>(x));
+              return std::isnan(a) || (p > 0 ? a >= v : a <= v) ? a : v;
+            },
+            store);
+        return;
+      }
+      launch_lines<scalar_t>(
+          pl, target, "aten::linalg_vector_norm", 0.0,
+          [p](double a, scalar_t x, int64_t) {
+            const double v = std::abs(static_cast<double>(x));
+            return a + (p == 0 ? (v != 0 || std::isnan(v)) : p == 1 ? v : p == 2 ? v * v : std::pow(v, p));
+          },
+          store);
     });
   });
 }

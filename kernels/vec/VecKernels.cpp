@@ -30,43 +30,126 @@ void gelu_f32(const float* x, float* y, int64_t n) {
   if (i < n) gelu(Vec::loadu(x + i, n - i)).store(y + i, n - i);
 }
 
-// Four independent vector accumulators (latency hiding), partial tail by masked load.
+// Four independent vector accumulators (latency hiding), partial tail by
+// masked load (zero-filled, which every term maps to 0). Term: x, |x| or x*x.
+enum Term { kValue, kAbs, kSquare };
+template <Term term>
+Vec of(Vec x) {
+  if constexpr (term == kAbs) return x.abs();
+  if constexpr (term == kSquare) return x * x;
+  return x;
+}
+template <Term term>
 float block_sum(const float* x, int64_t n) {
   Vec a0(0.f), a1(0.f), a2(0.f), a3(0.f);
   int64_t i = 0;
   for (; i + 4 * kW <= n; i += 4 * kW) {
-    a0 += Vec::loadu(x + i);
-    a1 += Vec::loadu(x + i + kW);
-    a2 += Vec::loadu(x + i + 2 * kW);
-    a3 += Vec::loadu(x + i + 3 * kW);
+    a0 += of<term>(Vec::loadu(x + i));
+    a1 += of<term>(Vec::loadu(x + i + kW));
+    a2 += of<term>(Vec::loadu(x + i + 2 * kW));
+    a3 += of<term>(Vec::loadu(x + i + 3 * kW));
   }
-  for (; i + kW <= n; i += kW) a0 += Vec::loadu(x + i);
-  if (i < n) a1 += Vec::loadu(x + i, n - i);  // loadu(ptr, count) zero-fills the rest
+  for (; i + kW <= n; i += kW) a0 += of<term>(Vec::loadu(x + i));
+  if (i < n) a1 += of<term>(Vec::loadu(x + i, n - i));
   Vec a = (a0 + a1) + (a2 + a3);
   return at::vec::vec_reduce_all<float>([](Vec p, Vec q) { return p + q; }, a);
 }
 
-double sum_f32(const float* x, int64_t n) {
+template <Term term>
+double block_sums(const float* x, int64_t n) {
   constexpr int64_t kBlock = 4096;  // float error stays within a block; blocks add in double
   double total = 0;
-  for (int64_t i = 0; i < n; i += kBlock) total += block_sum(x + i, std::min(kBlock, n - i));
+  for (int64_t i = 0; i < n; i += kBlock) total += block_sum<term>(x + i, std::min(kBlock, n - i));
   return total;
 }
 
-float row_max(const float* x, int64_t n) {
-  Vec m(-std::numeric_limits<float>::infinity());
+double sum_f32(const float* x, int64_t n) { return block_sums<kValue>(x, n); }
+
+double sum_pow_f32(const float* x, int64_t n, int p) {
+  return p == 1 ? block_sums<kAbs>(x, n) : block_sums<kSquare>(x, n);
+}
+
+// Column folds: out[c] = fold over r < rows of x[r * stride + c], c < cols.
+// Eight vectors of columns are folded at a time, row after row, in registers;
+// sums run in float over blocks of kBlock rows (each lane adds one column, so
+// blocks are short, as CPU's cascade keeps its float sums short) and add the
+// blocks in double.
+enum ColumnOp { kColumnSum, kColumnMax, kColumnMin };
+template <ColumnOp op>
+Vec fold(Vec a, Vec x) {
+  if constexpr (op == kColumnSum) return a + x;
+  if constexpr (op == kColumnMax) return at::vec::maximum(a, x);  // propagate NaN
+  return at::vec::minimum(a, x);
+}
+template <ColumnOp op>
+void fold_cols(const float* x, int64_t rows, int64_t cols, int64_t stride, double* out) {
+  constexpr int64_t kVecs = 8, kBlock = 64;
+  const float init = op == kColumnSum ? 0.f : op == kColumnMax ? -std::numeric_limits<float>::infinity()
+                                                                : std::numeric_limits<float>::infinity();
+  for (int64_t c = 0; c < cols; c += kVecs * kW) {
+    const int64_t w = std::min(kVecs * kW, cols - c);
+    double total[kVecs * kW];
+    std::fill_n(total, w, static_cast<double>(init));
+    for (int64_t r0 = 0; r0 < rows; r0 += kBlock) {
+      const int64_t r1 = std::min(rows, r0 + kBlock);
+      Vec a[kVecs];
+      std::fill_n(a, kVecs, Vec(init));
+      if (w == kVecs * kW) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const float* p = x + r * stride + c;
+          for (int64_t v = 0; v < kVecs; ++v) a[v] = fold<op>(a[v], Vec::loadu(p + v * kW));
+        }
+      } else {
+        for (int64_t r = r0; r < r1; ++r) {
+          const float* p = x + r * stride + c;
+          for (int64_t v = 0; v * kW < w; ++v) a[v] = fold<op>(a[v], Vec::loadu(p + v * kW, std::min(kW, w - v * kW)));
+        }
+      }
+      float part[kVecs * kW];
+      for (int64_t v = 0; v < kVecs; ++v) a[v].store(part + v * kW);
+      for (int64_t j = 0; j < w; ++j) {
+        if constexpr (op == kColumnSum) total[j] += part[j];
+        else if (std::isnan(total[j]) || std::isnan(part[j])) total[j] = std::numeric_limits<double>::quiet_NaN();
+        else total[j] = op == kColumnMax ? std::max<double>(total[j], part[j]) : std::min<double>(total[j], part[j]);
+      }
+    }
+    std::copy_n(total, w, out + c);
+  }
+}
+
+void fold_cols_f32(const float* x, int64_t rows, int64_t cols, int64_t stride, double* out, int op) {
+  if (op == kColumnSum) fold_cols<kColumnSum>(x, rows, cols, stride, out);
+  else if (op == kColumnMax) fold_cols<kColumnMax>(x, rows, cols, stride, out);
+  else fold_cols<kColumnMin>(x, rows, cols, stride, out);
+}
+
+// max (or min) of x[0..n), n > 0; a NaN anywhere gives NaN. Four
+// accumulators: the NaN-propagating maximum is a chain of several instructions.
+template <bool max>
+float extremum(const float* x, int64_t n) {
+  auto pick = [](Vec p, Vec q) { return max ? at::vec::maximum(p, q) : at::vec::minimum(p, q); };
+  const Vec init(max ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity());
+  Vec m0 = init, m1 = init, m2 = init, m3 = init;
   int64_t i = 0;
-  for (; i + kW <= n; i += kW) m = at::vec::maximum(m, Vec::loadu(x + i));  // propagates NaN
-  float r = at::vec::vec_reduce_all<float>([](Vec p, Vec q) { return at::vec::maximum(p, q); }, m);
-  for (; i < n; ++i) r = (std::isnan(x[i]) || x[i] > r) ? x[i] : r;
+  for (; i + 4 * kW <= n; i += 4 * kW) {
+    m0 = pick(m0, Vec::loadu(x + i));
+    m1 = pick(m1, Vec::loadu(x + i + kW));
+    m2 = pick(m2, Vec::loadu(x + i + 2 * kW));
+    m3 = pick(m3, Vec::loadu(x + i + 3 * kW));
+  }
+  for (; i + kW <= n; i += kW) m0 = pick(m0, Vec::loadu(x + i));
+  float r = at::vec::vec_reduce_all<float>(pick, pick(pick(m0, m1), pick(m2, m3)));
+  for (; i < n; ++i) r = (std::isnan(x[i]) || (max ? x[i] > r : x[i] < r)) ? x[i] : r;
   return r;
 }
+
+float extremum_f32(const float* x, int64_t n, bool max) { return max ? extremum<true>(x, n) : extremum<false>(x, n); }
 
 void softmax_rows_f32(const float* x, float* y, int64_t rows, int64_t size, bool log) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * size;
     float* yr = y + r * size;
-    const float mx = row_max(xr, size);
+    const float mx = extremum<true>(xr, size);
     const Vec vmx(mx);
     Vec acc(0.f);
     int64_t i = 0;
@@ -162,7 +245,9 @@ const Table* make_table() {
 #else
   constexpr bool contracts_fma = true;
 #endif
-  static const Table t{RBLN_STR(CPU_CAPABILITY), contracts_fma, exp_f32, gelu_f32, sum_f32, softmax_rows_f32,
+  static const Table t{RBLN_STR(CPU_CAPABILITY), contracts_fma, exp_f32, gelu_f32, sum_f32, sum_pow_f32, extremum_f32,
+                       fold_cols_f32,
+                       softmax_rows_f32,
                        layer_norm_rows_f32, fmod_bf16};
   return &t;
 }

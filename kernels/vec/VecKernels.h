@@ -24,6 +24,13 @@ struct Table {
   void (*gelu_f32)(const float* x, float* y, int64_t n);
   // sum of x[0..n): float vector partials over blocks, blocks added in double.
   double (*sum_f32)(const float* x, int64_t n);
+  // sum of |x[i]| (p 1) or x[i]^2 (p 2), i < n, accumulated as sum_f32.
+  double (*sum_pow_f32)(const float* x, int64_t n, int p);
+  // max (or min) of x[0..n), n > 0, NaN if any element is NaN.
+  float (*extremum_f32)(const float* x, int64_t n, bool max);
+  // out[c] = sum (op 0), max (1) or min (2, NaN-propagating) over r < rows of
+  // x[r * stride + c], c < cols; sums in float over blocks of rows, the blocks in double.
+  void (*fold_cols_f32)(const float* x, int64_t rows, int64_t cols, int64_t stride, double* out, int op);
   // softmax (or log_softmax) of each contiguous row of `size` elements.
   void (*softmax_rows_f32)(const float* x, float* y, int64_t rows, int64_t size, bool log);
   // layer norm of each contiguous row of n elements; w and b may be null.

@@ -1,7 +1,8 @@
 """The performance paths against CPU: vectorized float32 kernels (exp, softmax,
-log_softmax, layer_norm) under each CPU capability, the threaded full sum, the
-single-launch cat, the dense fill_, bmm spread over the batch, parallel
-copies above 4 MiB, and .item() after queued work and after a failed kernel.
+log_softmax, layer_norm, row and column sums, max/min, argmax and norms)
+under each CPU capability, the threaded full sum, the single-launch cat, the
+dense fill_, bmm spread over the batch, parallel copies above 4 MiB, and
+.item() after queued work and after a failed kernel.
 Values only: nothing here times anything."""
 import pytest
 import torch
@@ -135,6 +136,18 @@ def test_vector_kernels_under_lower_cpu_capability(run_python, capability):
         assert_close(F.layer_norm(x.rbln(), (1029,)).cpu(), F.layer_norm(d, (1029,)).float(), rtol=1e-4, atol=1e-4)
         big = torch.randn(1 << 20)
         assert_close(big.rbln().sum().cpu(), big.double().sum().float(), rtol=1e-5, atol=1e-3)
+        y = x.clone()
+        y[3, 7] = y[5, 1000] = float("nan")  # the vector max/min propagate NaN
+        for t in (x, y):  # rows and columns (widths around the vector and tile sizes)
+            for dim in (0, 1):
+                td = t.double()
+                assert_close(t.rbln().sum(dim).cpu(), td.sum(dim).float(), rtol=1e-5, atol=1e-4, equal_nan=True)
+                assert_close(t.rbln().amax(dim).cpu(), t.amax(dim), rtol=0, atol=0, equal_nan=True)
+                assert_close(t.rbln().amin(dim).cpu(), t.amin(dim), rtol=0, atol=0, equal_nan=True)
+                assert_close(t.rbln().argmax(dim).cpu(), t.argmax(dim), rtol=0, atol=0)
+                for p in (1, 2):
+                    assert_close(torch.linalg.vector_norm(t.rbln(), p, dim).cpu(),
+                                 torch.linalg.vector_norm(td, p, dim).float(), rtol=1e-5, atol=1e-4, equal_nan=True)
         print(json.dumps({"ok": True}))
     """, ATEN_CPU_CAPABILITY=capability)
     assert out["ok"]
