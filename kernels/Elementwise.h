@@ -93,6 +93,96 @@ struct contiguous_kernel {
   static constexpr bool value = false;
 };
 
+// Float32 functors with a vector loop in the ISA table (vec::unary_f32,
+// vec::binary_f32): kind 1 (unary) or 2 (binary), the table's op, whether
+// this instance has one (div's rounding modes do not), and add/sub's alpha.
+template <class F>
+struct vec_op {
+  static constexpr int kind = 0;
+};
+template <class F, vec::Unary kOp>
+struct vec_unary {
+  static constexpr int kind = 1;
+  static constexpr vec::Unary op = kOp;
+  static bool applies(const F&) { return true; }
+  static float alpha(const F&) { return 1.f; }
+};
+template <class F, vec::Binary kOp>
+struct vec_binary : vec_unary<F, vec::Unary{}> {
+  static constexpr int kind = 2;
+  static constexpr vec::Binary op = kOp;
+};
+#define RBLN_VEC_OP(functor, kind, op) \
+  template <>                          \
+  struct vec_op<functors::functor<float>> : vec_##kind<functors::functor<float>, vec::op> {};
+RBLN_VEC_OP(neg, unary, Unary::kNeg)
+RBLN_VEC_OP(abs, unary, Unary::kAbs)
+RBLN_VEC_OP(relu, unary, Unary::kRelu)
+RBLN_VEC_OP(sigmoid, unary, Unary::kSigmoid)
+RBLN_VEC_OP(silu, unary, Unary::kSilu)
+RBLN_VEC_OP(exp, unary, Unary::kExp)
+RBLN_VEC_OP(tanh, unary, Unary::kTanh)
+RBLN_VEC_OP(sin, unary, Unary::kSin)
+RBLN_VEC_OP(cos, unary, Unary::kCos)
+RBLN_VEC_OP(tan, unary, Unary::kTan)
+RBLN_VEC_OP(asin, unary, Unary::kAsin)
+RBLN_VEC_OP(acos, unary, Unary::kAcos)
+RBLN_VEC_OP(atan, unary, Unary::kAtan)
+RBLN_VEC_OP(sinh, unary, Unary::kSinh)
+RBLN_VEC_OP(cosh, unary, Unary::kCosh)
+RBLN_VEC_OP(log, unary, Unary::kLog)
+RBLN_VEC_OP(log2, unary, Unary::kLog2)
+RBLN_VEC_OP(log10, unary, Unary::kLog10)
+RBLN_VEC_OP(log1p, unary, Unary::kLog1p)
+RBLN_VEC_OP(exp2, unary, Unary::kExp2)
+RBLN_VEC_OP(expm1, unary, Unary::kExpm1)
+RBLN_VEC_OP(erf, unary, Unary::kErf)
+RBLN_VEC_OP(sqrt, unary, Unary::kSqrt)
+RBLN_VEC_OP(rsqrt, unary, Unary::kRsqrt)
+RBLN_VEC_OP(reciprocal, unary, Unary::kReciprocal)
+RBLN_VEC_OP(mul, binary, Binary::kMul)
+RBLN_VEC_OP(maximum, binary, Binary::kMaximum)
+RBLN_VEC_OP(minimum, binary, Binary::kMinimum)
+RBLN_VEC_OP(pow, binary, Binary::kPow)
+#undef RBLN_VEC_OP
+template <>
+struct vec_op<functors::add<float>> : vec_binary<functors::add<float>, vec::Binary::kAdd> {
+  static float alpha(const functors::add<float>& f) { return f.alpha; }
+};
+template <>
+struct vec_op<functors::sub<float>> : vec_binary<functors::sub<float>, vec::Binary::kSub> {
+  static float alpha(const functors::sub<float>& f) { return f.alpha; }
+};
+template <>
+struct vec_op<functors::div<float>> : vec_binary<functors::div<float>, vec::Binary::kDiv> {
+  static bool applies(const functors::div<float>& f) { return f.mode == functors::div<float>::kTrue; }
+};
+
+// Runs f's vector loop when it has one and the operands fit it: a
+// contiguous output, contiguous inputs, and for binary ops inputs that may be
+// one broadcast value (stride 0). False when the caller must loop itself.
+template <class F, size_t N>
+bool run_vec_op(const F& f, const std::array<char*, N>& p, const std::array<int64_t, N>& s, int64_t n) {
+  using V = vec_op<F>;
+  if constexpr (V::kind == 0 || V::kind != static_cast<int>(N) - 1) {
+    return false;
+  } else {
+    if (!V::applies(f) || s[0] != sizeof(float)) return false;
+    int scalar = 0;
+    for (size_t i = 1; i < N; ++i) {
+      if (s[i] == 0 && V::kind == 2) scalar |= 1 << (i - 1);
+      else if (s[i] != sizeof(float)) return false;
+    }
+    auto* out = reinterpret_cast<float*>(p[0]);
+    auto* a = reinterpret_cast<const float*>(p[1]);
+    if constexpr (V::kind == 1) {
+      if (!vec::vml_f32(V::op, a, out, n)) vec::table().unary_f32(V::op, a, out, n);
+    }
+    else vec::table().binary_f32(V::op, a, reinterpret_cast<const float*>(p[2]), out, n, V::alpha(f), scalar);
+    return true;
+  }
+}
+
 namespace detail {
 
 template <class C, class T>
@@ -148,6 +238,9 @@ void run_elementwise(const ElementwiseDesc<N>& d, const F& f, std::index_sequenc
 
   auto inner = [&](const std::array<char*, N>& p, const std::array<int64_t, N>& s, int64_t n) {
     if (typed) {
+      if constexpr (std::is_same_v<T, float> && std::is_same_v<Out, float>) {
+        if (run_vec_op(f, p, s, n)) return;
+      }
       bool contiguous = s[0] == sizeof(Out);
       for (size_t i = 1; i < N; ++i) contiguous = contiguous && s[i] == sizeof(T);
       if (contiguous) {
@@ -178,15 +271,6 @@ void run_elementwise(const ElementwiseDesc<N>& d, const F& f, std::index_sequenc
     at::parallel_for(0, d.numel, kGrainSize, [&](int64_t b, int64_t e) { detail::for_range(d, b, e, inner); });
   }
 }
-
-// float32 exp through the vectorized (Sleef) loop CPU eager also uses.
-template <>
-struct contiguous_kernel<functors::exp<float>, float> {
-  static constexpr bool value = true;
-  static void run(const functors::exp<float>&, const float* in, float* out, int64_t n) {
-    vec::table().exp_f32(in, out, n);
-  }
-};
 
 // float32 gelu (erf form) through ATen's vector formula, as CPU eager runs it.
 template <>

@@ -7,6 +7,7 @@
 #include <ATen/ops/isnan.h>
 #include <ATen/ops/where.h>
 
+#include <algorithm>
 #include <bitset>
 #include <cmath>
 #include <limits>
@@ -120,18 +121,50 @@ T row_extremum(const T* x, int64_t n, bool max) {
 }
 float row_extremum(const float* x, int64_t n, bool max) { return vec::table().extremum_f32(x, n, max); }
 
-// Float32 columns: the vector fold (vec::Table::fold_cols_f32, op 0 sum, 1
-// max, 2 min), a tile of columns at a time; store(i, double).
+// Float32 columns, a tile at a time: the vector sums (in CPU's order: its
+// serial loop puts the leading multiple of 32 columns, or of 4 below 8
+// columns, in the cascade groups) or max/min; store(i, float).
 template <class Store>
-void launch_float_cols(const Plan& p, const at::Tensor& out, const char* name, int op, Store store) {
+void launch_float_cols(const Plan& p, const at::Tensor& out, const char* name, Op op, Store store) {
   const float* in = p.rows.const_data_ptr<float>();
   const Lines l = p.lines;
+  const int64_t cascade = l.cols >= 8 ? l.cols / 32 * 32 : l.cols / 4 * 4;
   launch_on(out, name, [=] {
     for_column_tiles(l, [&](int64_t o, int64_t c0, int64_t w) {
-      double acc[kColumnTile];
-      vec::table().fold_cols_f32(in + o * l.inner * l.cols + c0, l.inner, w, l.cols, acc, op);
+      float acc[kColumnTile];
+      const float* x = in + o * l.inner * l.cols + c0;
+      if (op == Op::kSum || op == Op::kMean) {
+        vec::table().sum_cols_f32(x, l.inner, w, l.cols, std::clamp<int64_t>(cascade - c0, 0, w), acc);
+      } else {
+        vec::table().extremum_cols_f32(x, l.inner, w, l.cols, op == Op::kMax, acc);
+      }
       for (int64_t c = 0; c < w; ++c) store(o * l.cols + c0 + c, acc[c]);
     });
+  });
+}
+
+// Rows (cols == 1): row(o) for each row, the rows split over the threads;
+// few long rows (a full reduction is one row) are cut into fixed pieces
+// folded in parallel, piece(o, start, len) -> Acc, the pieces then combined
+// in order, so results do not depend on the threads. store(o, Acc).
+template <class Row, class Piece, class Combine, class Store>
+void launch_rows_or_pieces(const at::Tensor& out, const char* name, Lines l, Row row, Piece piece, Combine combine,
+                           Store store) {
+  if (l.inner < 4 * kGrainSize || l.outer >= 4 * at::get_num_threads()) return launch_rows(out, name, l, row);
+  using Acc = decltype(piece(0, 0, 1));
+  launch_on(out, name, [=] {
+    constexpr int64_t kPiece = 1 << 16;
+    const int64_t pieces = (l.inner + kPiece - 1) / kPiece, total = l.outer * pieces;
+    std::vector<Acc> partial(total);
+    parallel_claim(total, std::min<int64_t>(at::get_num_threads(), total), [&](int64_t t, int64_t) {
+      const int64_t start = (t % pieces) * kPiece;
+      partial[t] = piece(t / pieces, start, std::min(kPiece, l.inner - start));
+    });
+    for (int64_t o = 0; o < l.outer; ++o) {
+      Acc acc = partial[o * pieces];
+      for (int64_t k = 1; k < pieces; ++k) acc = combine(acc, partial[o * pieces + k]);
+      store(o, acc);
+    }
   });
 }
 
@@ -183,7 +216,7 @@ void run(const Plan& p, Op op, const at::Tensor& values, const at::Tensor* indic
         out[i] = static_cast<scalar_t>(acc);
       };
       if (l.cols > 1 && p.rows.scalar_type() == at::kFloat) {
-        launch_float_cols(p, values, name, 0, store);
+        launch_float_cols(p, values, name, op, store);
         return;
       }
       if (l.cols > 1) {
@@ -191,36 +224,23 @@ void run(const Plan& p, Op op, const at::Tensor& values, const at::Tensor* indic
                                [](acc_t a, scalar_t x, int64_t) { return a + static_cast<acc_t>(x); }, store);
         return;
       }
-      if (l.inner < 4 * kGrainSize || l.outer >= 4 * at::get_num_threads()) {
-        launch_rows(values, name, l, [=](int64_t o) { store(o, row_sum<acc_t>(in + o * l.inner, l.inner)); });
-        return;
-      }
-      // Few long rows (a full reduction is one row): split each row into fixed
-      // pieces summed in parallel (claimed by the threads), then add the pieces
-      // in order, so the result does not depend on the threads.
-      launch_on(values, name, [=] {
-        constexpr int64_t kPiece = 1 << 16;
-        const int64_t pieces = (l.inner + kPiece - 1) / kPiece, total = l.outer * pieces;
-        std::vector<acc_t> partial(total);
-        parallel_claim(total, std::min<int64_t>(at::get_num_threads(), total), [&](int64_t t, int64_t) {
-          const int64_t start = (t % pieces) * kPiece;
-          partial[t] = row_sum<acc_t>(in + (t / pieces) * l.inner + start, std::min(kPiece, l.inner - start));
-        });
-        for (int64_t r = 0; r < l.outer; ++r) {
-          acc_t acc = 0;
-          for (int64_t k = 0; k < pieces; ++k) acc += partial[r * pieces + k];
-          store(r, acc);
-        }
-      });
+      launch_rows_or_pieces(values, name, l, [=](int64_t o) { store(o, row_sum<acc_t>(in + o * l.inner, l.inner)); },
+                            [=](int64_t o, int64_t start, int64_t len) {
+                              return row_sum<acc_t>(in + o * l.inner + start, len);
+                            },
+                            [](acc_t a, acc_t b) { return a + b; }, store);
       return;
     }
     const bool max = op == Op::kMax;
     if (!indices) {  // amax/amin: values only
       if (l.cols == 1) {
-        launch_rows(values, name, l, [=](int64_t o) { out[o] = row_extremum(in + o * l.inner, l.inner, max); });
+        auto step = extremum_step<scalar_t>(max);
+        launch_rows_or_pieces(
+            values, name, l, [=](int64_t o) { out[o] = row_extremum(in + o * l.inner, l.inner, max); },
+            [=](int64_t o, int64_t start, int64_t len) { return row_extremum(in + o * l.inner + start, len, max); },
+            [step](scalar_t a, scalar_t b) { return step(a, b, 0); }, [out](int64_t i, scalar_t a) { out[i] = a; });
       } else if (p.rows.scalar_type() == at::kFloat) {
-        launch_float_cols(p, values, name, max ? 1 : 2,
-                          [out](int64_t i, double a) { out[i] = static_cast<scalar_t>(a); });
+        launch_float_cols(p, values, name, op, [out](int64_t i, float a) { out[i] = static_cast<scalar_t>(a); });
       } else {
         launch_lines<scalar_t>(p, values, name, max ? lowest<scalar_t>() : highest<scalar_t>(),
                                extremum_step<scalar_t>(max), [out](int64_t i, scalar_t a) { out[i] = a; });
@@ -233,7 +253,14 @@ void run(const Plan& p, Op op, const at::Tensor& values, const at::Tensor* indic
       idx[i] = a.index;
     };
     if (l.cols == 1) {
-      launch_rows(values, name, l, [=](int64_t o) { store(o, row_best(in + o * l.inner, l.inner, max)); });
+      auto step = best_step<scalar_t>(max);
+      launch_rows_or_pieces(
+          values, name, l, [=](int64_t o) { store(o, row_best(in + o * l.inner, l.inner, max)); },
+          [=](int64_t o, int64_t start, int64_t len) {
+            auto b = row_best(in + o * l.inner + start, len, max);
+            return Best<scalar_t>{b.value, b.index + start};
+          },
+          [step](Best<scalar_t> a, Best<scalar_t> b) { return a.index < 0 ? b : step(a, b.value, b.index); }, store);
     } else {
       launch_lines<scalar_t>(p, values, name, Best<scalar_t>{scalar_t(0), -1}, best_step<scalar_t>(max), store);
     }

@@ -38,6 +38,21 @@ at::Tensor& softmax_into(const at::Tensor& self, int64_t dim, bool half_to_float
           });
           return;
         }
+        // columns: [outer, size, inner] in tiles of 64 columns
+        constexpr int64_t kTile = 64;
+        const int64_t tiles = (inner + kTile - 1) / kTile;
+        launch_on(target, name, [=] {
+          const int64_t grain = std::max<int64_t>(1, kGrainSize / (size * kTile));
+          at::parallel_for(0, outer * tiles, grain, [&](int64_t b, int64_t e) {
+            for (int64_t t = b; t < e; ++t) {
+              const int64_t o = t / tiles, c0 = t % tiles * kTile, first = o * size * inner + c0;
+              vec::table().softmax_cols_f32(reinterpret_cast<const float*>(x) + first,
+                                            reinterpret_cast<float*>(y) + first, size, inner,
+                                            std::min(kTile, inner - c0), log);
+            }
+          });
+        });
+        return;
       }
       launch_on(target, name, [=] {
         at::parallel_for(0, outer * inner, std::max<int64_t>(1, kGrainSize / size), [&](int64_t b, int64_t e) {

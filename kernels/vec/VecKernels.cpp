@@ -5,6 +5,7 @@
 #include <ATen/cpu/vec/vec.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -16,18 +17,98 @@ namespace {
 using Vec = at::vec::Vectorized<float>;
 constexpr int64_t kW = Vec::size();
 
-void exp_f32(const float* x, float* y, int64_t n) {
-  int64_t i = 0;
-  for (; i + kW <= n; i += kW) Vec::loadu(x + i).exp().store(y + i);
-  if (i < n) Vec::loadu(x + i, n - i).exp().store(y + i, n - i);
-}
-
 Vec gelu(Vec x) { return x * Vec(0.5f) * (Vec(1.f) + (x * Vec(0.7071067811865476f)).erf()); }
 
 void gelu_f32(const float* x, float* y, int64_t n) {
   int64_t i = 0;
   for (; i + kW <= n; i += kW) gelu(Vec::loadu(x + i)).store(y + i);
   if (i < n) gelu(Vec::loadu(x + i, n - i)).store(y + i, n - i);
+}
+
+// ---- elementwise ------------------------------------------------------------
+
+template <class F>
+void map(const float* x, float* y, int64_t n, F f) {
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW) f(Vec::loadu(x + i)).store(y + i);
+  if (i < n) f(Vec::loadu(x + i, n - i)).store(y + i, n - i);
+}
+
+void unary_f32(Unary op, const float* x, float* y, int64_t n) {
+  const Vec zero(0.f), one(1.f);
+  switch (op) {
+    case Unary::kNeg: return map(x, y, n, [](Vec v) { return v.neg(); });
+    case Unary::kAbs: return map(x, y, n, [](Vec v) { return v.abs(); });
+    case Unary::kRelu: return map(x, y, n, [zero](Vec v) { return at::vec::clamp_min(v, zero); });  // NaN stays
+    case Unary::kSigmoid: return map(x, y, n, [one](Vec v) { return (one + v.neg().exp()).reciprocal(); });
+    case Unary::kSilu: return map(x, y, n, [one](Vec v) { return v / (one + v.neg().exp()); });
+    case Unary::kExp: return map(x, y, n, [](Vec v) { return v.exp(); });
+    case Unary::kTanh: return map(x, y, n, [](Vec v) { return v.tanh(); });
+    case Unary::kSin: return map(x, y, n, [](Vec v) { return v.sin(); });
+    case Unary::kCos: return map(x, y, n, [](Vec v) { return v.cos(); });
+    case Unary::kTan: return map(x, y, n, [](Vec v) { return v.tan(); });
+    case Unary::kAsin: return map(x, y, n, [](Vec v) { return v.asin(); });
+    case Unary::kAcos: return map(x, y, n, [](Vec v) { return v.acos(); });
+    case Unary::kAtan: return map(x, y, n, [](Vec v) { return v.atan(); });
+    case Unary::kSinh: return map(x, y, n, [](Vec v) { return v.sinh(); });
+    case Unary::kCosh: return map(x, y, n, [](Vec v) { return v.cosh(); });
+    case Unary::kLog: return map(x, y, n, [](Vec v) { return v.log(); });
+    case Unary::kLog2: return map(x, y, n, [](Vec v) { return v.log2(); });
+    case Unary::kLog10: return map(x, y, n, [](Vec v) { return v.log10(); });
+    case Unary::kLog1p: return map(x, y, n, [](Vec v) { return v.log1p(); });
+    case Unary::kExp2: return map(x, y, n, [](Vec v) { return v.exp2(); });
+    case Unary::kExpm1: return map(x, y, n, [](Vec v) { return v.expm1(); });
+    case Unary::kErf: return map(x, y, n, [](Vec v) { return v.erf(); });
+    case Unary::kSqrt: return map(x, y, n, [](Vec v) { return v.sqrt(); });
+    case Unary::kRsqrt: return map(x, y, n, [](Vec v) { return v.rsqrt(); });
+    case Unary::kReciprocal: return map(x, y, n, [](Vec v) { return v.reciprocal(); });
+  }
+}
+
+// a and b are arrays, or (kScalar bits) one value each.
+template <int kScalar, class F>
+void map2(const float* a, const float* b, float* y, int64_t n, F f) {
+  const Vec sa(a[0]), sb(b[0]);
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW)
+    f(kScalar & 1 ? sa : Vec::loadu(a + i), kScalar & 2 ? sb : Vec::loadu(b + i)).store(y + i);
+  if (i < n) {
+    f(kScalar & 1 ? sa : Vec::loadu(a + i, n - i), kScalar & 2 ? sb : Vec::loadu(b + i, n - i)).store(y + i, n - i);
+  }
+}
+template <class F>
+void map2(const float* a, const float* b, float* y, int64_t n, int scalar, F f) {
+  if (scalar == 1) return map2<1>(a, b, y, n, f);
+  if (scalar == 2) return map2<2>(a, b, y, n, f);
+  if (scalar == 3) return map2<3>(a, b, y, n, f);
+  map2<0>(a, b, y, n, f);
+}
+
+void binary_f32(Binary op, const float* a, const float* b, float* y, int64_t n, float alpha, int scalar) {
+  const Vec va(alpha);
+  switch (op) {
+    case Binary::kAdd:
+      if (alpha == 1.f) return map2(a, b, y, n, scalar, [](Vec p, Vec q) { return p + q; });
+      return map2(a, b, y, n, scalar, [va](Vec p, Vec q) { return at::vec::fmadd(q, va, p); });
+    case Binary::kSub:
+      if (alpha == 1.f) return map2(a, b, y, n, scalar, [](Vec p, Vec q) { return p - q; });
+      return map2(a, b, y, n, scalar, [va](Vec p, Vec q) { return at::vec::fmadd(q, va.neg(), p); });
+    case Binary::kMul: return map2(a, b, y, n, scalar, [](Vec p, Vec q) { return p * q; });
+    case Binary::kDiv: return map2(a, b, y, n, scalar, [](Vec p, Vec q) { return p / q; });
+    case Binary::kMaximum: return map2(a, b, y, n, scalar, [](Vec p, Vec q) { return at::vec::maximum(p, q); });
+    case Binary::kMinimum: return map2(a, b, y, n, scalar, [](Vec p, Vec q) { return at::vec::minimum(p, q); });
+    case Binary::kPow:
+      if (scalar == 2) {  // CPU's pow_tensor_scalar special cases
+        const float e = b[0];
+        if (e == 2.f) return map(a, y, n, [](Vec v) { return v * v; });
+        if (e == 3.f) return map(a, y, n, [](Vec v) { return v * v * v; });
+        if (e == -2.f) return map(a, y, n, [](Vec v) { return (v * v).reciprocal(); });
+        if (e == 0.5f) return map(a, y, n, [](Vec v) { return v.sqrt(); });
+        if (e == -0.5f) return map(a, y, n, [](Vec v) { return v.rsqrt(); });
+        if (e == -1.f) return map(a, y, n, [](Vec v) { return v.reciprocal(); });
+      }
+      return map2(a, b, y, n, scalar, [](Vec p, Vec q) { return p.pow(q); });
+  }
 }
 
 // Four independent vector accumulators (latency hiding), partial tail by
@@ -70,57 +151,90 @@ double sum_pow_f32(const float* x, int64_t n, int p) {
 }
 
 // Column folds: out[c] = fold over r < rows of x[r * stride + c], c < cols.
-// Eight vectors of columns are folded at a time, row after row, in registers;
-// sums run in float over blocks of kBlock rows (each lane adds one column, so
-// blocks are short, as CPU's cascade keeps its float sums short) and add the
-// blocks in double.
-enum ColumnOp { kColumnSum, kColumnMax, kColumnMin };
-template <ColumnOp op>
-Vec fold(Vec a, Vec x) {
-  if constexpr (op == kColumnSum) return a + x;
-  if constexpr (op == kColumnMax) return at::vec::maximum(a, x);  // propagate NaN
-  return at::vec::minimum(a, x);
-}
-template <ColumnOp op>
-void fold_cols(const float* x, int64_t rows, int64_t cols, int64_t stride, double* out) {
-  constexpr int64_t kVecs = 8, kBlock = 64;
-  const float init = op == kColumnSum ? 0.f : op == kColumnMax ? -std::numeric_limits<float>::infinity()
-                                                                : std::numeric_limits<float>::infinity();
-  for (int64_t c = 0; c < cols; c += kVecs * kW) {
-    const int64_t w = std::min(kVecs * kW, cols - c);
-    double total[kVecs * kW];
-    std::fill_n(total, w, static_cast<double>(init));
-    for (int64_t r0 = 0; r0 < rows; r0 += kBlock) {
-      const int64_t r1 = std::min(rows, r0 + kBlock);
-      Vec a[kVecs];
-      std::fill_n(a, kVecs, Vec(init));
-      if (w == kVecs * kW) {
-        for (int64_t r = r0; r < r1; ++r) {
-          const float* p = x + r * stride + c;
-          for (int64_t v = 0; v < kVecs; ++v) a[v] = fold<op>(a[v], Vec::loadu(p + v * kW));
-        }
-      } else {
-        for (int64_t r = r0; r < r1; ++r) {
-          const float* p = x + r * stride + c;
-          for (int64_t v = 0; v * kW < w; ++v) a[v] = fold<op>(a[v], Vec::loadu(p + v * kW, std::min(kW, w - v * kW)));
-        }
+//
+// Sums follow CPU eager's outer sum (SumKernel.cpp, whose float vectors are 8
+// wide on every x86 capability) so that they equal it bit for bit: columns in
+// its groups of 4 vectors run multi_row_sum's cascade (float partials of 2^p
+// rows flushed up four levels, p = max(4, ceil(log2(rows)) / 4)); the others
+// run row_sum (rows split four ways, r % 4, each cascaded, added in order).
+// The caller says how many leading columns are in the cascade groups.
+template <class A, int64_t N, class Load>
+std::array<A, N> cascade(int64_t rows, Load load) {
+  constexpr int64_t kLevels = 4;
+  const int64_t ceil_log2 = rows <= 2 ? 1 : 64 - __builtin_clzll(static_cast<uint64_t>(rows) - 1);
+  const int64_t power = std::max<int64_t>(4, ceil_log2 / kLevels), step = int64_t(1) << power;
+  A acc[kLevels][N];
+  for (auto& level : acc) std::fill_n(level, N, A(0.f));
+  int64_t i = 0;
+  while (i + step <= rows) {
+    for (int64_t j = 0; j < step; ++j, ++i)
+      for (int64_t k = 0; k < N; ++k) acc[0][k] = acc[0][k] + load(i, k);
+    for (int64_t level = 1; level < kLevels; ++level) {
+      for (int64_t k = 0; k < N; ++k) {
+        acc[level][k] = acc[level][k] + acc[level - 1][k];
+        acc[level - 1][k] = A(0.f);
       }
-      float part[kVecs * kW];
-      for (int64_t v = 0; v < kVecs; ++v) a[v].store(part + v * kW);
-      for (int64_t j = 0; j < w; ++j) {
-        if constexpr (op == kColumnSum) total[j] += part[j];
-        else if (std::isnan(total[j]) || std::isnan(part[j])) total[j] = std::numeric_limits<double>::quiet_NaN();
-        else total[j] = op == kColumnMax ? std::max<double>(total[j], part[j]) : std::min<double>(total[j], part[j]);
-      }
+      if ((i & ((step - 1) << (level * power))) != 0) break;
     }
-    std::copy_n(total, w, out + c);
+  }
+  for (; i < rows; ++i)
+    for (int64_t k = 0; k < N; ++k) acc[0][k] = acc[0][k] + load(i, k);
+  std::array<A, N> out;
+  for (int64_t k = 0; k < N; ++k) {
+    out[k] = acc[0][k];
+    for (int64_t level = 1; level < kLevels; ++level) out[k] = out[k] + acc[level][k];
+  }
+  return out;
+}
+// row_sum: rows as [rows / 4, 4], the four cascaded side by side, leftover rows into the first.
+template <class A, class Load>
+A ilp_sum(int64_t rows, Load load) {
+  auto part = cascade<A, 4>(rows / 4, [&](int64_t r, int64_t k) { return load(4 * r + k); });
+  for (int64_t r = rows / 4 * 4; r < rows; ++r) part[0] = part[0] + load(r);
+  return ((part[0] + part[1]) + part[2]) + part[3];
+}
+
+void sum_cols_f32(const float* x, int64_t rows, int64_t cols, int64_t stride, int64_t cascade_cols, float* out) {
+  int64_t c = 0;
+  for (; c + 4 * kW <= cascade_cols; c += 4 * kW) {
+    auto sums = cascade<Vec, 4>(rows, [&](int64_t r, int64_t k) { return Vec::loadu(x + r * stride + c + k * kW); });
+    for (int64_t k = 0; k < 4; ++k) sums[k].store(out + c + k * kW);
+  }
+  for (; c + kW <= cols && (c >= cascade_cols || c + kW <= cascade_cols); c += kW) {
+    (c < cascade_cols ? cascade<Vec, 1>(rows, [&](int64_t r, int64_t) { return Vec::loadu(x + r * stride + c); })[0]
+                      : ilp_sum<Vec>(rows, [&](int64_t r) { return Vec::loadu(x + r * stride + c); }))
+        .store(out + c);
+  }
+  for (; c < cols; ++c) {
+    out[c] = c < cascade_cols ? cascade<float, 1>(rows, [&](int64_t r, int64_t) { return x[r * stride + c]; })[0]
+                              : ilp_sum<float>(rows, [&](int64_t r) { return x[r * stride + c]; });
   }
 }
 
-void fold_cols_f32(const float* x, int64_t rows, int64_t cols, int64_t stride, double* out, int op) {
-  if (op == kColumnSum) fold_cols<kColumnSum>(x, rows, cols, stride, out);
-  else if (op == kColumnMax) fold_cols<kColumnMax>(x, rows, cols, stride, out);
-  else fold_cols<kColumnMin>(x, rows, cols, stride, out);
+// max or min, NaN-propagating: eight vectors of columns in registers, row after row.
+template <bool max>
+void extremum_cols(const float* x, int64_t rows, int64_t cols, int64_t stride, float* out) {
+  constexpr int64_t kVecs = 8;
+  auto pick = [](Vec p, Vec q) { return max ? at::vec::maximum(p, q) : at::vec::minimum(p, q); };
+  for (int64_t c = 0; c < cols; c += kVecs * kW) {
+    const int64_t w = std::min(kVecs * kW, cols - c), nv = (w + kW - 1) / kW;
+    Vec acc[kVecs];
+    const float inf = std::numeric_limits<float>::infinity();
+    std::fill_n(acc, kVecs, Vec(max ? -inf : inf));
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* p = x + r * stride + c;
+      if (w == kVecs * kW) {
+        for (int64_t v = 0; v < kVecs; ++v) acc[v] = pick(acc[v], Vec::loadu(p + v * kW));
+      } else {
+        for (int64_t v = 0; v < nv; ++v) acc[v] = pick(acc[v], Vec::loadu(p + v * kW, std::min(kW, w - v * kW)));
+      }
+    }
+    for (int64_t v = 0; v < nv; ++v) acc[v].store(out + c + v * kW, std::min(kW, w - v * kW));
+  }
+}
+
+void extremum_cols_f32(const float* x, int64_t rows, int64_t cols, int64_t stride, bool max, float* out) {
+  max ? extremum_cols<true>(x, rows, cols, stride, out) : extremum_cols<false>(x, rows, cols, stride, out);
 }
 
 // max (or min) of x[0..n), n > 0; a NaN anywhere gives NaN. Four
@@ -176,6 +290,31 @@ void softmax_rows_f32(const float* x, float* y, int64_t rows, int64_t size, bool
     const Vec inv(1.f / sum);
     for (i = 0; i + kW <= size; i += kW) (Vec::loadu(yr + i) * inv).store(yr + i);
     if (i < size) (Vec::loadu(yr + i, size - i) * inv).store(yr + i, size - i);
+  }
+}
+
+// softmax (or log_softmax) down `cols` columns of `size` rows, `stride` apart:
+// a vector of columns at a time, in CPU's order (running float sum, y = e / sum).
+void softmax_cols_f32(const float* x, float* y, int64_t size, int64_t stride, int64_t cols, bool log) {
+  for (int64_t c = 0; c < cols; c += kW) {
+    const int64_t w = std::min(kW, cols - c);
+    auto load = [w](const float* p) { return w == kW ? Vec::loadu(p) : Vec::loadu(p, w); };
+    auto store = [w](Vec v, float* p) { w == kW ? v.store(p) : v.store(p, w); };
+    const float* xc = x + c;
+    float* yc = y + c;
+    Vec mx(-std::numeric_limits<float>::infinity()), sum(0.f);
+    for (int64_t j = 0; j < size; ++j) mx = at::vec::maximum(mx, load(xc + j * stride));
+    for (int64_t j = 0; j < size; ++j) {
+      const Vec e = (load(xc + j * stride) - mx).exp();
+      if (!log) store(e, yc + j * stride);
+      sum += e;
+    }
+    if (log) {
+      const Vec log_sum = sum.log();
+      for (int64_t j = 0; j < size; ++j) store((load(xc + j * stride) - mx) - log_sum, yc + j * stride);
+    } else {
+      for (int64_t j = 0; j < size; ++j) store(load(yc + j * stride) / sum, yc + j * stride);
+    }
   }
 }
 
@@ -245,9 +384,9 @@ const Table* make_table() {
 #else
   constexpr bool contracts_fma = true;
 #endif
-  static const Table t{RBLN_STR(CPU_CAPABILITY), contracts_fma, exp_f32, gelu_f32, sum_f32, sum_pow_f32, extremum_f32,
-                       fold_cols_f32,
-                       softmax_rows_f32,
+  static const Table t{RBLN_STR(CPU_CAPABILITY), contracts_fma, gelu_f32,
+                       unary_f32,           binary_f32,    sum_f32,          sum_pow_f32,
+                       extremum_f32,        sum_cols_f32,  extremum_cols_f32, softmax_rows_f32, softmax_cols_f32,
                        layer_norm_rows_f32, fmod_bf16};
   return &t;
 }

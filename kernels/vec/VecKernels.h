@@ -13,26 +13,43 @@
 
 namespace rbln::kernels::vec {
 
+// Elementwise float32 ops with a vector loop (ATen's Vectorized<float>
+// formulas, as CPU eager's kernels use them).
+enum class Unary {
+  kNeg, kAbs, kRelu, kSigmoid, kSilu, kExp, kTanh, kSin, kCos, kTan, kAsin, kAcos, kAtan, kSinh, kCosh,
+  kLog, kLog2, kLog10, kLog1p, kExp2, kExpm1, kErf, kSqrt, kRsqrt, kReciprocal,
+};
+enum class Binary { kAdd, kSub, kMul, kDiv, kMaximum, kMinimum, kPow };
+
 struct Table {
   const char* capability;
   // Whether CPU eager's kernels of this capability were compiled with FMA,
   // which the compiler contracts a * b + c into (scalar recurrences round so).
   bool contracts_fma;
-  // y[i] = exp(x[i]), i < n.
-  void (*exp_f32)(const float* x, float* y, int64_t n);
   // y[i] = gelu(x[i]) (erf form), i < n: ATen's vector formula.
   void (*gelu_f32)(const float* x, float* y, int64_t n);
+  // y[i] = op(x[i]), i < n.
+  void (*unary_f32)(Unary op, const float* x, float* y, int64_t n);
+  // y[i] = op(a[i], b[i]), i < n; add and sub scale b by alpha (fused, as
+  // CPU's fmadd), pow takes CPU's special exponents of a scalar b. Bit 0 of
+  // `scalar` (bit 1) makes a (b) one value read at a[0] (b[0]).
+  void (*binary_f32)(Binary op, const float* a, const float* b, float* y, int64_t n, float alpha, int scalar);
   // sum of x[0..n): float vector partials over blocks, blocks added in double.
   double (*sum_f32)(const float* x, int64_t n);
   // sum of |x[i]| (p 1) or x[i]^2 (p 2), i < n, accumulated as sum_f32.
   double (*sum_pow_f32)(const float* x, int64_t n, int p);
   // max (or min) of x[0..n), n > 0, NaN if any element is NaN.
   float (*extremum_f32)(const float* x, int64_t n, bool max);
-  // out[c] = sum (op 0), max (1) or min (2, NaN-propagating) over r < rows of
-  // x[r * stride + c], c < cols; sums in float over blocks of rows, the blocks in double.
-  void (*fold_cols_f32)(const float* x, int64_t rows, int64_t cols, int64_t stride, double* out, int op);
+  // out[c] = sum over r < rows of x[r * stride + c], c < cols, in CPU's order
+  // (its outer sum: columns before cascade_cols in its cascade groups).
+  void (*sum_cols_f32)(const float* x, int64_t rows, int64_t cols, int64_t stride, int64_t cascade_cols,
+                       float* out);
+  // out[c] = max (or min, NaN-propagating) over r < rows of x[r * stride + c], c < cols.
+  void (*extremum_cols_f32)(const float* x, int64_t rows, int64_t cols, int64_t stride, bool max, float* out);
   // softmax (or log_softmax) of each contiguous row of `size` elements.
   void (*softmax_rows_f32)(const float* x, float* y, int64_t rows, int64_t size, bool log);
+  // softmax (or log_softmax) down each of `cols` columns of `size` rows `stride` apart.
+  void (*softmax_cols_f32)(const float* x, float* y, int64_t size, int64_t stride, int64_t cols, bool log);
   // layer norm of each contiguous row of n elements; w and b may be null.
   void (*layer_norm_rows_f32)(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd,
                               int64_t rows, int64_t n, float eps);
@@ -44,6 +61,10 @@ struct Table {
 };
 
 const Table& table();
+
+// y[i] = op(x[i]), i < n, through the MKL VML routine CPU eager uses for op
+// (bit-identical to CPU); false where CPU uses none (then use unary_f32).
+bool vml_f32(Unary op, const float* x, float* y, int64_t n);
 
 #define RBLN_VEC_DECLARE(cap) \
   namespace cap {             \

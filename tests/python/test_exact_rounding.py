@@ -30,3 +30,25 @@ def test_small_batched_products_sum_in_cpus_order():
            ops={"aten::bmm"})
     _exact(lambda p, q: torch.cdist(p, q, compute_mode="use_mm_for_euclid_dist"), _randn(6, 2, 2, 3, 2, scale=5),
            _randn(7, 2, 2, 4, 2, scale=5), ops={"aten::bmm"})
+
+
+def test_vml_math_equals_cpus():
+    # tanh, sin, exp, log, ... run the MKL VML routines CPU eager calls, in place and out= too
+    x = _randn(6, 3, 1001, scale=4)
+    x.view(-1)[:6] = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), 1e-40])
+    unit, pos = x.clamp(-1, 1), x.abs()
+    for fn, arg in ((torch.tanh, x), (torch.sin, x), (torch.cos, x), (torch.tan, x), (torch.exp, x),
+                    (torch.erf, x), (torch.atan, x), (torch.asin, unit), (torch.acos, unit), (torch.log, pos),
+                    (torch.log2, pos), (torch.log10, pos), (torch.sqrt, pos)):
+        _exact(fn, arg, ops={f"aten::{fn.__name__}"})
+    _exact(lambda t: torch.tanh(t, out=torch.empty_like(t)), x, ops={"aten::tanh.out"})
+    _exact(lambda t: t.clone().tanh_(), x, ops={"aten::tanh_"})
+
+
+def test_column_sums_follow_cpus_cascade():
+    # CPU's outer sum: 8-wide vector groups of 4 cascaded, the rest split four ways; small and large,
+    # below and above 8 columns, a middle dim
+    for seed, shape, dim in ((7, (5, 6), 0), (8, (3, 18), 0), (9, (200, 50), 0), (10, (1000, 33), 0),
+                             (11, (8199, 20), 0), (12, (4, 37, 300), 1), (13, (16384, 70), 0)):
+        _exact(lambda t: t.sum(dim), _randn(seed, *shape, scale=3), ops={"aten::sum.dim_IntList"})
+        _exact(lambda t: t.mean(dim), _randn(seed, *shape, scale=3), ops={"aten::mean.dim"})

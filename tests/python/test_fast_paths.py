@@ -26,6 +26,34 @@ def test_exp_contiguous_and_strided(n):
     close(torch.exp(special.rbln()), torch.exp(special), equal_nan=True)
 
 
+EXACT_BINARY = {  # (CPU's formula, so bit-identical): a tensor or a Python scalar second operand
+    "add": lambda a, b: a + b, "add_alpha": lambda a, b: torch.add(a, b, alpha=0.3),
+    "sub_alpha": lambda a, b: torch.sub(a, b, alpha=-1.7), "rsub": lambda a, b: 2.5 - a, "mul": lambda a, b: a * b,
+    "mul_scalar": lambda a, b: a * 1.0000001, "div": lambda a, b: a / b, "div_scalar": lambda a, b: a / 0.7,
+    "maximum": torch.maximum, "minimum": torch.minimum, "add_": lambda a, b: a.clone().add_(b, alpha=2),
+    "mul_scalar_": lambda a, b: a.clone().mul_(3.0),
+}
+POW_EXPONENTS = [2, 3, -2, 0.5, -0.5, -1, 2.5]  # CPU's special cases, then Sleef's pow
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_elementwise_vector_loops(n):
+    a, b = torch.randn(2, n) * 3, torch.randn(2, n)
+    a.view(-1)[0], b.view(-1)[-1] = float("nan"), -0.0
+    for name, fn in EXACT_BINARY.items():
+        with torch.rbln.explain() as ex:
+            actual = fn(a.rbln(), b.rbln())
+        assert not ex.fallback_ops, name
+        close(actual, fn(a, b), rtol=0, atol=0, equal_nan=True)
+    for e in POW_EXPONENTS:
+        close(a.abs().rbln().pow(e), a.abs().pow(e), equal_nan=True)
+    for fn in (torch.relu, torch.abs, torch.neg, torch.reciprocal, torch.sigmoid, F.silu, torch.rsqrt, torch.expm1,
+               torch.log1p, torch.sinh):
+        close(fn(a.rbln()), fn(a), equal_nan=True)
+    close(torch.relu(torch.tensor([-0.0, 0.0, -1.0, float("nan")]).rbln()), torch.relu(torch.tensor(
+        [-0.0, 0.0, -1.0, float("nan")])), rtol=0, atol=0, equal_nan=True)
+
+
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("fn", [torch.softmax, torch.log_softmax], ids=["softmax", "log_softmax"])
 def test_softmax_rows(fn, size):
@@ -136,6 +164,10 @@ def test_vector_kernels_under_lower_cpu_capability(run_python, capability):
         assert_close(F.layer_norm(x.rbln(), (1029,)).cpu(), F.layer_norm(d, (1029,)).float(), rtol=1e-4, atol=1e-4)
         big = torch.randn(1 << 20)
         assert_close(big.rbln().sum().cpu(), big.double().sum().float(), rtol=1e-5, atol=1e-3)
+        assert_close(torch.sigmoid(x.rbln()).cpu(), torch.sigmoid(d).float())
+        assert_close(torch.add(x.rbln(), 1.5, alpha=0.5).cpu(), torch.add(d, 1.5, alpha=0.5).float())
+        assert_close(x.rbln().pow(2.5).cpu(), d.pow(2.5).float(), equal_nan=True)
+        assert_close(torch.softmax(x.rbln(), 0).cpu(), torch.softmax(d, 0).float())
         y = x.clone()
         y[3, 7] = y[5, 1000] = float("nan")  # the vector max/min propagate NaN
         for t in (x, y):  # rows and columns (widths around the vector and tile sizes)

@@ -71,6 +71,10 @@ MAY_FALL_BACK = {
     "nn.GroupNorm": "native_group_norm and its backward have no device kernel yet",
     "nn.MultiheadAttention": "baddbmm.out has no device kernel yet",
 }
+# Gradient tolerances where the device runs another algorithm than CPU: nn.GRU on rbln runs the fused
+# GRU cell PyTorch calls for accelerators (CUDA's gate order, kernels/Recurrent.cpp), CPU its unfused
+# cells; measured: one weight gradient element of 18 differs by 1.3e-5 (5.6e-5 relative).
+GRAD_TOLERANCE = {"nn.GRU": {"atol": 3e-5, "rtol": 1e-4}}
 # Known failures on rbln (none today): each runs, and must fail (a strict expected failure: once
 # the backend is fixed the test errors until the entry is removed).
 KNOWN_FAILURES = {}
@@ -214,7 +218,7 @@ class TestModule(TestCase):
                     cpu_grads = torch.autograd.grad(cpu_outs, cpu_wrt, grads, allow_unused=True)
                     dev_grads = torch.autograd.grad(dev_outs, dev_wrt, [g.to(device) for g in grads],
                                                     allow_unused=True)
-                    self.assertEqual(cpu_grads, dev_grads)
+                    self.assertEqual(cpu_grads, dev_grads, **GRAD_TOLERANCE.get(name, {}))
                 torch.rbln.synchronize()
             if not FULL and name not in MAY_FALL_BACK:
                 self.assertFalse(ex.fallback_ops, f"{name} fell back to the CPU: {ex.fallback_reasons}")
