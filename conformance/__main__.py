@@ -292,7 +292,9 @@ def main() -> int:
 
             produced = {key(r) for r in results}
             results = [r for r in old["results"] if key(r) not in produced] + results
-            meta = {**old["meta"], **{k: v for k, v in meta.items() if k != "entries"}}
+            # the header's entry count and times stay those of the full sweep
+            meta = {**old["meta"], **{k: v for k, v in meta.items() if k not in ("entries", "seconds",
+                                                                                   "gradient_seconds")}}
         upstream = old.get("upstream")  # the upstream stage's results stay until it runs again
     out = {"meta": meta, "results": results}
     if upstream:

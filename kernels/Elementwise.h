@@ -96,6 +96,8 @@ struct contiguous_kernel {
 // Float32 functors with a vector loop in the ISA table (vec::unary_f32,
 // vec::binary_f32): kind 1 (unary) or 2 (binary), the table's op, whether
 // this instance has one (div's rounding modes do not), and add/sub's alpha.
+// Kind 3: operands of mixed dtypes (a bool mask); the specialization's
+// run(f, pointers, strides, n, dtypes) returns false where it does not apply.
 template <class F>
 struct vec_op {
   static constexpr int kind = 0;
@@ -164,7 +166,7 @@ struct vec_op<functors::div<float>> : vec_binary<functors::div<float>, vec::Bina
 template <class F, size_t N>
 bool run_vec_op(const F& f, const std::array<char*, N>& p, const std::array<int64_t, N>& s, int64_t n) {
   using V = vec_op<F>;
-  if constexpr (V::kind == 0 || V::kind != static_cast<int>(N) - 1) {
+  if constexpr ((V::kind != 1 && V::kind != 2) || V::kind != static_cast<int>(N) - 1) {
     return false;
   } else {
     if (!V::applies(f) || s[0] != sizeof(float)) return false;
@@ -237,6 +239,9 @@ void run_elementwise(const ElementwiseDesc<N>& d, const F& f, std::index_sequenc
   for (size_t i = 1; i < N; ++i) typed = typed && d.dtypes[i] == c10::CppTypeToScalarType<T>::value;
 
   auto inner = [&](const std::array<char*, N>& p, const std::array<int64_t, N>& s, int64_t n) {
+    if constexpr (vec_op<F>::kind == 3 && std::is_same_v<T, float>) {
+      if (vec_op<F>::run(f, p, s, n, d.dtypes)) return;
+    }
     if (typed) {
       if constexpr (std::is_same_v<T, float> && std::is_same_v<Out, float>) {
         if (run_vec_op(f, p, s, n)) return;

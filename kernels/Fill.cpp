@@ -8,12 +8,14 @@
 #include <ATen/ops/minimum.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "kernels/Common.h"
 #include "kernels/Elementwise.h"
 #include "kernels/Functors.h"
 #include "kernels/Kernels.h"
+#include "kernels/vec/VecKernels.h"
 
 namespace rbln::kernels {
 namespace {
@@ -28,6 +30,42 @@ template <class C>
 struct select {  // where: cond ? a : b
   C operator()(C cond, C a, C b) const { return cond ? a : b; }
 };
+
+// float32 values under a bool mask: the vector select (a value of stride 0 is one value).
+bool vec_select(const std::array<char*, 4>& p, const std::array<int64_t, 4>& s, int64_t n, int scalar) {
+  if (s[0] != sizeof(float) || s[1] != sizeof(bool)) return false;
+  for (int i = 2; i < 4; ++i) {
+    if (s[i] == 0) scalar |= 1 << (i - 2);
+    else if (s[i] != sizeof(float)) return false;
+  }
+  vec::table().select_f32(reinterpret_cast<const bool*>(p[1]), reinterpret_cast<const float*>(p[2]),
+                          reinterpret_cast<const float*>(p[3]), reinterpret_cast<float*>(p[0]), n, scalar);
+  return true;
+}
+
+}  // namespace
+
+template <>
+struct vec_op<select<float>> {  // where: operands (out, cond, a, b)
+  static constexpr int kind = 3;
+  static bool run(const select<float>&, const std::array<char*, 4>& p, const std::array<int64_t, 4>& s, int64_t n,
+                  const std::array<at::ScalarType, 4>& t) {
+    const bool floats = t[0] == at::kFloat && t[2] == at::kFloat && t[3] == at::kFloat;
+    return floats && t[1] == at::kBool && vec_select(p, s, n, 0);
+  }
+};
+template <>
+struct vec_op<select_value<float>> {  // masked_fill_: operands (out, self, mask), the value in the functor
+  static constexpr int kind = 3;
+  static bool run(const select_value<float>& f, const std::array<char*, 3>& p, const std::array<int64_t, 3>& s,
+                  int64_t n, const std::array<at::ScalarType, 3>& t) {
+    if (t[0] != at::kFloat || t[1] != at::kFloat || t[2] != at::kBool) return false;
+    return vec_select({p[0], p[2], const_cast<char*>(reinterpret_cast<const char*>(&f.value)), p[1]},
+                      {s[0], s[2], 0, s[1]}, n, 0);
+  }
+};
+
+namespace {
 
 at::Scalar scalar_of(const at::Tensor& value, const char* op) {
   TORCH_CHECK(value.dim() == 0, op, " only supports a 0-dimensional value tensor, but got tensor with ",

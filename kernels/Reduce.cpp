@@ -101,10 +101,18 @@ T highest() {
 
 template <class Acc, class T>
 Acc row_sum(const T* x, int64_t n) {
-  if constexpr (std::is_same_v<T, float>) return static_cast<Acc>(vec::table().sum_f32(x, n));
+  if constexpr (std::is_same_v<T, float>) return static_cast<Acc>(vec::table().row_sum_f32(x, n));
   Acc acc = 0;
   for (int64_t j = 0; j < n; ++j) acc += static_cast<Acc>(x[j]);
   return acc;
+}
+
+// A piece of a long row: CPU's order depends on how its threads split the
+// row, so float32 takes the fastest vector sum (float blocks added in double).
+template <class Acc, class T>
+Acc piece_sum(const T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) return static_cast<Acc>(vec::table().sum_f32(x, n));
+  return row_sum<Acc>(x, n);
 }
 
 // max (or min) folding: a NaN wins and stays.
@@ -225,8 +233,8 @@ void run(const Plan& p, Op op, const at::Tensor& values, const at::Tensor* indic
         return;
       }
       launch_rows_or_pieces(values, name, l, [=](int64_t o) { store(o, row_sum<acc_t>(in + o * l.inner, l.inner)); },
-                            [=](int64_t o, int64_t start, int64_t len) {
-                              return row_sum<acc_t>(in + o * l.inner + start, len);
+                            [=](int64_t o, int64_t start, int64_t len) {  // CPU splits long rows its own way
+                              return piece_sum<acc_t>(in + o * l.inner + start, len);
                             },
                             [](acc_t a, acc_t b) { return a + b; }, store);
       return;

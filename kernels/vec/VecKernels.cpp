@@ -30,6 +30,11 @@ void gelu_f32(const float* x, float* y, int64_t n) {
 template <class F>
 void map(const float* x, float* y, int64_t n, F f) {
   int64_t i = 0;
+  for (; i + 2 * kW <= n; i += 2 * kW) {  // two vectors per step, as CPU's vectorized loop
+    const Vec a = f(Vec::loadu(x + i)), b = f(Vec::loadu(x + i + kW));
+    a.store(y + i);
+    b.store(y + i + kW);
+  }
   for (; i + kW <= n; i += kW) f(Vec::loadu(x + i)).store(y + i);
   if (i < n) f(Vec::loadu(x + i, n - i)).store(y + i, n - i);
 }
@@ -63,6 +68,30 @@ void unary_f32(Unary op, const float* x, float* y, int64_t n) {
     case Unary::kRsqrt: return map(x, y, n, [](Vec v) { return v.rsqrt(); });
     case Unary::kReciprocal: return map(x, y, n, [](Vec v) { return v.reciprocal(); });
   }
+}
+
+void convert_f32(const void* x, void* y, int64_t n, Conversion kind) {
+  switch (kind) {  // at::vec::convert: round to nearest even, as c10's scalar conversions
+    case Conversion::kToBFloat16:
+      return at::vec::convert(static_cast<const float*>(x), static_cast<c10::BFloat16*>(y), n);
+    case Conversion::kFromBFloat16:
+      return at::vec::convert(static_cast<const c10::BFloat16*>(x), static_cast<float*>(y), n);
+    case Conversion::kToHalf: return at::vec::convert(static_cast<const float*>(x), static_cast<c10::Half*>(y), n);
+    case Conversion::kFromHalf: return at::vec::convert(static_cast<const c10::Half*>(x), static_cast<float*>(y), n);
+  }
+}
+
+// y = cond ? a : b; bit 0 (bit 1) of kScalar: a (b) is one value. Plain
+// loops that the ISA's flags vectorize (a blend under a mask of the bytes).
+template <int kScalar>
+void select(const bool* cond, const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = cond[i] ? a[kScalar & 1 ? 0 : i] : b[kScalar & 2 ? 0 : i];
+}
+void select_f32(const bool* cond, const float* a, const float* b, float* y, int64_t n, int scalar) {
+  if (scalar == 1) return select<1>(cond, a, b, y, n);
+  if (scalar == 2) return select<2>(cond, a, b, y, n);
+  if (scalar == 3) return select<3>(cond, a, b, y, n);
+  select<0>(cond, a, b, y, n);
 }
 
 // a and b are arrays, or (kScalar bits) one value each.
@@ -192,6 +221,33 @@ A ilp_sum(int64_t rows, Load load) {
   auto part = cascade<A, 4>(rows / 4, [&](int64_t r, int64_t k) { return load(4 * r + k); });
   for (int64_t r = rows / 4 * 4; r < rows; ++r) part[0] = part[0] + load(r);
   return ((part[0] + part[1]) + part[2]) + part[3];
+}
+
+// CPU's inner sum of a contiguous row (vectorized_inner_sum, whose float
+// vectors are 8 wide): row_sum over the 8-float vectors (four accumulators
+// p0..p3 taking vectors 4r..4r+3, cascaded; leftover vectors into p0; then
+// ((p0 + p1) + p2) + p3), the leftover elements summed, then the 8 lanes
+// added to them in order; below 8 elements row_sum over the elements. With
+// 16-wide vectors one vector holds [p0 | p1] or [p2 | p3].
+static_assert(kW == 8 || kW == 16, "CPU's sum order is written for 8 or 16 float lanes");
+float row_sum_f32(const float* x, int64_t n) {
+  if (n < 8) return ilp_sum<float>(n, [&](int64_t r) { return x[r]; });
+  const int64_t vecs = n / 8, groups = vecs / 4;
+  float p[4][8];
+  if constexpr (kW == 16) {
+    auto acc = cascade<Vec, 2>(groups, [&](int64_t r, int64_t k) { return Vec::loadu(x + 32 * r + 16 * k); });
+    acc[0].store(p[0]);
+    acc[1].store(p[2]);
+  } else {
+    auto acc = cascade<Vec, 4>(groups, [&](int64_t r, int64_t k) { return Vec::loadu(x + 32 * r + 8 * k); });
+    for (int k = 0; k < 4; ++k) acc[k].store(p[k]);
+  }
+  for (int64_t v = groups * 4; v < vecs; ++v)
+    for (int j = 0; j < 8; ++j) p[0][j] += x[8 * v + j];
+  float acc = 0.f;
+  for (int64_t i = vecs * 8; i < n; ++i) acc += x[i];
+  for (int j = 0; j < 8; ++j) acc += ((p[0][j] + p[1][j]) + p[2][j]) + p[3][j];
+  return acc;
 }
 
 void sum_cols_f32(const float* x, int64_t rows, int64_t cols, int64_t stride, int64_t cascade_cols, float* out) {
@@ -384,10 +440,11 @@ const Table* make_table() {
 #else
   constexpr bool contracts_fma = true;
 #endif
-  static const Table t{RBLN_STR(CPU_CAPABILITY), contracts_fma, gelu_f32,
-                       unary_f32,           binary_f32,    sum_f32,          sum_pow_f32,
-                       extremum_f32,        sum_cols_f32,  extremum_cols_f32, softmax_rows_f32, softmax_cols_f32,
-                       layer_norm_rows_f32, fmod_bf16};
+  static const Table t{RBLN_STR(CPU_CAPABILITY), contracts_fma,     gelu_f32,         unary_f32,
+                       binary_f32,          select_f32,        convert_f32,      sum_f32,
+                       row_sum_f32,         sum_pow_f32,       extremum_f32,     sum_cols_f32,
+                       extremum_cols_f32,   softmax_rows_f32,  softmax_cols_f32, layer_norm_rows_f32,
+                       fmod_bf16};
   return &t;
 }
 

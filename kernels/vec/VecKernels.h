@@ -20,6 +20,7 @@ enum class Unary {
   kLog, kLog2, kLog10, kLog1p, kExp2, kExpm1, kErf, kSqrt, kRsqrt, kReciprocal,
 };
 enum class Binary { kAdd, kSub, kMul, kDiv, kMaximum, kMinimum, kPow };
+enum class Conversion { kToBFloat16, kFromBFloat16, kToHalf, kFromHalf };  // from and to float32
 
 struct Table {
   const char* capability;
@@ -34,8 +35,14 @@ struct Table {
   // CPU's fmadd), pow takes CPU's special exponents of a scalar b. Bit 0 of
   // `scalar` (bit 1) makes a (b) one value read at a[0] (b[0]).
   void (*binary_f32)(Binary op, const float* a, const float* b, float* y, int64_t n, float alpha, int scalar);
+  // y[i] = cond[i] ? a[i] : b[i], i < n; bit 0 (bit 1) of `scalar` makes a (b) one value.
+  void (*select_f32)(const bool* cond, const float* a, const float* b, float* y, int64_t n, int scalar);
+  // y[i] = x[i] converted between float32 and bfloat16 or float16, i < n.
+  void (*convert_f32)(const void* x, void* y, int64_t n, Conversion kind);
   // sum of x[0..n): float vector partials over blocks, blocks added in double.
   double (*sum_f32)(const float* x, int64_t n);
+  // sum of x[0..n) in CPU eager's order (its serial inner sum): equal to CPU's bit for bit.
+  float (*row_sum_f32)(const float* x, int64_t n);
   // sum of |x[i]| (p 1) or x[i]^2 (p 2), i < n, accumulated as sum_f32.
   double (*sum_pow_f32)(const float* x, int64_t n, int p);
   // max (or min) of x[0..n), n > 0, NaN if any element is NaN.

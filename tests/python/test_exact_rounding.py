@@ -52,3 +52,12 @@ def test_column_sums_follow_cpus_cascade():
                              (11, (8199, 20), 0), (12, (4, 37, 300), 1), (13, (16384, 70), 0)):
         _exact(lambda t: t.sum(dim), _randn(seed, *shape, scale=3), ops={"aten::sum.dim_IntList"})
         _exact(lambda t: t.mean(dim), _randn(seed, *shape, scale=3), ops={"aten::mean.dim"})
+
+
+def test_row_sums_follow_cpus_inner_sum():
+    # CPU's serial inner sum (8-wide vectors, four-way cascade, leftovers, then the lanes): rows of every
+    # length around the vector width, below CPU's parallel threshold of 32768 elements
+    for seed, (rows, n) in enumerate(((3, 1), (5, 7), (4, 8), (6, 9), (3, 37), (2, 1000), (1, 4099), (7, 3000))):
+        x = _randn(20 + seed, rows, n, scale=3)
+        _exact(lambda t: t.sum(-1), x, ops={"aten::sum.dim_IntList"})
+        _exact(lambda t: t.sum(), x, ops={"aten::sum.dim_IntList"})

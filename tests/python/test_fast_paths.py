@@ -54,6 +54,29 @@ def test_elementwise_vector_loops(n):
         [-0.0, 0.0, -1.0, float("nan")])), rtol=0, atol=0, equal_nan=True)
 
 
+@pytest.mark.parametrize("n", SIZES + [40000])
+def test_conversions_transposes_and_selects(n):
+    # float32 <-> bfloat16/float16 (vector conversion, round to nearest even), a transposed matrix made
+    # contiguous (blocked copy from 32768 elements), where/masked_fill under a bool mask: all exact
+    x = torch.randn(3, n) * 1e3
+    x[0, 0], x[-1, -1] = float("inf"), float("nan")
+    for dtype in (torch.bfloat16, torch.float16):
+        close(x.rbln().to(dtype), x.to(dtype), rtol=0, atol=0, equal_nan=True)
+        close(x.to(dtype).rbln().float(), x.to(dtype).float(), rtol=0, atol=0, equal_nan=True)
+    for t in (x, x.to(torch.bfloat16), x.double(), x > 0):
+        with torch.rbln.explain() as ex:
+            actual = t.rbln().t().contiguous()
+        assert not ex.fallback_ops
+        close(actual, t.t().contiguous(), rtol=0, atol=0, equal_nan=True)
+    y, mask = torch.randn(3, n), torch.rand(3, n) > 0.5
+    close(torch.where(mask.rbln(), x.rbln(), y.rbln()), torch.where(mask, x, y), rtol=0, atol=0, equal_nan=True)
+    close(torch.where(mask.rbln(), x.rbln(), 0.5), torch.where(mask, x, 0.5), rtol=0, atol=0, equal_nan=True)
+    close(torch.where(mask.rbln(), -1.0, y.rbln()), torch.where(mask, -1.0, y), rtol=0, atol=0)
+    close(x.rbln().masked_fill(mask.rbln(), -2.5), x.masked_fill(mask, -2.5), rtol=0, atol=0, equal_nan=True)
+    close(x.rbln().masked_fill_(mask.rbln()[0], 7.0), x.clone().masked_fill_(mask[0], 7.0), rtol=0, atol=0,
+          equal_nan=True)  # a broadcast mask: the general loop
+
+
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("fn", [torch.softmax, torch.log_softmax], ids=["softmax", "log_softmax"])
 def test_softmax_rows(fn, size):
