@@ -160,14 +160,33 @@ struct vec_op<functors::div<float>> : vec_binary<functors::div<float>, vec::Bina
   static bool applies(const functors::div<float>& f) { return f.mode == functors::div<float>::kTrue; }
 };
 
-// Runs f's vector loop when it has one and the operands fit it: a
-// contiguous output, contiguous inputs, and for binary ops inputs that may be
-// one broadcast value (stride 0). False when the caller must loop itself.
+// Runs f's vector loop when it has one and the operands fit it: unary ops
+// any strides (strided ones through a buffer), binary ops a contiguous output
+// and inputs that are contiguous or one broadcast value (stride 0). False
+// when the caller must loop itself.
 template <class F, size_t N>
 bool run_vec_op(const F& f, const std::array<char*, N>& p, const std::array<int64_t, N>& s, int64_t n) {
   using V = vec_op<F>;
   if constexpr ((V::kind != 1 && V::kind != 2) || V::kind != static_cast<int>(N) - 1) {
     return false;
+  } else if constexpr (V::kind == 1) {
+    auto unary = [](const float* x, float* y, int64_t m) {
+      if (!vec::vml_f32(V::op, x, y, m)) vec::table().unary_f32(V::op, x, y, m);
+    };
+    if (s[0] == sizeof(float) && s[1] == sizeof(float)) {
+      unary(reinterpret_cast<const float*>(p[1]), reinterpret_cast<float*>(p[0]), n);
+      return true;
+    }
+    // strided: through a buffer of contiguous chunks, as CPU's VML loop does
+    constexpr int64_t kChunk = 512;
+    float in[kChunk], out[kChunk];
+    for (int64_t k0 = 0; k0 < n; k0 += kChunk) {
+      const int64_t m = std::min(kChunk, n - k0);
+      for (int64_t k = 0; k < m; ++k) in[k] = *reinterpret_cast<const float*>(p[1] + (k0 + k) * s[1]);
+      unary(in, out, m);
+      for (int64_t k = 0; k < m; ++k) *reinterpret_cast<float*>(p[0] + (k0 + k) * s[0]) = out[k];
+    }
+    return true;
   } else {
     if (!V::applies(f) || s[0] != sizeof(float)) return false;
     int scalar = 0;
@@ -175,12 +194,8 @@ bool run_vec_op(const F& f, const std::array<char*, N>& p, const std::array<int6
       if (s[i] == 0 && V::kind == 2) scalar |= 1 << (i - 1);
       else if (s[i] != sizeof(float)) return false;
     }
-    auto* out = reinterpret_cast<float*>(p[0]);
-    auto* a = reinterpret_cast<const float*>(p[1]);
-    if constexpr (V::kind == 1) {
-      if (!vec::vml_f32(V::op, a, out, n)) vec::table().unary_f32(V::op, a, out, n);
-    }
-    else vec::table().binary_f32(V::op, a, reinterpret_cast<const float*>(p[2]), out, n, V::alpha(f), scalar);
+    vec::table().binary_f32(V::op, reinterpret_cast<const float*>(p[1]), reinterpret_cast<const float*>(p[2]),
+                            reinterpret_cast<float*>(p[0]), n, V::alpha(f), scalar);
     return true;
   }
 }
