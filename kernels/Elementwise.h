@@ -102,15 +102,18 @@ template <class F>
 struct vec_op {
   static constexpr int kind = 0;
 };
-template <class F, vec::Unary kOp>
-struct vec_unary {
-  static constexpr int kind = 1;
-  static constexpr vec::Unary op = kOp;
+template <class F>
+struct vec_defaults {  // every instance has the loop; alpha 1
   static bool applies(const F&) { return true; }
   static float alpha(const F&) { return 1.f; }
 };
+template <class F, vec::Unary kOp>
+struct vec_unary : vec_defaults<F> {
+  static constexpr int kind = 1;
+  static constexpr vec::Unary op = kOp;
+};
 template <class F, vec::Binary kOp>
-struct vec_binary : vec_unary<F, vec::Unary{}> {
+struct vec_binary : vec_defaults<F> {
   static constexpr int kind = 2;
   static constexpr vec::Binary op = kOp;
 };
@@ -142,6 +145,10 @@ RBLN_VEC_OP(erf, unary, Unary::kErf)
 RBLN_VEC_OP(sqrt, unary, Unary::kSqrt)
 RBLN_VEC_OP(rsqrt, unary, Unary::kRsqrt)
 RBLN_VEC_OP(reciprocal, unary, Unary::kReciprocal)
+template <>
+struct vec_op<functors::gelu<float>> : vec_unary<functors::gelu<float>, vec::Unary::kGelu> {
+  static bool applies(const functors::gelu<float>& f) { return !f.tanh_approx; }  // the erf form
+};
 RBLN_VEC_OP(mul, binary, Binary::kMul)
 RBLN_VEC_OP(maximum, binary, Binary::kMaximum)
 RBLN_VEC_OP(minimum, binary, Binary::kMinimum)
@@ -170,6 +177,7 @@ bool run_vec_op(const F& f, const std::array<char*, N>& p, const std::array<int6
   if constexpr ((V::kind != 1 && V::kind != 2) || V::kind != static_cast<int>(N) - 1) {
     return false;
   } else if constexpr (V::kind == 1) {
+    if (!V::applies(f)) return false;
     auto unary = [](const float* x, float* y, int64_t m) {
       if (!vec::vml_f32(V::op, x, y, m)) vec::table().unary_f32(V::op, x, y, m);
     };
@@ -291,16 +299,6 @@ void run_elementwise(const ElementwiseDesc<N>& d, const F& f, std::index_sequenc
     at::parallel_for(0, d.numel, kGrainSize, [&](int64_t b, int64_t e) { detail::for_range(d, b, e, inner); });
   }
 }
-
-// float32 gelu (erf form) through ATen's vector formula, as CPU eager runs it.
-template <>
-struct contiguous_kernel<functors::gelu<float>, float> {
-  static constexpr bool value = true;
-  static void run(const functors::gelu<float>& f, const float* in, float* out, int64_t n) {
-    if (!f.tanh_approx) return vec::table().gelu_f32(in, out, n);
-    for (int64_t k = 0; k < n; ++k) out[k] = f(in[k]);
-  }
-};
 
 // bfloat16 fmod and remainder split as CPU's vectorized loop (see fmod_bf16).
 template <template <class> class F, bool kRemainder>

@@ -115,10 +115,15 @@ Acc piece_sum(const T* x, int64_t n) {
   return row_sum<Acc>(x, n);
 }
 
+// Whether x replaces the best value a of a max (min): greater (less), or NaN.
+template <class T>
+bool beats(T x, T a, bool max) {
+  return (max ? x > a : x < a) || is_nan(x);
+}
 // max (or min) folding: a NaN wins and stays.
 template <class T>
 auto extremum_step(bool max) {
-  return [max](T a, T x, int64_t) { return (max ? x > a : x < a) || is_nan(x) ? x : a; };
+  return [max](T a, T x, int64_t) { return beats(x, a, max) ? x : a; };
 }
 template <class T>
 T row_extremum(const T* x, int64_t n, bool max) {
@@ -186,7 +191,7 @@ struct Best {
 template <class T>
 auto best_step(bool max) {
   return [max](Best<T> a, T x, int64_t r) {
-    if (a.index >= 0 && (is_nan(a.value) || !((max ? x > a.value : x < a.value) || is_nan(x)))) return a;
+    if (a.index >= 0 && (is_nan(a.value) || !beats(x, a.value, max))) return a;
     return Best<T>{x, r};
   };
 }

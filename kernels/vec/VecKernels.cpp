@@ -17,14 +17,6 @@ namespace {
 using Vec = at::vec::Vectorized<float>;
 constexpr int64_t kW = Vec::size();
 
-Vec gelu(Vec x) { return x * Vec(0.5f) * (Vec(1.f) + (x * Vec(0.7071067811865476f)).erf()); }
-
-void gelu_f32(const float* x, float* y, int64_t n) {
-  int64_t i = 0;
-  for (; i + kW <= n; i += kW) gelu(Vec::loadu(x + i)).store(y + i);
-  if (i < n) gelu(Vec::loadu(x + i, n - i)).store(y + i, n - i);
-}
-
 // ---- elementwise ------------------------------------------------------------
 
 template <class F>
@@ -47,6 +39,8 @@ void unary_f32(Unary op, const float* x, float* y, int64_t n) {
     case Unary::kRelu: return map(x, y, n, [zero](Vec v) { return at::vec::clamp_min(v, zero); });  // NaN stays
     case Unary::kSigmoid: return map(x, y, n, [one](Vec v) { return (one + v.neg().exp()).reciprocal(); });
     case Unary::kSilu: return map(x, y, n, [one](Vec v) { return v / (one + v.neg().exp()); });
+    case Unary::kGelu:  // the erf form, ATen's vector formula
+      return map(x, y, n, [one](Vec v) { return v * Vec(0.5f) * (one + (v * Vec(0.7071067811865476f)).erf()); });
     case Unary::kExp: return map(x, y, n, [](Vec v) { return v.exp(); });
     case Unary::kTanh: return map(x, y, n, [](Vec v) { return v.tanh(); });
     case Unary::kSin: return map(x, y, n, [](Vec v) { return v.sin(); });
@@ -440,11 +434,10 @@ const Table* make_table() {
 #else
   constexpr bool contracts_fma = true;
 #endif
-  static const Table t{RBLN_STR(CPU_CAPABILITY), contracts_fma,     gelu_f32,         unary_f32,
-                       binary_f32,          select_f32,        convert_f32,      sum_f32,
-                       row_sum_f32,         sum_pow_f32,       extremum_f32,     sum_cols_f32,
-                       extremum_cols_f32,   softmax_rows_f32,  softmax_cols_f32, layer_norm_rows_f32,
-                       fmod_bf16};
+  static const Table t{RBLN_STR(CPU_CAPABILITY), contracts_fma,     unary_f32,        binary_f32,
+                       select_f32,          convert_f32,       sum_f32,          row_sum_f32,
+                       sum_pow_f32,         extremum_f32,      sum_cols_f32,     extremum_cols_f32,
+                       softmax_rows_f32,    softmax_cols_f32,  layer_norm_rows_f32, fmod_bf16};
   return &t;
 }
 

@@ -16,7 +16,7 @@ namespace rbln::kernels::vec {
 // Elementwise float32 ops with a vector loop (ATen's Vectorized<float>
 // formulas, as CPU eager's kernels use them).
 enum class Unary {
-  kNeg, kAbs, kRelu, kSigmoid, kSilu, kExp, kTanh, kSin, kCos, kTan, kAsin, kAcos, kAtan, kSinh, kCosh,
+  kNeg, kAbs, kRelu, kSigmoid, kSilu, kGelu, kExp, kTanh, kSin, kCos, kTan, kAsin, kAcos, kAtan, kSinh, kCosh,
   kLog, kLog2, kLog10, kLog1p, kExp2, kExpm1, kErf, kSqrt, kRsqrt, kReciprocal,
 };
 enum class Binary { kAdd, kSub, kMul, kDiv, kMaximum, kMinimum, kPow };
@@ -27,8 +27,6 @@ struct Table {
   // Whether CPU eager's kernels of this capability were compiled with FMA,
   // which the compiler contracts a * b + c into (scalar recurrences round so).
   bool contracts_fma;
-  // y[i] = gelu(x[i]) (erf form), i < n: ATen's vector formula.
-  void (*gelu_f32)(const float* x, float* y, int64_t n);
   // y[i] = op(x[i]), i < n.
   void (*unary_f32)(Unary op, const float* x, float* y, int64_t n);
   // y[i] = op(a[i], b[i]), i < n; add and sub scale b by alpha (fused, as
