@@ -36,22 +36,27 @@ EXACT_BINARY = {  # (CPU's formula, so bit-identical): a tensor or a Python scal
 POW_EXPONENTS = [2, 3, -2, 0.5, -0.5, -1, 2.5]  # CPU's special cases, then Sleef's pow
 
 
+def device_close(fn, *args, **kw):
+    """fn on the CPU tensors `args` and on rbln copies of them: same values, nothing fell back."""
+    with torch.rbln.explain() as ex:
+        actual = fn(*[t.rbln() for t in args])
+    assert not ex.fallback_ops, ex.fallback_reasons
+    close(actual, fn(*args), **kw)
+
+
 @pytest.mark.parametrize("n", SIZES)
 def test_elementwise_vector_loops(n):
     a, b = torch.randn(2, n) * 3, torch.randn(2, n)
     a.view(-1)[0], b.view(-1)[-1] = float("nan"), -0.0
-    for name, fn in EXACT_BINARY.items():
-        with torch.rbln.explain() as ex:
-            actual = fn(a.rbln(), b.rbln())
-        assert not ex.fallback_ops, name
-        close(actual, fn(a, b), rtol=0, atol=0, equal_nan=True)
+    for fn in EXACT_BINARY.values():
+        device_close(fn, a, b, rtol=0, atol=0, equal_nan=True)
     for e in POW_EXPONENTS:
-        close(a.abs().rbln().pow(e), a.abs().pow(e), equal_nan=True)
-    for fn in (torch.relu, torch.abs, torch.neg, torch.reciprocal, torch.sigmoid, F.silu, torch.rsqrt, torch.expm1,
-               torch.log1p, torch.sinh):
-        close(fn(a.rbln()), fn(a), equal_nan=True)
-    close(torch.relu(torch.tensor([-0.0, 0.0, -1.0, float("nan")]).rbln()), torch.relu(torch.tensor(
-        [-0.0, 0.0, -1.0, float("nan")])), rtol=0, atol=0, equal_nan=True)
+        device_close(lambda t: t.abs().pow(e), a, equal_nan=True)
+    for fn in (torch.relu, torch.abs, torch.neg, torch.reciprocal, torch.sigmoid, F.silu, F.gelu, torch.rsqrt,
+               torch.expm1, torch.log1p, torch.sinh):
+        device_close(fn, a, equal_nan=True)
+        device_close(fn, a.t(), equal_nan=True)  # strided: through the buffer
+    device_close(torch.relu, torch.tensor([-0.0, 0.0, -1.0, float("nan")]), rtol=0, atol=0, equal_nan=True)
 
 
 @pytest.mark.parametrize("n", SIZES + [40000])
@@ -60,21 +65,18 @@ def test_conversions_transposes_and_selects(n):
     # contiguous (blocked copy from 32768 elements), where/masked_fill under a bool mask: all exact
     x = torch.randn(3, n) * 1e3
     x[0, 0], x[-1, -1] = float("inf"), float("nan")
+    exact = {"rtol": 0, "atol": 0, "equal_nan": True}
     for dtype in (torch.bfloat16, torch.float16):
-        close(x.rbln().to(dtype), x.to(dtype), rtol=0, atol=0, equal_nan=True)
-        close(x.to(dtype).rbln().float(), x.to(dtype).float(), rtol=0, atol=0, equal_nan=True)
+        device_close(lambda t: t.to(dtype), x, **exact)
+        device_close(lambda t: t.float(), x.to(dtype), **exact)
     for t in (x, x.to(torch.bfloat16), x.double(), x > 0):
-        with torch.rbln.explain() as ex:
-            actual = t.rbln().t().contiguous()
-        assert not ex.fallback_ops
-        close(actual, t.t().contiguous(), rtol=0, atol=0, equal_nan=True)
+        device_close(lambda u: u.t().contiguous(), t, **exact)
     y, mask = torch.randn(3, n), torch.rand(3, n) > 0.5
-    close(torch.where(mask.rbln(), x.rbln(), y.rbln()), torch.where(mask, x, y), rtol=0, atol=0, equal_nan=True)
-    close(torch.where(mask.rbln(), x.rbln(), 0.5), torch.where(mask, x, 0.5), rtol=0, atol=0, equal_nan=True)
-    close(torch.where(mask.rbln(), -1.0, y.rbln()), torch.where(mask, -1.0, y), rtol=0, atol=0)
-    close(x.rbln().masked_fill(mask.rbln(), -2.5), x.masked_fill(mask, -2.5), rtol=0, atol=0, equal_nan=True)
-    close(x.rbln().masked_fill_(mask.rbln()[0], 7.0), x.clone().masked_fill_(mask[0], 7.0), rtol=0, atol=0,
-          equal_nan=True)  # a broadcast mask: the general loop
+    device_close(torch.where, mask, x, y, **exact)
+    device_close(lambda m, u: torch.where(m, u, 0.5), mask, x, **exact)
+    device_close(lambda m, v: torch.where(m, -1.0, v), mask, y, **exact)
+    device_close(lambda u, m: u.masked_fill(m, -2.5), x, mask, **exact)
+    device_close(lambda u, m: u.clone().masked_fill_(m[0], 7.0), x, mask, **exact)  # a broadcast mask: the general loop
 
 
 @pytest.mark.parametrize("size", SIZES)
