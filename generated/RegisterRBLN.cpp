@@ -19,6 +19,7 @@
 #include <ATen/ops/_fft_c2c_ops.h>
 #include <ATen/ops/_fft_c2r_ops.h>
 #include <ATen/ops/_fft_r2c_ops.h>
+#include <ATen/ops/_has_compatible_shallow_copy_type_ops.h>
 #include <ATen/ops/_index_put_impl_ops.h>
 #include <ATen/ops/_linalg_det_ops.h>
 #include <ATen/ops/_linalg_eigh_ops.h>
@@ -341,6 +342,12 @@ void wrapper_record_stream(at::Tensor & self, at::Stream s) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   RBLN_COUNT_DEVICE_OP("aten::record_stream");
   return rbln::record_stream(self, s);
+}
+
+bool wrapper__has_compatible_shallow_copy_type(const at::Tensor & self, const at::Tensor & from) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::_has_compatible_shallow_copy_type");
+  return rbln::_has_compatible_shallow_copy_type(self, from);
 }
 
 at::Tensor & wrapper_fill__Scalar(at::Tensor & self, const at::Scalar & value) {
@@ -3268,6 +3275,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from_and_resize", TORCH_FN(wrapper__copy_from_and_resize));
   m.impl("_local_scalar_dense", TORCH_FN(wrapper__local_scalar_dense));
   m.impl("record_stream", TORCH_FN(wrapper_record_stream));
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(wrapper__has_compatible_shallow_copy_type));
   m.impl("fill_.Scalar", TORCH_FN(wrapper_fill__Scalar));
   m.impl("fill_.Tensor", TORCH_FN(wrapper_fill__Tensor));
   m.impl("zero_", TORCH_FN(wrapper_zero_));

@@ -304,6 +304,20 @@ void record_stream(at::Tensor& self, at::Stream s) {
   c10::getDeviceAllocator(kRBLN)->recordStream(self.storage().data_ptr(), s);
 }
 
+// Whether `self.data = from` may swap TensorImpl contents. c10 lists CPU and
+// CUDA dense tensors as compatible with each other but not PrivateUse1, so
+// without this nn.Module._apply wraps every tensor moved to or from rbln in a
+// new Parameter: tied weights come apart and optimizers keep the old tensors.
+// c10 names this op as the PrivateUse1 extension point (TensorImpl.h). It is
+// only dispatched here when one of the tensors is on rbln; dense strided rbln
+// and CPU tensors are then compatible, as CPU and CUDA ones are.
+bool _has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    return t.layout() == at::kStrided && !t.is_quantized() && (t.is_cpu() || t.device().type() == kRBLN);
+  };
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set()) || (dense(self) && dense(from));
+}
+
 // Reads the element straight into a Scalar: no temporary CPU tensor and no second dispatch.
 at::Scalar _local_scalar_dense(const at::Tensor& self) {
   alignas(16) char bytes[16];

@@ -43,6 +43,7 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
 at::Tensor _copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst);
 at::Scalar _local_scalar_dense(const at::Tensor& self);
 void record_stream(at::Tensor& self, at::Stream s);
+bool _has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from);
 
 // Grows or shrinks a device storage, keeping its contents (stream-ordered).
 void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes);
