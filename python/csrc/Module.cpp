@@ -2,10 +2,12 @@
 // expose generically (torch.Stream, torch.Event and torch.accelerator go
 // through the device guard directly).
 #include <ATen/core/Generator.h>
+#include <ATen/ops/ones.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <torch/csrc/autograd/autograd.h>
 
 #include <cstring>
 
@@ -28,6 +30,24 @@ auto translate(F&& f) -> decltype(f()) {
 
 rbln::RBLNGeneratorImpl* generator(int device) {
   return rbln::default_generator(static_cast<c10::DeviceIndex>(device)).get<rbln::RBLNGeneratorImpl>();
+}
+
+// Autograd runs rbln backwards on its device threads (pt_autograd_<index>),
+// which touch Python twice: a first GIL hand-off when they start, and the
+// release of Python-owned tensors of a finished backward, which the thread may
+// drop only after the caller has already returned. Either one, if it comes
+// after the interpreter began to finalize, makes CPython end the thread with
+// a forced unwind through a noexcept destructor: std::terminate, exit status
+// 134. Called from an atexit handler, before finalization, this runs one
+// backward on each device's thread from tensors that Python never saw: when it
+// returns, every such thread has finished all earlier work and is idle.
+void quiesce_autograd_threads() {
+  py::gil_scoped_release no_gil;  // the threads may need the GIL to get here
+  at::AutoGradMode grad(true);
+  for (c10::DeviceIndex d = 0; d < rbln::device_count(); ++d) {
+    auto x = at::ones({1}, at::TensorOptions().device(rbln::kRBLN, d)).requires_grad_(true);
+    torch::autograd::backward({x.sum()});
+  }
 }
 
 py::dict stat_dict(const c10::CachingDeviceAllocator::DeviceStats& s) {
@@ -64,6 +84,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_device_count_error", [] { return rbln::driver::device_count_error(); });
   m.def("_current_device", [] { return static_cast<int>(rbln::current_device()); });
   m.def("_set_device", [](int device) { translate([&] { rbln::set_device(static_cast<c10::DeviceIndex>(device)); }); });
+  m.def("_quiesce_autograd_threads", [] { translate(quiesce_autograd_threads); });
   m.def("_is_initialized", [] { return at::isPrivateUse1HooksRegistered(); });
   m.def("_synchronize", [](int device) {
     translate([&] { rbln::driver_call([&] { rbln::driver::device_synchronize(rbln::resolve_device(device)); }); });

@@ -12,6 +12,8 @@ def _autoload():
     torch's autoload, which looks this up on the partly imported module."""
 
 
+import atexit  # noqa: E402
+
 import torch  # noqa: E402
 
 from . import _C  # noqa: F401  (loads the runtime and the op registrations)
@@ -30,5 +32,17 @@ from . import _policies  # noqa: E402
 _policies.install()
 
 explain = _rbln_module.explain
+
+
+@atexit.register  # registered early, so it runs after the user's own handlers
+def _quiesce_autograd_threads():
+    """Lets autograd's rbln device threads finish with Python before the interpreter finalizes
+    (python/csrc/Module.cpp says why); an exit handler must not raise."""
+    used = any(torch.rbln.memory_stats(d)["allocation.all.allocated"] for d in range(torch.rbln.device_count()))
+    if used:
+        try:
+            _C._quiesce_autograd_threads()
+        except Exception:  # e.g. a forked child may not use the device
+            pass
 
 __all__ = ["explain"]
