@@ -4,14 +4,17 @@
 #include <ATen/core/Generator.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <utility>
 
 #include "runtime/RBLNFallback.h"
 #include "runtime/RBLNFunctions.h"
 #include "runtime/RBLNGenerator.h"
+#include "runtime/RBLNTrace.h"
 
 namespace py = pybind11;
 
@@ -65,8 +68,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_current_device", [] { return static_cast<int>(rbln::current_device()); });
   m.def("_set_device", [](int device) { translate([&] { rbln::set_device(static_cast<c10::DeviceIndex>(device)); }); });
   m.def("_is_initialized", [] { return at::isPrivateUse1HooksRegistered(); });
+  // Through the guard, as torch.accelerator.synchronize() goes, so the sanitizer sees it too.
   m.def("_synchronize", [](int device) {
-    translate([&] { rbln::driver_call([&] { rbln::driver::device_synchronize(rbln::resolve_device(device)); }); });
+    translate([&] { c10::impl::getDeviceGuardImpl(rbln::kRBLN)->synchronizeDevice(static_cast<c10::DeviceIndex>(device)); });
   });
   m.def("_device_capacity", [](int device) {
     return translate([&] { return rbln::driver_call([&] { return rbln::driver::device_capacity(rbln::resolve_device(device)); }); });
@@ -79,6 +83,35 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_accumulated_memory_stats", [](int device) { translate([&] { c10::getDeviceAllocator(rbln::kRBLN)->resetAccumulatedStats(device); }); });
   m.def("_empty_cache", [] { translate([&] { c10::getDeviceAllocator(rbln::kRBLN)->emptyCache(); }); });
   m.def("_mem_get_info", [](int device) { return translate([&] { return c10::getDeviceAllocator(rbln::kRBLN)->getMemoryInfo(device); }); });
+
+  // The sanitizer's trace seam (runtime/RBLNTrace.h): records are (kind, handle, device, stream id).
+  m.def("_trace_kinds", [] {
+    using K = rbln::trace::Kind;
+    static const std::pair<const char*, K> kinds[] = {
+        {"event_creation", K::kEventCreation},
+        {"event_deletion", K::kEventDeletion},
+        {"event_record", K::kEventRecord},
+        {"event_wait", K::kEventWait},
+        {"event_synchronization", K::kEventSynchronization},
+        {"stream_creation", K::kStreamCreation},
+        {"stream_synchronization", K::kStreamSynchronization},
+        {"device_synchronization", K::kDeviceSynchronization},
+        {"memory_allocation", K::kMemoryAllocation},
+        {"memory_deallocation", K::kMemoryDeallocation}};
+    py::dict d;
+    for (const auto& [name, kind] : kinds) d[name] = static_cast<int>(kind);
+    return d;
+  });
+  m.def("_trace_enable", [](bool on) { rbln::trace::set_enabled(on); });
+  m.def("_trace_drain", [] {
+    auto records = rbln::trace::drain();
+    py::list out(records.size());
+    for (size_t i = 0; i < records.size(); ++i) {
+      const auto& r = records[i];
+      out[i] = py::make_tuple(static_cast<int>(r.kind), r.handle, r.device, r.stream);
+    }
+    return out;
+  });
 
   m.def("_device_op_counts", [] { return rbln::device_op_counts(); });
   m.def("_fallback_counts", [] { return rbln::fallback_counts(); });
