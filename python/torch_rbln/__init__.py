@@ -2,7 +2,8 @@
 
 Importing this package (PyTorch does it by itself through the `torch.backends`
 entry point) registers the `rbln` device, `torch.rbln` and the tensor, module
-and storage methods (`x.rbln()`, `x.is_rbln`, `model.rbln()`).
+and storage methods (`x.rbln()`, `x.is_rbln`, `model.rbln()`), and with
+TORCH_RBLN_SANITIZER=1 starts the stream sanitizer (`torch_rbln.sanitizer`).
 """
 
 
@@ -11,6 +12,8 @@ def _autoload():
     is defined before `import torch` because `import torch_rbln` itself triggers
     torch's autoload, which looks this up on the partly imported module."""
 
+
+import os  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -28,6 +31,11 @@ if not hasattr(torch, "rbln"):
 from . import _policies  # noqa: E402
 
 _policies.install()
+
+if os.environ.get("TORCH_RBLN_SANITIZER", "0") not in ("", "0"):
+    from . import sanitizer
+
+    sanitizer.enable()
 
 explain = _rbln_module.explain
 
