@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/RBLNFunctions.h"
+#include "runtime/RBLNTrace.h"
 
 namespace rbln {
 namespace {
@@ -114,10 +115,12 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
     update(pool.stats.allocated_bytes, size, static_cast<int64_t>(size));
     update(pool.stats.active_bytes, size, static_cast<int64_t>(size));
     update(pool.stats.requested_bytes, size, static_cast<int64_t>(n));
+    trace::report(trace::Kind::kMemoryAllocation, block->ptr, device);
     return {block->ptr, block, &free_block, c10::Device(kRBLN, device)};
   }
 
   void release(Block* block) {
+    trace::report(trace::Kind::kMemoryDeallocation, block->ptr, block->device);
     auto& pool = get_pool(block->device);
     std::lock_guard<std::mutex> lock(pool.mutex);
     update(pool.stats.allocation, block->size, -1);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/RBLNFunctions.h"
+#include "runtime/RBLNTrace.h"
 
 namespace rbln {
 namespace {
@@ -45,7 +46,9 @@ struct RBLNGuardImpl final : c10::impl::DeviceGuardImplInterface {
     return to_c10(driver_call([&] { return driver::default_stream(resolve_device(device.index())); }));
   }
   c10::Stream getNewStream(c10::Device device, int priority) const override {
-    return to_c10(driver_call([&] { return driver::create_stream(resolve_device(device.index()), priority); }));
+    auto* stream = driver_call([&] { return driver::create_stream(resolve_device(device.index()), priority); });
+    trace::report_stream(trace::Kind::kStreamCreation, stream);
+    return to_c10(stream);
   }
   c10::Stream getStreamFromGlobalPool(c10::Device device, bool /*high_priority*/) const override {
     static std::mutex mutex;
@@ -57,6 +60,7 @@ struct RBLNGuardImpl final : c10::impl::DeviceGuardImplInterface {
     auto slot = next[index]++ % kPoolSize;
     if (pool.size() <= static_cast<size_t>(slot)) {
       pool.push_back(driver_call([&] { return driver::create_stream(index); }));
+      trace::report_stream(trace::Kind::kStreamCreation, pool.back());
     }
     return to_c10(pool[slot]);
   }
@@ -69,31 +73,46 @@ struct RBLNGuardImpl final : c10::impl::DeviceGuardImplInterface {
     return driver_call([&] { return driver::stream_query(to_driver(stream)); });
   }
   void synchronizeStream(const c10::Stream& stream) const override {
-    driver_call([&] { driver::stream_synchronize(to_driver(stream)); });
+    auto* s = to_driver(stream);
+    driver_call([&] { driver::stream_synchronize(s); });
+    trace::report_stream(trace::Kind::kStreamSynchronization, s);
   }
   void synchronizeDevice(c10::DeviceIndex device) const override {
-    driver_call([&] { driver::device_synchronize(resolve_device(device)); });
+    auto index = resolve_device(device);
+    driver_call([&] { driver::device_synchronize(index); });
+    trace::report(trace::Kind::kDeviceSynchronization, nullptr, index);
   }
 
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device,
               const c10::EventFlag /*flag*/) const override {
     TORCH_CHECK(device == -1 || device == stream.device_index(), "Event device index ", device,
                 " does not match recording stream's device index ", stream.device_index(), ".");
-    if (!*event) *event = driver::event_create();
-    driver_call([&] { driver::event_record(as_event(*event), to_driver(stream)); });
+    if (!*event) {
+      *event = driver::event_create();
+      trace::report(trace::Kind::kEventCreation, *event);
+    }
+    auto* s = to_driver(stream);
+    driver_call([&] { driver::event_record(as_event(*event), s); });
+    trace::report_stream(trace::Kind::kEventRecord, s, *event);
   }
   void block(void* event, const c10::Stream& stream) const override {
     if (!event) return;
-    driver_call([&] { driver::stream_wait_event(to_driver(stream), as_event(event)); });
+    auto* s = to_driver(stream);
+    driver_call([&] { driver::stream_wait_event(s, as_event(event)); });
+    trace::report_stream(trace::Kind::kEventWait, s, event);
   }
   bool queryEvent(void* event) const override {
     return !event || driver_call([&] { return driver::event_query(as_event(event)); });
   }
   void synchronizeEvent(void* event) const override {
-    if (event) driver_call([&] { driver::event_synchronize(as_event(event)); });
+    if (!event) return;
+    driver_call([&] { driver::event_synchronize(as_event(event)); });
+    trace::report(trace::Kind::kEventSynchronization, event);
   }
   void destroyEvent(void* event, const c10::DeviceIndex /*device*/) const noexcept override {
-    if (event) driver::event_destroy(as_event(event));
+    if (!event) return;
+    trace::report(trace::Kind::kEventDeletion, event);  // first: the address may be reused at once
+    driver::event_destroy(as_event(event));
   }
   double elapsedTime(void* start, void* end, const c10::DeviceIndex /*device*/) const override {
     TORCH_CHECK(start && end, "Both events must be recorded before calculating elapsed time.");

@@ -26,6 +26,7 @@
 
 #include "kernels/Kernels.h"
 #include "runtime/RBLNFunctions.h"
+#include "runtime/RBLNTrace.h"
 
 namespace rbln {
 namespace {
@@ -68,6 +69,8 @@ void download(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
     if (async) driver::memcpy_async(dst.data_ptr(), src.const_data_ptr(), src.nbytes(), stream);
     else driver::memcpy_sync(dst.data_ptr(), src.const_data_ptr(), src.nbytes(), stream);
   });
+  // A blocking download waits for the stream, as CUDA's does: x.cpu() orders the host after x's writers.
+  if (!async) trace::report_host_wait(stream, true);
   if (async) {
     at::getHostAllocator(kRBLN)->record_event(dst.data_ptr(), dst.storage().data_ptr().get_context(), to_c10(stream));
   }
@@ -263,6 +266,9 @@ at::Tensor& copy_values(at::Tensor& self, const at::Tensor& src, bool non_blocki
       driver::stream_synchronize(current_stream(self.device().index()));
       driver::memcpy_sync(dst.data_ptr(), staged.const_data_ptr(), dst.nbytes(), current_stream(src.device().index()));
     });
+    // Both waits precede the copy; self's stream still has work when a device copy into self follows.
+    trace::report_host_wait(current_stream(self.device().index()), dst.is_same(self));
+    trace::report_host_wait(current_stream(src.device().index()), true);
     if (!dst.is_same(self)) kernels::device_copy(self, dst);
     return self;
   }
@@ -327,6 +333,7 @@ at::Scalar _local_scalar_dense(const at::Tensor& self) {
   driver_call([&] {
     driver::memcpy_sync(bytes, self.const_data_ptr(), self.element_size(), current_stream(self.device().index()));
   });
+  trace::report_host_wait(current_stream(self.device().index()), true);
   at::Scalar result;
   AT_DISPATCH_V2(self.scalar_type(), "_local_scalar_dense_rbln", AT_WRAP([&] {
     scalar_t value;

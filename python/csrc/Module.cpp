@@ -5,15 +5,18 @@
 #include <ATen/ops/ones.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <cstring>
+#include <utility>
 
 #include "runtime/RBLNFallback.h"
 #include "runtime/RBLNFunctions.h"
 #include "runtime/RBLNGenerator.h"
+#include "runtime/RBLNTrace.h"
 
 namespace py = pybind11;
 
@@ -44,6 +47,9 @@ rbln::RBLNGeneratorImpl* generator(int device) {
 void quiesce_autograd_threads() {
   py::gil_scoped_release no_gil;  // the threads may need the GIL to get here
   at::AutoGradMode grad(true);
+  // Not through a Python dispatch mode (the sanitizer's): the tensors must stay Python-free.
+  c10::impl::ExcludeDispatchKeyGuard no_python(
+      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
   for (c10::DeviceIndex d = 0; d < rbln::device_count(); ++d) {
     auto x = at::ones({1}, at::TensorOptions().device(rbln::kRBLN, d)).requires_grad_(true);
     torch::autograd::backward({x.sum()});
@@ -86,8 +92,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_device", [](int device) { translate([&] { rbln::set_device(static_cast<c10::DeviceIndex>(device)); }); });
   m.def("_quiesce_autograd_threads", [] { translate(quiesce_autograd_threads); });
   m.def("_is_initialized", [] { return at::isPrivateUse1HooksRegistered(); });
+  // Through the guard, as torch.accelerator.synchronize() goes, so the sanitizer sees it too.
   m.def("_synchronize", [](int device) {
-    translate([&] { rbln::driver_call([&] { rbln::driver::device_synchronize(rbln::resolve_device(device)); }); });
+    translate([&] { c10::impl::getDeviceGuardImpl(rbln::kRBLN)->synchronizeDevice(static_cast<c10::DeviceIndex>(device)); });
   });
   m.def("_device_capacity", [](int device) {
     return translate([&] { return rbln::driver_call([&] { return rbln::driver::device_capacity(rbln::resolve_device(device)); }); });
@@ -100,6 +107,35 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_accumulated_memory_stats", [](int device) { translate([&] { c10::getDeviceAllocator(rbln::kRBLN)->resetAccumulatedStats(device); }); });
   m.def("_empty_cache", [] { translate([&] { c10::getDeviceAllocator(rbln::kRBLN)->emptyCache(); }); });
   m.def("_mem_get_info", [](int device) { return translate([&] { return c10::getDeviceAllocator(rbln::kRBLN)->getMemoryInfo(device); }); });
+
+  // The sanitizer's trace seam (runtime/RBLNTrace.h): records are (kind, handle, device, stream id).
+  m.def("_trace_kinds", [] {
+    using K = rbln::trace::Kind;
+    static const std::pair<const char*, K> kinds[] = {
+        {"event_creation", K::kEventCreation},
+        {"event_deletion", K::kEventDeletion},
+        {"event_record", K::kEventRecord},
+        {"event_wait", K::kEventWait},
+        {"event_synchronization", K::kEventSynchronization},
+        {"stream_creation", K::kStreamCreation},
+        {"stream_synchronization", K::kStreamSynchronization},
+        {"device_synchronization", K::kDeviceSynchronization},
+        {"memory_allocation", K::kMemoryAllocation},
+        {"memory_deallocation", K::kMemoryDeallocation}};
+    py::dict d;
+    for (const auto& [name, kind] : kinds) d[name] = static_cast<int>(kind);
+    return d;
+  });
+  m.def("_trace_enable", [](bool on) { rbln::trace::set_enabled(on); });
+  m.def("_trace_drain", [] {
+    auto records = rbln::trace::drain();
+    py::list out(records.size());
+    for (size_t i = 0; i < records.size(); ++i) {
+      const auto& r = records[i];
+      out[i] = py::make_tuple(static_cast<int>(r.kind), r.handle, r.device, r.stream);
+    }
+    return out;
+  });
 
   m.def("_device_op_counts", [] { return rbln::device_op_counts(); });
   m.def("_fallback_counts", [] { return rbln::fallback_counts(); });

@@ -2,7 +2,8 @@
 
 Importing this package (PyTorch does it by itself through the `torch.backends`
 entry point) registers the `rbln` device, `torch.rbln` and the tensor, module
-and storage methods (`x.rbln()`, `x.is_rbln`, `model.rbln()`).
+and storage methods (`x.rbln()`, `x.is_rbln`, `model.rbln()`), and with
+TORCH_RBLN_SANITIZER=1 starts the stream sanitizer (`torch_rbln.sanitizer`).
 """
 
 
@@ -13,6 +14,7 @@ def _autoload():
 
 
 import atexit  # noqa: E402
+import os  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -30,6 +32,11 @@ if not hasattr(torch, "rbln"):
 from . import _policies  # noqa: E402
 
 _policies.install()
+
+if os.environ.get("TORCH_RBLN_SANITIZER", "0") not in ("", "0"):
+    from . import sanitizer
+
+    sanitizer.enable()
 
 explain = _rbln_module.explain
 

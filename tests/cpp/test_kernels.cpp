@@ -18,9 +18,12 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <vector>
 
 #include "runtime/RBLNFallback.h"
 #include "runtime/RBLNFunctions.h"
+#include "runtime/RBLNTrace.h"
 
 namespace {
 
@@ -405,6 +408,53 @@ TEST(Stream, BlockedStreamWaitsForTheRecordedWork) {
   c10::StreamGuard guard(consumer);
   auto y = x + 1;
   EXPECT_TRUE(at::equal(y.cpu(), values + 1));  // .cpu() runs on the consumer stream
+}
+
+TEST(Trace, ReportsStreamEventAndMemoryEventsOnlyWhileEnabled) {
+  using rbln::trace::Kind;
+  c10::impl::VirtualGuardImpl impl(kRBLN);
+  auto x = to_rbln(at::ones({1024}));
+  rbln::trace::set_enabled(true);
+  auto stream = impl.getNewStream(kRbln0);
+  at::Tensor y;
+  const void* event = nullptr;
+  {
+    c10::Event ready(kRBLN);
+    {
+      c10::StreamGuard guard(stream);
+      y = x + 1;
+      ready.record(stream);
+      event = ready.eventId();
+    }
+    ready.block(impl.getDefaultStream(kRbln0));
+    ready.synchronize();
+    impl.synchronizeStream(stream);
+    impl.synchronizeDevice(0);
+    y.reset();  // frees y's block
+  }
+  auto records = rbln::trace::drain();
+  rbln::trace::set_enabled(false);
+  auto id = stream.id();
+  auto e = reinterpret_cast<uintptr_t>(event);
+  std::vector<std::tuple<Kind, uintptr_t, int, int64_t>> expected = {
+      {Kind::kStreamCreation, 0, 0, id},    {Kind::kMemoryAllocation, 0, 0, -1},
+      {Kind::kEventCreation, e, -1, -1},    {Kind::kEventRecord, e, 0, id},
+      {Kind::kEventWait, e, 0, 0},          {Kind::kEventSynchronization, e, -1, -1},
+      {Kind::kStreamSynchronization, 0, 0, id}, {Kind::kDeviceSynchronization, 0, 0, -1},
+      {Kind::kMemoryDeallocation, 0, 0, -1}, {Kind::kEventDeletion, e, -1, -1}};
+  ASSERT_EQ(records.size(), expected.size());
+  for (size_t i = 0; i < records.size(); ++i) {
+    auto [kind, handle, device, stream_id] = expected[i];
+    EXPECT_EQ(records[i].kind, kind) << i;
+    if (handle) EXPECT_EQ(records[i].handle, handle) << i;
+    EXPECT_EQ(records[i].device, device) << i;
+    EXPECT_EQ(records[i].stream, stream_id) << i;
+  }
+  EXPECT_NE(records[1].handle, 0u);
+  EXPECT_EQ(records[1].handle, records[8].handle);  // y's block, allocated then freed
+  auto z = x * 2;  // disabled: nothing recorded
+  impl.synchronizeDevice(0);
+  EXPECT_TRUE(rbln::trace::drain().empty());
 }
 
 // ---- multiple devices ----------------------------------------------------------
