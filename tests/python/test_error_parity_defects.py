@@ -67,3 +67,14 @@ def test_lu_solve_rejects_pivots_out_of_range(pivots, assert_device_works):
     torch.testing.assert_close(torch.linalg.lu_solve(good[0].rbln(), good[1].rbln(), B.rbln()).cpu(),
                                torch.linalg.lu_solve(*good, B))
     assert_device_works()
+
+
+# ---- pinned memory: a failed allocation is CUDA's out-of-memory error ----------------------------------
+
+def test_failed_pinned_allocation_raises_out_of_memory(assert_device_works):
+    with pytest.raises(torch.OutOfMemoryError, match="pinned host memory"):
+        torch.empty(2**40, dtype=torch.uint8, pin_memory=True)
+    x = torch.arange(8.0).pin_memory()  # still usable
+    assert x.is_pinned()
+    torch.testing.assert_close(x.rbln(non_blocking=True).cpu(), torch.arange(8.0))
+    assert_device_works()
