@@ -78,3 +78,25 @@ def test_failed_pinned_allocation_raises_out_of_memory(assert_device_works):
     assert x.is_pinned()
     torch.testing.assert_close(x.rbln(non_blocking=True).cpu(), torch.arange(8.0))
     assert_device_works()
+
+
+# ---- convolution with a stride past the input ---------------------------------------------------------
+
+@pytest.mark.parametrize("dims", [1, 2, 3])
+@pytest.mark.parametrize("stride", [2**63 - 1, 2**40, 5])
+def test_convolution_with_a_huge_stride_matches_cpu(dims, stride):
+    gen = torch.Generator().manual_seed(dims)
+    x = torch.randn(1, 3, *[4] * dims, generator=gen, requires_grad=True)
+    w = torch.randn(2, 3, *[3] * dims, generator=gen, requires_grad=True)
+    conv = [F.conv1d, F.conv2d, F.conv3d][dims - 1]
+    expected = conv(x, w, stride=stride, padding=2)
+    xd, wd = x.detach().rbln().requires_grad_(), w.detach().rbln().requires_grad_()
+    with torch.rbln.explain() as ex:
+        actual = conv(xd, wd, stride=stride, padding=2)
+        actual.sum().backward()
+    assert {"aten::convolution_overrideable", "aten::convolution_backward_overrideable"} <= set(ex.device_ops)
+    assert not ex.fallback_ops, ex.fallback_reasons
+    expected.sum().backward()
+    torch.testing.assert_close(actual.detach().cpu(), expected.detach(), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(xd.grad.cpu(), x.grad)
+    torch.testing.assert_close(wd.grad.cpu(), w.grad, atol=1e-5, rtol=1e-5)
