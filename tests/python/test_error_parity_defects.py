@@ -100,3 +100,72 @@ def test_convolution_with_a_huge_stride_matches_cpu(dims, stride):
     torch.testing.assert_close(actual.detach().cpu(), expected.detach(), atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(xd.grad.cpu(), x.grad)
     torch.testing.assert_close(wd.grad.cpu(), w.grad, atol=1e-5, rtol=1e-5)
+
+
+# ---- pooling arguments beyond int: CPU's overflow error, not a hang -----------------------------------
+
+BIG = 2**40
+POOL_OVERFLOWS = {
+    "avg_pool2d kernel": lambda x: F.avg_pool2d(x[0], (2, BIG), 1),
+    "avg_pool2d stride": lambda x: F.avg_pool2d(x[0], 2, BIG),
+    "avg_pool2d padding": lambda x: F.avg_pool2d(x[0], 2, 1, BIG),
+    "avg_pool1d kernel": lambda x: F.avg_pool1d(x[0][0], BIG, 1),
+    "avg_pool1d stride": lambda x: F.avg_pool1d(x[0][0], 2, BIG),
+    "avg_pool3d kernel": lambda x: F.avg_pool3d(x[1], (2, 2, BIG), 1),
+    "avg_pool3d stride": lambda x: F.avg_pool3d(x[1], 2, BIG),
+    "max_pool2d kernel": lambda x: F.max_pool2d(x[0], (2, BIG), 1),
+    "max_pool2d stride": lambda x: F.max_pool2d(x[0], 2, BIG),
+    "max_pool2d dilation": lambda x: F.max_pool2d(x[0], 2, 1, 0, BIG),
+    "max_pool2d padding": lambda x: F.max_pool2d(x[0], 2, 1, BIG),
+    "max_pool3d kernel": lambda x: F.max_pool3d(x[1], (2, 2, BIG), 1),
+    "max_pool3d stride": lambda x: F.max_pool3d(x[1], 2, BIG),
+    "max_pool3d dilation": lambda x: F.max_pool3d(x[1], 2, 1, 0, (1, BIG, 1)),
+    "max_pool1d stride": lambda x: F.max_pool1d(x[0][0], 2, BIG, return_indices=True),
+}
+
+
+@pytest.mark.parametrize("name", POOL_OVERFLOWS)
+def test_pooling_arguments_beyond_int_raise_like_cpu(name, assert_device_works):
+    x = (torch.randn(1, 1, 4, 4), torch.randn(1, 1, 4, 4, 4))
+    _assert_raises_like_cpu(lambda a, b: POOL_OVERFLOWS[name]((a, b)), *x)
+    assert_device_works()
+
+
+def test_max_pool1d_kernel_beyond_int_raises_the_overflow_error():
+    # CPU's own max_pool1d loops over the whole window (it hangs); CUDA's goes through max_pool2d, as here.
+    with pytest.raises(RuntimeError, match="value cannot be converted to type int without overflow"):
+        F.max_pool1d(torch.randn(1, 1, 4).rbln(), BIG, 1)
+
+
+@pytest.mark.parametrize("pool", ["avg", "max"])
+def test_pooling_window_far_larger_than_the_input_is_not_walked_tap_by_tap(pool):
+    # A (2, 2**30) window with padding 2**29 fits in int: CPU clips it to the input, and so must rbln
+    # (forward and backward) instead of visiting 2**31 taps per output.
+    x = torch.randn(1, 2, 4, 4, generator=torch.Generator().manual_seed(1), requires_grad=True)
+    fn = ((lambda t: F.avg_pool2d(t, (2, 2**30), 1, (0, 2**29), count_include_pad=False)) if pool == "avg"
+          else (lambda t: F.max_pool2d(t, (2, 2**30), 1, (0, 2**29))))
+    expected = fn(x)
+    expected.sum().backward()
+    xd = x.detach().rbln().requires_grad_()
+    op = "aten::avg_pool2d" if pool == "avg" else "aten::max_pool2d_with_indices"
+    start = time.perf_counter()
+    with torch.rbln.explain() as ex:
+        actual = fn(xd)
+        actual.sum().backward()
+        torch.rbln.synchronize()
+    assert time.perf_counter() - start < 30  # milliseconds here; minutes when every tap is visited
+    assert op in ex.device_ops and not ex.fallback_ops, ex.fallback_reasons
+    torch.testing.assert_close(actual.detach().cpu(), expected.detach())
+    torch.testing.assert_close(xd.grad.cpu(), x.grad)
+
+
+@pytest.mark.parametrize("fn", [lambda x: F.adaptive_avg_pool2d(x, (2, BIG)),
+                                lambda x: F.adaptive_max_pool2d(x, (2, BIG)),
+                                lambda x: F.adaptive_avg_pool1d(x[0], BIG)])
+def test_adaptive_pooling_to_an_impossible_size_raises(fn, assert_device_works):
+    x = torch.randn(1, 1, 4, 4)
+    with pytest.raises(RuntimeError):  # CPU: its allocator's error; rbln: the device's OutOfMemoryError
+        fn(x)
+    with pytest.raises(torch.OutOfMemoryError):
+        fn(x.rbln())
+    assert_device_works()
