@@ -169,3 +169,62 @@ def test_adaptive_pooling_to_an_impossible_size_raises(fn, assert_device_works):
     with pytest.raises(torch.OutOfMemoryError):
         fn(x.rbln())
     assert_device_works()
+
+
+# ---- nonzero and everything built on it, with permuted and strided masks -----------------------------
+
+def _masks():
+    g = torch.Generator().manual_seed(3)
+    base = torch.rand(4, 6, 5, generator=g) > 0.5
+    return {
+        "transposed": torch.tensor([[1.0, 0.0], [1.0, 1.0]]).t(),
+        "permuted 3-d": base.permute(2, 0, 1),
+        "strided": base[::2, 1::2],
+        "expanded": (torch.rand(1, 5, generator=g) > 0.5).expand(4, 5),
+        "channels_last": (torch.rand(2, 3, 4, 5, generator=g) > 0.5).contiguous(memory_format=torch.channels_last),
+    }
+
+
+MASKS = _masks()
+
+
+@pytest.mark.parametrize("mask", MASKS)
+def test_nonzero_argwhere_and_where_follow_logical_order(mask):
+    m = MASKS[mask]
+    for fn in (torch.nonzero, torch.argwhere, lambda t: torch.nonzero(t, as_tuple=True), lambda t: torch.where(t)):
+        _assert_same(_on_device(fn, m, ops={"aten::nonzero"}), fn(m))
+
+
+@pytest.mark.parametrize("mask", MASKS)
+def test_mask_indexing_follows_logical_order(mask):
+    m = MASKS[mask] != 0
+    x = torch.arange(m.numel(), dtype=torch.float32).reshape(m.shape)
+    _assert_same(_on_device(lambda a, b: a[b], x, m, ops={"aten::index.Tensor"}), x[m])
+    _assert_same(_on_device(torch.masked_select, x, m, ops={"aten::masked_select"}), torch.masked_select(x, m))
+    values = torch.arange(int(m.sum()), dtype=torch.float32) + 100
+
+    def put(a, b, v, accumulate):
+        a = a.clone()
+        a.index_put_((b,), v, accumulate=accumulate)
+        return a
+
+    for accumulate in (False, True):
+        _assert_same(_on_device(put, x, m, values, accumulate, ops={"aten::_index_put_impl_"}),
+                     put(x, m, values, accumulate))
+
+    def scatter(a, b, v):
+        return a.clone().masked_scatter_(b, v)
+
+    _assert_same(_on_device(scatter, x, m, values, ops={"aten::masked_scatter_"}), scatter(x, m, values))
+
+
+# ---- isin: NaN is never found --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64])
+@pytest.mark.parametrize("invert", [False, True])
+def test_isin_never_finds_nan(dtype, invert):
+    elements = torch.tensor([NAN, 1.0, 2.0, -INF, NAN], dtype=dtype)
+    for test in ([2.0, 1.0], [NAN, 1.0], [NAN], [-INF, NAN, 5.0]):
+        t = torch.tensor(test, dtype=dtype)
+        _assert_same(_on_device(torch.isin, elements, t, invert=invert, ops={"aten::isin.Tensor_Tensor"}),
+                     torch.isin(elements, t, invert=invert))
