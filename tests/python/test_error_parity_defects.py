@@ -228,3 +228,61 @@ def test_isin_never_finds_nan(dtype, invert):
         t = torch.tensor(test, dtype=dtype)
         _assert_same(_on_device(torch.isin, elements, t, invert=invert, ops={"aten::isin.Tensor_Tensor"}),
                      torch.isin(elements, t, invert=invert))
+
+
+# ---- layer norm: CPU's shape checks, and float16/bfloat16 input with float32 parameters ---------------
+
+LN_ERRORS = {
+    "weight shape": lambda: (torch.randn(2, 4096), [4096], torch.ones(2), None),
+    "bias shape": lambda: (torch.randn(2, 4096), [4096], None, torch.ones(2)),
+    "weight rank": lambda: (torch.randn(2, 4), [4], torch.ones(1, 4), None),
+    "empty normalized_shape": lambda: (torch.randn(2, 4), [], None, None),
+    "input shape": lambda: (torch.randn(2, 4), [3], None, None),
+    "input rank": lambda: (torch.randn(4), [2, 4], None, None),
+    "float32 input, float16 weight": lambda: (torch.randn(2, 4), [4], torch.ones(4, dtype=torch.float16), None),
+    "float64 input, float32 weight": lambda: (torch.randn(2, 4, dtype=torch.float64), [4], torch.ones(4), None),
+    "float16 input, float32 weight, float16 bias": lambda: (torch.randn(2, 4, dtype=torch.float16), [4],
+                                                            torch.ones(4), torch.zeros(4, dtype=torch.float16)),
+}
+
+
+@pytest.mark.parametrize("case", LN_ERRORS)
+def test_layer_norm_rejects_what_cpu_rejects(case, assert_device_works):
+    x, shape, w, b = LN_ERRORS[case]()
+    _assert_raises_like_cpu(lambda x, w, b: torch.native_layer_norm(x, shape, w, b, 1e-5), x, w, b)
+    assert_device_works()
+
+
+@pytest.mark.parametrize("shape", [(2, 0), (0, 3)])
+def test_layer_norm_of_empty_rows_matches_cpu(shape):
+    x = torch.randn(shape)
+    fn = lambda t: torch.native_layer_norm(t, shape[-1:], None, None, 1e-5)  # noqa: E731
+    _assert_same(_on_device(fn, x, ops={"aten::native_layer_norm"}), fn(x))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("params", ["weight and bias", "weight", "bias"])
+def test_layer_norm_takes_reduced_input_with_float32_parameters(dtype, params):
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(3, 5, 8, generator=g).to(dtype).requires_grad_()
+    w = (torch.randn(5, 8, generator=g) + 1).requires_grad_() if "weight" in params else None
+    b = torch.randn(5, 8, generator=g).requires_grad_() if "bias" in params else None
+    expected = torch.native_layer_norm(x, [5, 8], w, b, 1e-5)
+    leaves = [t for t in (x, w, b) if t is not None]
+    dev = [t.detach().rbln().requires_grad_() for t in leaves]
+    dx, dw, db = dev[0], dev[1] if w is not None else None, dev[-1] if b is not None else None
+    with torch.rbln.explain() as ex:
+        actual = torch.native_layer_norm(dx, [5, 8], dw, db, 1e-5)
+    assert "aten::native_layer_norm" in ex.device_ops and not ex.fallback_ops, ex.fallback_reasons
+    # output in the input's dtype, mean and rstd in float32: CPU's (and CUDA's) mixed mode
+    _assert_same(tuple(t.detach().cpu() for t in actual), tuple(t.detach() for t in expected), atol=1e-2, rtol=1e-2)
+    if w is not None:  # (CPU's backward rejects a float32 bias without a weight)
+        with torch.rbln.explain() as ex:
+            grads = torch.autograd.grad(actual[0].float().square().sum(), dev)
+        assert "aten::native_layer_norm_backward" in ex.device_ops and not ex.fallback_ops, ex.fallback_reasons
+        expected_grads = torch.autograd.grad(expected[0].float().square().sum(), leaves)
+        _assert_same(tuple(g.cpu() for g in grads), expected_grads, atol=5e-2, rtol=2e-2)
+    _assert_same(F.layer_norm(x.detach().rbln(), [5, 8], _rbln(w.detach()) if w is not None else None,
+                              _rbln(b.detach()) if b is not None else None).cpu(),
+                 F.layer_norm(x.detach(), [5, 8], w.detach() if w is not None else None,
+                              b.detach() if b is not None else None), atol=1e-2, rtol=1e-2)
