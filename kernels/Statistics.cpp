@@ -30,7 +30,7 @@ at::Tensor& logical_reduce(const at::Tensor& self, at::OptionalIntArrayRef dims,
   // uint8 inputs give uint8 results, everything else bool (as on CPU).
   const auto dtype = out.defined() ? out.scalar_type() : (self.scalar_type() == at::kByte ? at::kByte : at::kBool);
   const char* name = is_all ? "aten::all" : "aten::any";
-  auto p = plan(self, dims, keepdim, self.scalar_type());
+  auto p = plan(self, dims, keepdim, self.scalar_type(), /*empty_reduces_all=*/false);
   return reduce_to(out, p, dtype, self, is_all ? "all" : "any", [&](const at::Tensor& target) {
     RBLN_DISPATCH_ALL(self.scalar_type(), "all_any", [&] {
       auto step = [is_all](bool a, scalar_t x, int64_t) {

@@ -286,3 +286,18 @@ def test_layer_norm_takes_reduced_input_with_float32_parameters(dtype, params):
                               _rbln(b.detach()) if b is not None else None).cpu(),
                  F.layer_norm(x.detach(), [5, 8], w.detach() if w is not None else None,
                               b.detach() if b is not None else None), atol=1e-2, rtol=1e-2)
+
+
+# ---- all / any over dim=[]: elementwise, as on CPU ----------------------------------------------------
+
+@pytest.mark.parametrize("op", [torch.all, torch.any])
+@pytest.mark.parametrize("x", [torch.tensor([1.0, 0.0]), torch.tensor([[1.0, 0.0], [2.0, NAN]]).t(),
+                               torch.tensor(0.0), torch.tensor([3, 0, 1])])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_all_any_over_no_dims_is_elementwise(op, x, keepdim):
+    name = "aten::all" if op is torch.all else "aten::any"
+    _assert_same(_on_device(op, x, dim=[], keepdim=keepdim, ops={name + ".dims"}), op(x, dim=[], keepdim=keepdim))
+    out = torch.empty(0, dtype=torch.bool)
+    _assert_same(_on_device(lambda t: op(t, dim=[], out=out.rbln()), x, ops={name + ".dims_out"}),
+                 op(x, dim=[], out=out))
+    _assert_same(_on_device(op, x, dim=(), ops={name + ".dims"}), op(x, dim=()))
