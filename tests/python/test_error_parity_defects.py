@@ -301,3 +301,55 @@ def test_all_any_over_no_dims_is_elementwise(op, x, keepdim):
     _assert_same(_on_device(lambda t: op(t, dim=[], out=out.rbln()), x, ops={name + ".dims_out"}),
                  op(x, dim=[], out=out))
     _assert_same(_on_device(op, x, dim=(), ops={name + ".dims"}), op(x, dim=()))
+
+
+# ---- result dtypes with 0-dim operands -----------------------------------------------------------------
+
+DTYPE_PAIRS = [((), torch.float32, (), torch.float64), ((), torch.float16, (), torch.float32),
+               ((), torch.bfloat16, (), torch.float16), ((3,), torch.float32, (), torch.float64),
+               ((), torch.float32, (3,), torch.float64), ((3,), torch.float16, (3,), torch.float32)]
+LOSSES = {
+    "mse_loss": (F.mse_loss, "aten::mse_loss"),
+    "mse_loss none": (lambda a, b: F.mse_loss(a, b, reduction="none"), "aten::mse_loss"),
+    "mse_loss aten": (lambda a, b: torch.ops.aten.mse_loss(a, b, 1), "aten::mse_loss"),
+    "smooth_l1_loss": (F.smooth_l1_loss, "aten::smooth_l1_loss"),
+    "smooth_l1_loss sum": (lambda a, b: F.smooth_l1_loss(a, b, reduction="sum", beta=0.5), "aten::smooth_l1_loss"),
+    "smooth_l1_loss aten": (lambda a, b: torch.ops.aten.smooth_l1_loss(a, b, 1, 1.0), "aten::smooth_l1_loss"),
+    "huber_loss": (F.huber_loss, "aten::huber_loss"),
+}
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+@pytest.mark.parametrize("pair", DTYPE_PAIRS, ids=str)
+def test_loss_result_dtype_follows_type_promotion(loss, pair):
+    fn, op = LOSSES[loss]
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(pair[0], generator=g).to(pair[1])
+    b = torch.randn(pair[2], generator=g).to(pair[3])
+    _assert_same(_on_device(fn, a, b, ops={op}), fn(a, b), atol=1e-3, rtol=1e-3)
+
+
+def test_loss_gradient_takes_the_input_dtype():
+    a, b, grad = torch.tensor(0.5, dtype=torch.float16), torch.tensor(1.5), torch.tensor(1.0)
+    smooth_l1 = lambda g, x, y, r: torch.ops.aten.smooth_l1_loss_backward(g, x, y, r, 1.0)  # noqa: E731
+    for name, op in (("mse_loss_backward", torch.ops.aten.mse_loss_backward), ("smooth_l1_loss_backward", smooth_l1)):
+        _assert_same(_on_device(op, grad, a, b, 1, ops={f"aten::{name}"}), op(grad, a, b, 1))
+
+
+@pytest.mark.parametrize("dtypes", [(torch.float32, torch.float64), (torch.float16, torch.float32)])
+def test_binary_cross_entropy_rejects_mixed_dtypes_like_cpu(dtypes, assert_device_works):
+    _assert_raises_like_cpu(F.binary_cross_entropy, torch.full((3,), 0.3, dtype=dtypes[0]),
+                            torch.full((3,), 0.6, dtype=dtypes[1]))
+    assert_device_works()
+
+
+@pytest.mark.parametrize("shapes", [((), ()), ((3,), ()), ((), (3,)), ((3,), (3,))], ids=str)
+@pytest.mark.parametrize("dtypes", [(torch.float16, torch.float32), (torch.float32, torch.float16),
+                                    (torch.float64, torch.float32), (torch.float32, torch.float64)], ids=str)
+def test_normal_takes_the_mean_dtype(shapes, dtypes):
+    mean, std = torch.zeros(shapes[0], dtype=dtypes[0]), torch.ones(shapes[1], dtype=dtypes[1])
+    expected = torch.normal(mean, std)
+    actual = _on_device(torch.normal, mean, std, ops={"aten::normal.Tensor_Tensor"})
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    assert torch.normal(2.0, std.rbln()).dtype == torch.normal(2.0, std).dtype
+    assert torch.normal(mean.rbln(), 2.0).dtype == torch.normal(mean, 2.0).dtype
