@@ -693,10 +693,14 @@ RBLN_UNARY(angle, is_nan(x) ? x : x < C(0) ? C(c10::pi<double>) : C(0))
 template <class T>
 struct polygamma {
   using C = at::opmath_type<T>;
-  int n;
-  explicit polygamma(int64_t order) : n(static_cast<int>(order)) {}
-  C operator()(C x) const {  // CPU's kernel: digamma and trigamma for the first two orders
-    return n == 0 ? C(calc_digamma(x)) : n == 1 ? C(trigamma(x)) : C(calc_polygamma(x, n));
+  int64_t n;
+  explicit polygamma(int64_t order) : n(order) {
+    TORCH_CHECK(n >= 0, "polygamma(n, x) does not support negative n.");
+  }
+  // CPU's kernel: digamma and trigamma for the first two orders (chosen on the
+  // 64-bit n), else calc_polygamma, whose order parameter is an int.
+  C operator()(C x) const {
+    return n == 0 ? C(calc_digamma(x)) : n == 1 ? C(trigamma(x)) : C(calc_polygamma(x, static_cast<int>(n)));
   }
 };
 template <class T>

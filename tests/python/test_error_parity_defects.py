@@ -353,3 +353,19 @@ def test_normal_takes_the_mean_dtype(shapes, dtypes):
     assert actual.dtype == expected.dtype and actual.shape == expected.shape
     assert torch.normal(2.0, std.rbln()).dtype == torch.normal(2.0, std).dtype
     assert torch.normal(mean.rbln(), 2.0).dtype == torch.normal(mean, 2.0).dtype
+
+
+# ---- polygamma's order ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [2**40, 2**32 + 1, 2**32 + 2, 2**33 + 3, 0, 1, 4])
+def test_polygamma_order_is_not_truncated_before_choosing_the_kernel(n):
+    x = torch.tensor([0.5, 2.0, 7.0, -1.5])
+    _assert_same(_on_device(torch.polygamma, n, x, ops={"aten::polygamma"}), torch.polygamma(n, x))
+    _assert_same(_on_device(lambda t: t.clone().polygamma_(n), x, ops={"aten::polygamma.out"}), x.clone().polygamma_(n))
+
+
+@pytest.mark.parametrize("n", [-7, -1])
+def test_polygamma_negative_order_raises_like_cpu(n, assert_device_works):
+    _assert_raises_like_cpu(lambda x: torch.polygamma(n, x), torch.tensor([0.5, 2.0]))
+    _assert_raises_like_cpu(lambda x: torch.special.polygamma(n, x), torch.tensor([0.5, 2.0]))
+    assert_device_works()
