@@ -369,3 +369,39 @@ def test_polygamma_negative_order_raises_like_cpu(n, assert_device_works):
     _assert_raises_like_cpu(lambda x: torch.polygamma(n, x), torch.tensor([0.5, 2.0]))
     _assert_raises_like_cpu(lambda x: torch.special.polygamma(n, x), torch.tensor([0.5, 2.0]))
     assert_device_works()
+
+
+# ---- gelu and the polynomial recurrences at infinities and NaN ---------------------------------------
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("n", [1, 37])  # the scalar tail and the vector body
+def test_gelu_at_infinities_and_nan(dtype, approximate, n):
+    x = torch.tensor([INF, -INF, NAN, 1e30, -1e30, 3.0, 0.0] * n).to(dtype)
+    _assert_same(_on_device(F.gelu, x, approximate=approximate, ops={"aten::gelu"}), F.gelu(x, approximate=approximate))
+    grad = torch.ones_like(x)
+    _assert_same(_on_device(torch.ops.aten.gelu_backward, grad, x, approximate=approximate,
+                            ops={"aten::gelu_backward"}),
+                 torch.ops.aten.gelu_backward(grad, x, approximate=approximate))
+
+
+RECURRENCES = ["chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
+               "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+               "shifted_chebyshev_polynomial_w", "legendre_polynomial_p", "laguerre_polynomial_l"]
+
+
+@pytest.mark.parametrize("name", RECURRENCES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_polynomial_recurrences_at_nan(name, dtype):
+    fn = getattr(torch.special, name)
+    x = torch.tensor([NAN, 0.25, -0.5, 2.0, NAN, 0.0, 1.0], dtype=dtype)
+    n = torch.tensor([3.0, 3.0, 12.0, 5.0, 100.0, 2.0, 7.0], dtype=dtype)
+    actual = _on_device(fn, x, n, ops={f"aten::special_{name}"})
+    # CPU returns an uninitialized variable at a NaN of order >= 2 (its recurrence stops before the first
+    # step): there the NaN propagates. Everywhere else, CPU's values; orders 0 and 1 and negative ones too.
+    finite = ~x.isnan()
+    torch.testing.assert_close(actual[finite], fn(x, n)[finite])
+    assert actual[~finite].isnan().all()
+    low = torch.tensor([-1.0, 0.0, 1.0], dtype=dtype)
+    _assert_same(_on_device(fn, torch.full((3,), NAN, dtype=dtype), low, ops={f"aten::special_{name}"}),
+                 fn(torch.full((3,), NAN, dtype=dtype), low))
