@@ -405,3 +405,18 @@ def test_polynomial_recurrences_at_nan(name, dtype):
     low = torch.tensor([-1.0, 0.0, 1.0], dtype=dtype)
     _assert_same(_on_device(fn, torch.full((3,), NAN, dtype=dtype), low, ops={f"aten::special_{name}"}),
                  fn(torch.full((3,), NAN, dtype=dtype), low))
+
+
+# ---- vector norms of single elements: their magnitude, as on CPU ----------------------------------------
+
+@pytest.mark.parametrize("ord", [2**31, 2**31 - 1, -(2**31), 2**63, 1e300, 0.5, 3.5, 0, INF, -INF])
+@pytest.mark.parametrize("case", ["0-d", "one element", "size-1 dim", "size-1 dims kept"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_vector_norm_of_single_elements_is_their_magnitude(ord, case, dtype):
+    x = {"0-d": torch.tensor(-0.5), "one element": torch.tensor([2.0]),
+         "size-1 dim": torch.tensor([[0.5], [-3.0], [0.0]]),
+         "size-1 dims kept": torch.tensor([[[NAN]], [[-3.0]]])}[case]
+    x = x.to(dtype)
+    kwargs = {"size-1 dim": {"dim": -1}, "size-1 dims kept": {"dim": (1, 2), "keepdim": True}}.get(case, {})
+    fn = lambda t: torch.linalg.vector_norm(t, ord=ord, **kwargs)  # noqa: E731
+    _assert_same(_on_device(fn, x, ops={"aten::linalg_vector_norm"}), fn(x))
