@@ -57,7 +57,8 @@ void for_each_tap_row(const Window& w, F&& f, int64_t row_lo = 0, int64_t row_hi
     for (t[1] = 0; t[1] < w.k[1]; ++t[1])
       for (t[2] = 0; t[2] < w.k[2]; ++t[2], ++tap) {
         const int64_t shift = t[2] * w.dil[2] - w.pad[2], s = w.stride[2];
-        const int64_t lo = shift >= 0 ? 0 : std::min(w.out[2], (-shift + s - 1) / s);
+        // ceil(-shift / s) without forming -shift + s - 1, which overflows for a huge stride
+        const int64_t lo = shift >= 0 ? 0 : std::min(w.out[2], (-shift - 1) / s + 1);
         const int64_t hi = shift >= w.in[2] ? lo : std::max(lo, std::min(w.out[2], (w.in[2] - 1 - shift) / s + 1));
         int64_t out_offset = 0;
         for (int64_t row = row_lo; row < row_hi; ++row, out_offset += w.out[2]) {

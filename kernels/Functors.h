@@ -693,10 +693,14 @@ RBLN_UNARY(angle, is_nan(x) ? x : x < C(0) ? C(c10::pi<double>) : C(0))
 template <class T>
 struct polygamma {
   using C = at::opmath_type<T>;
-  int n;
-  explicit polygamma(int64_t order) : n(static_cast<int>(order)) {}
-  C operator()(C x) const {  // CPU's kernel: digamma and trigamma for the first two orders
-    return n == 0 ? C(calc_digamma(x)) : n == 1 ? C(trigamma(x)) : C(calc_polygamma(x, n));
+  int64_t n;
+  explicit polygamma(int64_t order) : n(order) {
+    TORCH_CHECK(n >= 0, "polygamma(n, x) does not support negative n.");
+  }
+  // CPU's kernel: digamma and trigamma for the first two orders (chosen on the
+  // 64-bit n), else calc_polygamma, whose order parameter is an int.
+  C operator()(C x) const {
+    return n == 0 ? C(calc_digamma(x)) : n == 1 ? C(trigamma(x)) : C(calc_polygamma(x, static_cast<int>(n)));
   }
 };
 template <class T>
@@ -774,17 +778,22 @@ RBLN_BINARY(nextafter, C(std::nextafter(T(a), T(b))))  // float16/bfloat16: a st
 RBLN_BINARY(logaddexp2, (std::isinf(a) && a == b) ? a
                         : C(std::max(a, b) + std::log1p(std::exp2(-std::abs(a - b))) / C(c10::ln_2<double>)))
 RBLN_BINARY(special_chebyshev_polynomial_t, C(chebyshev_polynomial_t_forward(a, b)))
-RBLN_BINARY(special_chebyshev_polynomial_u, C(chebyshev_polynomial_u_forward(a, b)))
-RBLN_BINARY(special_chebyshev_polynomial_v, C(chebyshev_polynomial_v_forward(a, b)))
-RBLN_BINARY(special_chebyshev_polynomial_w, C(chebyshev_polynomial_w_forward(a, b)))
-RBLN_BINARY(special_shifted_chebyshev_polynomial_t, C(shifted_chebyshev_polynomial_t_forward(a, b)))
-RBLN_BINARY(special_shifted_chebyshev_polynomial_u, C(shifted_chebyshev_polynomial_u_forward(a, b)))
-RBLN_BINARY(special_shifted_chebyshev_polynomial_v, C(shifted_chebyshev_polynomial_v_forward(a, b)))
-RBLN_BINARY(special_shifted_chebyshev_polynomial_w, C(shifted_chebyshev_polynomial_w_forward(a, b)))
+// ATen's three-term recurrences stop at a NaN and then return an uninitialized
+// variable for an order of 2 or more (CPU's kernel hands back the previous
+// element's result): the NaN propagates here, as in the Hermite recurrences.
+#define RBLN_RECURRENCE(name, fn) RBLN_BINARY(name, is_nan(a) && b >= C(2) ? a : C(fn(a, b)))
+RBLN_RECURRENCE(special_chebyshev_polynomial_u, chebyshev_polynomial_u_forward)
+RBLN_RECURRENCE(special_chebyshev_polynomial_v, chebyshev_polynomial_v_forward)
+RBLN_RECURRENCE(special_chebyshev_polynomial_w, chebyshev_polynomial_w_forward)
+RBLN_RECURRENCE(special_shifted_chebyshev_polynomial_t, shifted_chebyshev_polynomial_t_forward)
+RBLN_RECURRENCE(special_shifted_chebyshev_polynomial_u, shifted_chebyshev_polynomial_u_forward)
+RBLN_RECURRENCE(special_shifted_chebyshev_polynomial_v, shifted_chebyshev_polynomial_v_forward)
+RBLN_RECURRENCE(special_shifted_chebyshev_polynomial_w, shifted_chebyshev_polynomial_w_forward)
+RBLN_RECURRENCE(special_laguerre_polynomial_l, laguerre_polynomial_l_forward)
+RBLN_RECURRENCE(special_legendre_polynomial_p, legendre_polynomial_p_forward)
+#undef RBLN_RECURRENCE
 RBLN_BINARY(special_hermite_polynomial_h, C(hermite_polynomial(a, b, true)))
 RBLN_BINARY(special_hermite_polynomial_he, C(hermite_polynomial(a, b, false)))
-RBLN_BINARY(special_laguerre_polynomial_l, C(laguerre_polynomial_l_forward(a, b)))
-RBLN_BINARY(special_legendre_polynomial_p, C(legendre_polynomial_p_forward(a, b)))
 #undef RBLN_BINARY
 
 // other - alpha * self, with sub's rounding.

@@ -334,7 +334,8 @@ at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
               out.scalar_type());
   check_same_device({&self, &out});
   // The result's size depends on the data: the mask is read back (CUDA syncs here too).
-  auto mask = at::ne(self, 0).cpu();
+  // Read in row-major order: ne keeps a permuted input's layout.
+  auto mask = at::ne(self, 0).cpu().contiguous();
   const bool* m = mask.const_data_ptr<bool>();
   const Geometry g(self);
   const int64_t ndim = self.dim();
@@ -375,7 +376,8 @@ at::Tensor& isin_Tensor_Tensor_out(const at::Tensor& elements, const at::Tensor&
         for (int64_t j = 0; j < m; ++j)
           if (!at::_isnan(tp[j])) sorted.push_back(tp[j]);
         std::sort(sorted.begin(), sorted.end());
-        for (int64_t i = 0; i < n; ++i) op[i] = std::binary_search(sorted.begin(), sorted.end(), xp[i]) != invert;
+        for (int64_t i = 0; i < n; ++i)  // binary_search would find NaN, equal to everything under <
+          op[i] = (!at::_isnan(xp[i]) && std::binary_search(sorted.begin(), sorted.end(), xp[i])) != invert;
       });
     });
   });

@@ -12,6 +12,7 @@
 #include <ATen/ops/empty_strided.h>
 #include <c10/util/accumulate.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -338,6 +339,15 @@ at::Tensor& linalg_lu_solve_out(const at::Tensor& LU, const at::Tensor& pivots, 
       const int* p = piv.const_data_ptr<int>();
       scalar_t* x = X.data_ptr<scalar_t>();
       launch_on(X, "aten::linalg_lu_solve", [=] {
+        // getrs writes outside the matrix for a pivot out of range: checked on the device, like CUDA's
+        // device-side asserts, with CPU's messages (in CPU's order: every pivot >= 1, then every pivot <= n).
+        const int* end = p + count * n;
+        TORCH_CHECK(std::all_of(p, end, [](int v) { return v >= 1; }),
+                    "Pivots given to lu_solve must all be greater or equal to 1. "
+                    "Did you properly pass the result of lu_factor?");
+        TORCH_CHECK(std::all_of(p, end, [=](int v) { return v <= n; }),
+                    "Pivots given to lu_solve must all be smaller or equal to LU.size(-2). "
+                    "Did you properly pass the result of lu_factor?");
         int info = 0;  // getrs only reports bad arguments
         for (int64_t i = 0; i < count; ++i)
           getrs<scalar_t>(trans, n, nrhs, a + i * n * n, ld(n), p + i * n, x + i * n * nrhs, ld(n), &info);

@@ -215,20 +215,22 @@ at::Tensor nll_loss2d_backward(const at::Tensor& grad_output, const at::Tensor& 
 at::Tensor mse_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction) {
   check_same_device({&self, &target});
   auto d = self - target;
-  return reduce_loss(d * d, reduction, self.scalar_type());
+  return reduce_loss(d * d, reduction, at::result_type(self, target));
 }
 at::Tensor mse_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
                              int64_t reduction) {
   check_same_device({&grad_output, &self, &target});
-  return (self - target) * (2.0 * loss_scale(self, reduction)) * grad_output;  // CPU's order of roundings
+  // CPU's order of roundings; the gradient takes the input's dtype
+  return ((self - target) * (2.0 * loss_scale(self, reduction)) * grad_output).to(self.scalar_type());
 }
 
 at::Tensor smooth_l1_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double beta) {
   TORCH_CHECK(beta >= 0, "smooth_l1_loss does not support negative values for beta.");
   check_same_device({&self, &target});
+  const auto dtype = at::result_type(self, target);
   auto z = at::abs(widen(self - target));
-  if (beta == 0) return reduce_loss(z, reduction, self.scalar_type());
-  return reduce_loss(at::where(z < beta, z * z * (0.5 / beta), z - 0.5 * beta), reduction, self.scalar_type());
+  if (beta == 0) return reduce_loss(z, reduction, dtype);
+  return reduce_loss(at::where(z < beta, z * z * (0.5 / beta), z - 0.5 * beta), reduction, dtype);
 }
 at::Tensor smooth_l1_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
                                    int64_t reduction, double beta) {
@@ -267,6 +269,9 @@ at::Tensor binary_cross_entropy(const at::Tensor& self, const at::Tensor& target
   check_same_device({&self, &target});
   TORCH_CHECK(self.sizes() == target.sizes(), "Using a target size (", target.sizes(), ") that is different to the ",
               "input size (", self.sizes(), ") is deprecated. Please ensure they have the same size.");
+  // CPU's kernel takes one dtype (no promotion), raising its TensorIterator error otherwise.
+  TORCH_CHECK(target.scalar_type() == self.scalar_type(), "Found dtype ", target.scalar_type(), " but expected ",
+              self.scalar_type());
   TORCH_CHECK(!((self < 0) | (self > 1)).any().item<bool>(), "all elements of input should be between 0 and 1");
   auto loss = (target - 1) * self.neg().log1p().clamp_min(-100) - target * self.log().clamp_min(-100);
   if (weight && weight->defined()) loss = loss * *weight;

@@ -2,6 +2,7 @@
 // cumulative sums, plus linspace and equal.
 #include <ATen/AccumulateType.h>
 #include <ATen/WrapDimUtils.h>
+#include <ATen/native/layer_norm.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/eq.h>
 
@@ -15,49 +16,40 @@
 
 namespace rbln::kernels {
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(const at::Tensor& input,
-                                                                c10::SymIntArrayRef normalized_shape,
-                                                                const std::optional<at::Tensor>& weight,
-                                                                const std::optional<at::Tensor>& bias, double eps) {
-  auto shape = C10_AS_INTARRAYREF_SLOW(normalized_shape);
-  int64_t axis = input.dim() - static_cast<int64_t>(shape.size());
-  TORCH_CHECK(axis >= 0 && input.sizes().slice(axis) == shape, "Given normalized_shape=", shape,
-              ", expected input with shape [*, ", shape, "], but got input of size", input.sizes());
-  auto w = weight && weight->defined() ? contiguous(*weight) : at::Tensor();
-  auto b = bias && bias->defined() ? contiguous(*bias) : at::Tensor();
-  check_same_device({&input, &w, &b});
-  int64_t n = 1;
-  for (auto s : shape) n *= s;
-  int64_t rows = n == 0 ? 0 : input.numel() / n;
-  auto x = contiguous(input);
-  auto out = at::empty(input.sizes(), input.options());
-  std::vector<int64_t> stat_shape(input.sizes().begin(), input.sizes().begin() + axis);
-  stat_shape.resize(input.dim(), 1);
-  auto mean = at::empty(stat_shape, input.options()), rstd = at::empty(stat_shape, input.options());
-  if (rows == 0) return {out, mean, rstd};
-  RBLN_DISPATCH_FLOATING(input.scalar_type(), "native_layer_norm", [&] {
-    using acc_t = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
-    const auto* xp = x.const_data_ptr<scalar_t>();
-    const auto* wp = w.defined() ? w.const_data_ptr<scalar_t>() : nullptr;
-    const auto* bp = b.defined() ? b.const_data_ptr<scalar_t>() : nullptr;
-    auto* yp = out.data_ptr<scalar_t>();
-    auto* mp = mean.data_ptr<scalar_t>();
-    auto* rp = rstd.data_ptr<scalar_t>();
-    if constexpr (std::is_same_v<scalar_t, float>) {  // the vectorized row loop
-      launch_on(input, "aten::native_layer_norm", [=] {
-        at::parallel_for(0, rows, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1)), [&](int64_t lo, int64_t hi) {
-          // (scalar_t is float here; the casts only let the other dtypes' dead branch compile)
-          auto f = [](auto* q) { return reinterpret_cast<std::conditional_t<std::is_const_v<std::remove_pointer_t<decltype(q)>>, const float*, float*>>(q); };
-          vec::table().layer_norm_rows_f32(f(xp + lo * n), f(wp), f(bp), f(yp + lo * n), f(mp + lo), f(rp + lo), hi - lo,
-                                           n, static_cast<float>(eps));
-        });
-      });
-      return;
-    }
+namespace {
+
+// The dtype of layer norm's weight and bias, mean and rstd: the input's, or
+// float for a float16/bfloat16 input with float parameters (what autocast
+// produces; CPU's and CUDA's mixed mode). Other mixes raise CPU's errors.
+at::ScalarType layer_norm_param_type(const at::Tensor& input, const at::Tensor& w, const at::Tensor& b) {
+  const auto type = w.defined() ? w.scalar_type() : b.defined() ? b.scalar_type() : input.scalar_type();
+  if (type == input.scalar_type()) return type;
+  for (const auto* t : {&w, &b})
+    TORCH_CHECK(!t->defined() || t->scalar_type() == at::kFloat,
+                "mixed dtype (CPU): expect parameter to have scalar type of Float");
+  TORCH_CHECK(at::isReducedFloatingType(input.scalar_type()), "mixed dtype (CPU): all inputs must share same datatype.");
+  return at::kFloat;
+}
+
+// Normalizes `rows` rows of n elements of x (T) into y with weight and bias
+// (optional) and stores mean and rstd, all in S, the parameters' dtype.
+template <class T, class S>
+void launch_layer_norm_rows(const at::Tensor& input, const T* xp, const S* wp, const S* bp, T* yp, S* mp, S* rp,
+                            int64_t rows, int64_t n, double eps) {
+  const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1));
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<S, float>) {  // the vectorized row loop
     launch_on(input, "aten::native_layer_norm", [=] {
-      at::parallel_for(0, rows, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1)), [&](int64_t lo, int64_t hi) {
+      at::parallel_for(0, rows, grain, [&](int64_t lo, int64_t hi) {
+        vec::table().layer_norm_rows_f32(xp + lo * n, wp, bp, yp + lo * n, mp + lo, rp + lo, hi - lo, n,
+                                         static_cast<float>(eps));
+      });
+    });
+  } else {
+    using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    launch_on(input, "aten::native_layer_norm", [=] {
+      at::parallel_for(0, rows, grain, [&](int64_t lo, int64_t hi) {
         for (int64_t r = lo; r < hi; ++r) {
-          const scalar_t* row = xp + r * n;
+          const T* row = xp + r * n;
           acc_t sum = 0, sq = 0;
           for (int64_t j = 0; j < n; ++j) sum += static_cast<acc_t>(row[j]);
           acc_t mu = sum / n;
@@ -71,12 +63,49 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(const at::Tenso
             acc_t v = std::fma(static_cast<acc_t>(row[j]), inv, shift);  // CPU's fused x * rstd - rstd * mean
             if (wp) v *= static_cast<acc_t>(wp[j]);
             if (bp) v += static_cast<acc_t>(bp[j]);
-            yp[r * n + j] = static_cast<scalar_t>(v);
+            yp[r * n + j] = static_cast<T>(v);
           }
-          mp[r] = static_cast<scalar_t>(mu);
-          rp[r] = static_cast<scalar_t>(inv);
+          mp[r] = static_cast<S>(mu);
+          rp[r] = static_cast<S>(inv);
         }
       });
+    });
+  }
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(const at::Tensor& input,
+                                                                c10::SymIntArrayRef normalized_shape,
+                                                                const std::optional<at::Tensor>& weight,
+                                                                const std::optional<at::Tensor>& bias, double eps) {
+  auto shape = C10_AS_INTARRAYREF_SLOW(normalized_shape);
+  auto w = weight && weight->defined() ? contiguous(*weight) : at::Tensor();
+  auto b = bias && bias->defined() ? contiguous(*bias) : at::Tensor();
+  const auto [rows, n] = at::native::_check_layer_norm_inputs(input, shape, w, b);
+  check_same_device({&input, &w, &b});
+  const auto stats = layer_norm_param_type(input, w, b);
+  const int64_t axis = input.dim() - static_cast<int64_t>(shape.size());
+  auto x = contiguous(input);
+  auto out = at::empty(input.sizes(), input.options());
+  std::vector<int64_t> stat_shape(input.sizes().begin(), input.sizes().begin() + axis);
+  stat_shape.resize(input.dim(), 1);
+  auto mean = at::empty(stat_shape, input.options().dtype(stats)), rstd = at::empty(stat_shape, input.options().dtype(stats));
+  if (rows == 0) return {out, mean, rstd};
+  if (n == 0) {  // CPU's moments of no element: mean 0, variance 0 / 0
+    mean.zero_();
+    rstd.fill_(std::numeric_limits<double>::quiet_NaN());
+    return {out, mean, rstd};
+  }
+  RBLN_DISPATCH_FLOATING(input.scalar_type(), "native_layer_norm", [&] {
+    using T = scalar_t;
+    const T* xp = x.const_data_ptr<T>();
+    T* yp = out.data_ptr<T>();
+    RBLN_DISPATCH_FLOATING(stats, "native_layer_norm", [&] {
+      using S = scalar_t;
+      launch_layer_norm_rows<T, S>(input, xp, w.defined() ? w.const_data_ptr<S>() : nullptr,
+                                   b.defined() ? b.const_data_ptr<S>() : nullptr, yp, mean.data_ptr<S>(),
+                                   rstd.data_ptr<S>(), rows, n, eps);
     });
   });
   return {out, mean, rstd};
@@ -89,62 +118,64 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
     const at::Tensor& rstd, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
     std::array<bool, 3> output_mask) {
   auto shape = C10_AS_INTARRAYREF_SLOW(normalized_shape);
-  const int64_t axis = input.dim() - static_cast<int64_t>(shape.size());
-  TORCH_CHECK(axis >= 0 && input.sizes().slice(axis) == shape && grad_out.sizes() == input.sizes(),
-              "native_layer_norm_backward: input ", input.sizes(), " and grad_out ", grad_out.sizes(),
-              " do not match normalized_shape ", shape);
   auto w = weight && weight->defined() ? contiguous(*weight) : at::Tensor();
+  const at::Tensor b = bias && bias->defined() ? *bias : at::Tensor();
+  const auto [rows, n] = at::native::_check_layer_norm_inputs(input, shape, w, b);
+  TORCH_CHECK(grad_out.sizes() == input.sizes(), "native_layer_norm_backward: grad_out ", grad_out.sizes(),
+              " does not match input ", input.sizes());
   check_same_device({&grad_out, &input, &mean, &rstd, &w});
-  int64_t n = 1;
-  for (auto s : shape) n *= s;
-  const int64_t rows = n == 0 ? 0 : input.numel() / n;
+  const auto stats = layer_norm_param_type(input, w, b);
   at::Tensor dx = output_mask[0] ? at::empty(input.sizes(), input.options()) : at::Tensor();
   at::Tensor dw = output_mask[1] && w.defined() ? at::empty(w.sizes(), w.options()) : at::Tensor();
-  at::Tensor db = output_mask[2] && bias && bias->defined() ? at::empty(bias->sizes(), bias->options()) : at::Tensor();
+  at::Tensor db = output_mask[2] && b.defined() ? at::empty(b.sizes(), b.options()) : at::Tensor();
   auto x = contiguous(input), dy = contiguous(grad_out), mu = contiguous(mean), rs = contiguous(rstd);
   RBLN_DISPATCH_FLOATING(input.scalar_type(), "native_layer_norm_backward", [&] {
-    using acc_t = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
-    const auto* xp = x.const_data_ptr<scalar_t>();
-    const auto* dyp = dy.const_data_ptr<scalar_t>();
-    const auto* mp = mu.const_data_ptr<scalar_t>();
-    const auto* rp = rs.const_data_ptr<scalar_t>();
-    const auto* wp = w.defined() ? w.const_data_ptr<scalar_t>() : nullptr;
-    auto* dxp = dx.defined() ? dx.data_ptr<scalar_t>() : nullptr;
-    auto* dwp = dw.defined() ? dw.data_ptr<scalar_t>() : nullptr;
-    auto* dbp = db.defined() ? db.data_ptr<scalar_t>() : nullptr;
-    launch_on(input, "aten::native_layer_norm_backward", [=] {
-      if (dxp) {
-        at::parallel_for(0, rows, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1)), [&](int64_t lo, int64_t hi) {
-          for (int64_t r = lo; r < hi; ++r) {
-            const acc_t m = static_cast<acc_t>(mp[r]), inv = static_cast<acc_t>(rp[r]);
-            acc_t sum_g = 0, sum_gx = 0;
-            for (int64_t j = 0; j < n; ++j) {
-              const acc_t g = static_cast<acc_t>(dyp[r * n + j]) * (wp ? static_cast<acc_t>(wp[j]) : acc_t(1));
-              sum_g += g;
-              sum_gx += g * (static_cast<acc_t>(xp[r * n + j]) - m) * inv;
+    using T = scalar_t;
+    using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    const T* xp = x.const_data_ptr<T>();
+    const T* dyp = dy.const_data_ptr<T>();
+    T* dxp = dx.defined() ? dx.data_ptr<T>() : nullptr;
+    RBLN_DISPATCH_FLOATING(stats, "native_layer_norm_backward", [&] {
+      using S = scalar_t;  // the statistics' and parameters' dtype
+      const S* mp = mu.const_data_ptr<S>();
+      const S* rp = rs.const_data_ptr<S>();
+      const S* wp = w.defined() ? w.const_data_ptr<S>() : nullptr;
+      S* dwp = dw.defined() ? dw.data_ptr<S>() : nullptr;
+      S* dbp = db.defined() ? db.data_ptr<S>() : nullptr;
+      launch_on(input, "aten::native_layer_norm_backward", [=] {
+        if (dxp) {
+          at::parallel_for(0, rows, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1)), [&](int64_t lo, int64_t hi) {
+            for (int64_t r = lo; r < hi; ++r) {
+              const acc_t m = static_cast<acc_t>(mp[r]), inv = static_cast<acc_t>(rp[r]);
+              acc_t sum_g = 0, sum_gx = 0;
+              for (int64_t j = 0; j < n; ++j) {
+                const acc_t g = static_cast<acc_t>(dyp[r * n + j]) * (wp ? static_cast<acc_t>(wp[j]) : acc_t(1));
+                sum_g += g;
+                sum_gx += g * (static_cast<acc_t>(xp[r * n + j]) - m) * inv;
+              }
+              for (int64_t j = 0; j < n; ++j) {
+                const acc_t g = static_cast<acc_t>(dyp[r * n + j]) * (wp ? static_cast<acc_t>(wp[j]) : acc_t(1));
+                const acc_t xhat = (static_cast<acc_t>(xp[r * n + j]) - m) * inv;
+                dxp[r * n + j] = static_cast<T>(inv * (g - sum_g / n - xhat * sum_gx / n));
+              }
             }
-            for (int64_t j = 0; j < n; ++j) {
-              const acc_t g = static_cast<acc_t>(dyp[r * n + j]) * (wp ? static_cast<acc_t>(wp[j]) : acc_t(1));
-              const acc_t xhat = (static_cast<acc_t>(xp[r * n + j]) - m) * inv;
-              dxp[r * n + j] = static_cast<scalar_t>(inv * (g - sum_g / n - xhat * sum_gx / n));
+          });
+        }
+        if (dwp || dbp) {
+          at::parallel_for(0, n, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(rows, 1)), [&](int64_t lo, int64_t hi) {
+            for (int64_t j = lo; j < hi; ++j) {
+              acc_t sw = 0, sb = 0;
+              for (int64_t r = 0; r < rows; ++r) {
+                const acc_t d = static_cast<acc_t>(dyp[r * n + j]);
+                sw += d * (static_cast<acc_t>(xp[r * n + j]) - static_cast<acc_t>(mp[r])) * static_cast<acc_t>(rp[r]);
+                sb += d;
+              }
+              if (dwp) dwp[j] = static_cast<S>(sw);
+              if (dbp) dbp[j] = static_cast<S>(sb);
             }
-          }
-        });
-      }
-      if (dwp || dbp) {
-        at::parallel_for(0, n, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(rows, 1)), [&](int64_t lo, int64_t hi) {
-          for (int64_t j = lo; j < hi; ++j) {
-            acc_t sw = 0, sb = 0;
-            for (int64_t r = 0; r < rows; ++r) {
-              const acc_t d = static_cast<acc_t>(dyp[r * n + j]);
-              sw += d * (static_cast<acc_t>(xp[r * n + j]) - static_cast<acc_t>(mp[r])) * static_cast<acc_t>(rp[r]);
-              sb += d;
-            }
-            if (dwp) dwp[j] = static_cast<scalar_t>(sw);
-            if (dbp) dbp[j] = static_cast<scalar_t>(sb);
-          }
-        });
-      }
+          });
+        }
+      });
     });
   });
   return {dx, dw, db};

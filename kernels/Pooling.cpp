@@ -5,6 +5,7 @@
 // with CPU's window rules (ceil_mode, padding, count_include_pad, NaN wins).
 #include <ATen/native/Pool.h>
 #include <ATen/ops/empty.h>
+#include <c10/util/TypeCast.h>
 
 #include <cmath>
 #include <limits>
@@ -51,6 +52,9 @@ Planes plan_window(const at::Tensor& self, int64_t dims, at::IntArrayRef kernel,
   check_arg(stride, dims, true, op, "stride");
   check_arg(padding, dims, false, op, "padding");
   check_arg(dilation, dims, false, op, "dilation");
+  // CPU's pooling takes these as int: a larger value raises its overflow error (and would not end here).
+  for (auto args : {kernel, stride, padding, dilation})
+    for (int64_t v : args) c10::checked_convert<int, int64_t>(v, "int");
   Planes p = planes_of(self, dims, op);
   Window& w = p.w;
   set_trailing(w.k, kernel, dims);
@@ -111,9 +115,20 @@ void for_each_offset(const Window& w, const int64_t (&lo)[3], const int64_t (&hi
       for (int64_t c = lo[2]; c < hi[2]; ++c) f((a * w.in[1] + b) * w.in[2] + c);
 }
 
+// Per dim, the first input position of the fixed window at output position o
+// and its in-bounds taps [lo, hi) (lo >= hi: none).
+void window_taps(const Window& w, const int64_t (&o)[3], int64_t (&start)[3], int64_t (&lo)[3],
+                 int64_t (&hi)[3]) {
+  for (int d = 0; d < 3; ++d) {
+    start[d] = o[d] * w.stride[d] - w.pad[d];
+    lo[d] = start[d] >= 0 ? 0 : (-start[d] + w.dil[d] - 1) / w.dil[d];
+    hi[d] = start[d] >= w.in[d] ? 0 : std::min(w.k[d], (w.in[d] - 1 - start[d]) / w.dil[d] + 1);
+  }
+}
+
 // Fixed windows clipped to the input, without a per-tap bounds check:
 // f(out_index, visit), where visit(g) calls g(in_offset) for the window's
-// in-bounds taps in row-major tap order (the order for_each_tap visits them).
+// in-bounds taps in row-major tap order.
 template <class F>
 void for_each_window(const Window& w, F&& f) {
   int64_t o[3], out_index = 0;
@@ -121,11 +136,7 @@ void for_each_window(const Window& w, F&& f) {
     for (o[1] = 0; o[1] < w.out[1]; ++o[1])
       for (o[2] = 0; o[2] < w.out[2]; ++o[2], ++out_index) {
         int64_t start[3], lo[3], hi[3];
-        for (int d = 0; d < 3; ++d) {
-          start[d] = o[d] * w.stride[d] - w.pad[d];
-          lo[d] = start[d] >= 0 ? 0 : (-start[d] + w.dil[d] - 1) / w.dil[d];
-          hi[d] = start[d] >= w.in[d] ? 0 : std::min(w.k[d], (w.in[d] - 1 - start[d]) / w.dil[d] + 1);
-        }
+        window_taps(w, o, start, lo, hi);
         f(out_index, [&](auto&& g) {
           for (int64_t a = lo[0]; a < hi[0]; ++a) {
             const int64_t ia = start[0] + a * w.dil[0];
@@ -249,21 +260,21 @@ at::Tensor max_pool_backward(const at::Tensor& grad_output, const at::Tensor& se
 // CPU's average divisor per output position (0: the window lies in the padding).
 std::vector<double> avg_divisors(const Window& w, bool count_include_pad, std::optional<int64_t> divisor_override) {
   std::vector<double> divisors(w.out_numel());
-  std::vector<int64_t> valid(w.out_numel(), 0);
-  for_each_tap(w, [&](int64_t o, int64_t, int64_t i) { valid[o] += i >= 0; });
   int64_t o[3], index = 0;
   for (o[0] = 0; o[0] < w.out[0]; ++o[0])
     for (o[1] = 0; o[1] < w.out[1]; ++o[1])
       for (o[2] = 0; o[2] < w.out[2]; ++o[2], ++index) {
-        int64_t padded = 1;  // the window clipped to the padded input
+        int64_t start[3], lo[3], hi[3];
+        window_taps(w, o, start, lo, hi);
+        int64_t valid = 1, padded = 1;  // taps in the input; the window clipped to the padded input
         for (int d = 0; d < 3; ++d) {
-          const int64_t start = o[d] * w.stride[d] - w.pad[d];
-          padded *= std::min(start + w.k[d], w.in[d] + w.pad[d]) - start;
+          valid *= std::max<int64_t>(0, hi[d] - lo[d]);
+          padded *= std::min(start[d] + w.k[d], w.in[d] + w.pad[d]) - start[d];
         }
-        divisors[index] = valid[index] == 0 ? 0.0
+        divisors[index] = valid == 0 ? 0.0
                           : divisor_override ? static_cast<double>(*divisor_override)
                           : count_include_pad ? static_cast<double>(padded)
-                                              : static_cast<double>(valid[index]);
+                                              : static_cast<double>(valid);
       }
   return divisors;
 }
@@ -312,9 +323,10 @@ at::Tensor avg_pool_backward(const at::Tensor& grad_output, const at::Tensor& se
       std::fill(gi, gi + p.count * P, scalar_t(0));
       over_planes(p.count, L * p.w.k_numel(), [&](int64_t plane) {
         scalar_t* in = gi + plane * P;
-        for_each_tap(p.w, [&](int64_t o, int64_t, int64_t i) {
-          if (i >= 0 && divisors[o] != 0)
-            in[i] += static_cast<scalar_t>(static_cast<opmath>(gp[plane * L + o]) / static_cast<opmath>(divisors[o]));
+        for_each_window(p.w, [&](int64_t o, auto&& visit) {
+          if (divisors[o] == 0) return;
+          const opmath g = static_cast<opmath>(gp[plane * L + o]) / static_cast<opmath>(divisors[o]);
+          visit([&](int64_t i) { in[i] += static_cast<scalar_t>(g); });
         });
       });
     });

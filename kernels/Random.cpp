@@ -188,7 +188,7 @@ at::Tensor& normal_Tensor_Tensor_out(const at::Tensor& mean, const at::Tensor& s
                                      at::Tensor& out) {
   check_same_device({&mean, &std, &out});
   auto shape = at::infer_size(mean.sizes(), std.sizes());
-  prepare_out(out, shape, at::result_type(mean, std), mean, "normal");
+  prepare_out(out, shape, mean.scalar_type(), mean, "normal");  // CPU's and CUDA's: the mean's dtype
   auto m = at::empty(shape, mean.options().dtype(at::kDouble)), s = at::empty(shape, std.options().dtype(at::kDouble));
   device_copy(m, mean.expand(shape));
   device_copy(s, std.expand(shape));

@@ -21,10 +21,11 @@
 
 namespace rbln::kernels {
 
-Plan plan(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim, at::ScalarType compute) {
+Plan plan(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim, at::ScalarType compute,
+          bool empty_reduces_all) {
   const int64_t ndim = self.dim();
   std::bitset<64> reduced;
-  if (!dims || dims->empty()) {
+  if (!dims || (dims->empty() && empty_reduces_all)) {
     reduced.set();
   } else {
     for (auto d : *dims) {

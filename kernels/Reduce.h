@@ -30,8 +30,10 @@ struct Plan {
   int64_t outputs() const { return lines.outer * lines.cols; }
 };
 
-// dims: the dims to reduce (none or empty: all); compute: the dtype rows are converted to.
-Plan plan(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim, at::ScalarType compute);
+// dims: the dims to reduce (none: all; empty: all, sum's rule, or with
+// !empty_reduces_all none, all/any's); compute: the dtype rows are converted to.
+Plan plan(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim, at::ScalarType compute,
+          bool empty_reduces_all = true);
 
 // Calls tile(o, c0, w) for columns [c0, c0 + w) of every outer index o, in
 // tiles of up to kColumnTile columns (their accumulators stay in L1), the

@@ -30,7 +30,7 @@ at::Tensor& logical_reduce(const at::Tensor& self, at::OptionalIntArrayRef dims,
   // uint8 inputs give uint8 results, everything else bool (as on CPU).
   const auto dtype = out.defined() ? out.scalar_type() : (self.scalar_type() == at::kByte ? at::kByte : at::kBool);
   const char* name = is_all ? "aten::all" : "aten::any";
-  auto p = plan(self, dims, keepdim, self.scalar_type());
+  auto p = plan(self, dims, keepdim, self.scalar_type(), /*empty_reduces_all=*/false);
   return reduce_to(out, p, dtype, self, is_all ? "all" : "any", [&](const at::Tensor& target) {
     RBLN_DISPATCH_ALL(self.scalar_type(), "all_any", [&] {
       auto step = [is_all](bool a, scalar_t x, int64_t) {
@@ -218,9 +218,11 @@ at::Tensor& linalg_vector_norm_out(const at::Tensor& self, const at::Scalar& ord
                                    bool keepdim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
   TORCH_CHECK(at::isFloatingType(self.scalar_type()),
               "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ", self.scalar_type());
-  const double p = ord.toDouble();
   const auto type = dtype.value_or(self.scalar_type());
   auto pl = plan(self, dim, keepdim, type);
+  // As CPU and CUDA: when each output reduces one element, any order but 0 gives |x| (1's sum), without
+  // the rounding (or overflow) of |x|^p and back.
+  const double p = pl.inner() == 1 && ord.toDouble() != 0 ? 1.0 : ord.toDouble();
   TORCH_CHECK(!((p < 0 || std::isinf(p)) && pl.inner() == 0 && pl.outputs() > 0),
               "linalg.vector_norm cannot compute the ", ord, " norm on an empty tensor because the operation does "
               "not have an identity");

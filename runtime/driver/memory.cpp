@@ -299,7 +299,10 @@ int device_of(const void* ptr) {
 void* host_malloc(size_t bytes) {
   bytes = std::max<size_t>(bytes, 1);  // distinct, freeable pointers for empty blocks
   void* ptr = nullptr;
-  if (posix_memalign(&ptr, kPageSize, bytes) != 0) return nullptr;
+  if (posix_memalign(&ptr, kPageSize, bytes) != 0) {
+    throw Error(Error::kOutOfMemory, "RBLN out of memory: cannot allocate " + std::to_string(bytes) +
+                                         " bytes of pinned host memory");
+  }
   std::lock_guard<std::mutex> lock(pinned().mu);
   pinned().blocks.emplace(reinterpret_cast<uintptr_t>(ptr), bytes);
   return ptr;

@@ -46,7 +46,7 @@ size_t device_bytes_used(int device);  // bytes handed out by device_malloc
 int device_of(const void* ptr);        // -1 when ptr is not device memory
 
 // ---- pinned host memory ----------------------------------------------------
-void* host_malloc(size_t bytes);
+void* host_malloc(size_t bytes);  // throws kOutOfMemory when the host has no room
 void host_free(void* ptr);
 bool is_pinned(const void* ptr);  // true for any address inside a pinned block
 

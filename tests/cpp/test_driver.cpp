@@ -271,6 +271,13 @@ TEST(PinnedMemory, TracksWholeBlocks) {
   error_of([&] { host_free(unpinned.data()); }, Error::kInvalid);
 }
 
+TEST(PinnedMemory, FailedAllocationThrowsOutOfMemory) {
+  error_of([&] { host_malloc(size_t(1) << 62); }, Error::kOutOfMemory);
+  void* p = host_malloc(16);  // still usable
+  EXPECT_TRUE(is_pinned(p));
+  host_free(p);
+}
+
 // ---- streams -----------------------------------------------------------------
 
 TEST(Streams, Ids) {

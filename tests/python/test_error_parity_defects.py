@@ -1,0 +1,422 @@
+"""Regressions from the error-parity fuzz: inputs that crashed, hung or silently differed from CPU.
+
+Each case compares rbln with CPU (the error's type and message, or the result's values and dtype) and,
+where a device kernel is involved, asserts that it ran on the device."""
+import math
+import time
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+NAN, INF = math.nan, math.inf
+
+
+def _rbln(x):
+    return x.rbln() if isinstance(x, torch.Tensor) else x
+
+
+def _cpu_error(fn, *args, **kwargs):
+    with pytest.raises(Exception) as info:
+        fn(*args, **kwargs)
+    return info.type, str(info.value)
+
+
+def _assert_raises_like_cpu(fn, *args, **kwargs):
+    """fn raises on rbln what it raises on CPU: the same exception type and message."""
+    kind, message = _cpu_error(fn, *args, **kwargs)
+    with pytest.raises(kind) as info:
+        fn(*[_rbln(a) for a in args], **{k: _rbln(v) for k, v in kwargs.items()})
+        torch.rbln.synchronize()
+    assert str(info.value) == message
+
+
+def _on_device(fn, *args, ops, **kwargs):
+    """fn's result on rbln (moved to the CPU), checking that `ops` ran on the device without a fallback."""
+    with torch.rbln.explain() as ex:
+        out = fn(*[_rbln(a) for a in args], **kwargs)
+        out = tuple(o.cpu() for o in out) if isinstance(out, (tuple, list)) else out.cpu()
+    assert not ex.fallback_ops, ex.fallback_reasons
+    assert set(ops) <= set(ex.device_ops), sorted(ex.device_ops)
+    return out
+
+
+def _assert_same(actual, expected, **tol):
+    if isinstance(expected, (tuple, list)):
+        for a, e in zip(actual, expected, strict=True):
+            _assert_same(a, e, **tol)
+        return
+    assert actual.dtype == expected.dtype
+    torch.testing.assert_close(actual, expected, equal_nan=True, **tol)
+
+
+# ---- lu_solve: pivots out of range are a device-side error, not a wild write --------------------------
+
+@pytest.mark.parametrize("pivots", [[2**31 - 1, 2, 3], [53, 2, 3], [1, 1000, 3], [0, 2, 3], [1, -4, 3]])
+def test_lu_solve_rejects_pivots_out_of_range(pivots, assert_device_works):
+    LU, _ = torch.linalg.lu_factor(torch.randn(3, 3, generator=torch.Generator().manual_seed(0)))
+    piv, B = torch.tensor(pivots, dtype=torch.int32), torch.randn(3, 4)
+    _, message = _cpu_error(torch.linalg.lu_solve, LU, piv, B)
+    with torch.rbln.explain() as ex:
+        X = torch.linalg.lu_solve(LU.rbln(), piv.rbln(), B.rbln())  # queued: the pivots are read on the device
+    assert "aten::linalg_lu_solve.out" in ex.device_ops
+    with pytest.raises(RuntimeError) as info:
+        X.cpu()
+    assert "aten::linalg_lu_solve" in str(info.value) and message in str(info.value)
+    good = torch.linalg.lu_factor(torch.randn(3, 3) + 3 * torch.eye(3))
+    torch.testing.assert_close(torch.linalg.lu_solve(good[0].rbln(), good[1].rbln(), B.rbln()).cpu(),
+                               torch.linalg.lu_solve(*good, B))
+    assert_device_works()
+
+
+# ---- pinned memory: a failed allocation is CUDA's out-of-memory error ----------------------------------
+
+def test_failed_pinned_allocation_raises_out_of_memory(assert_device_works):
+    with pytest.raises(torch.OutOfMemoryError, match="pinned host memory"):
+        torch.empty(2**40, dtype=torch.uint8, pin_memory=True)
+    x = torch.arange(8.0).pin_memory()  # still usable
+    assert x.is_pinned()
+    torch.testing.assert_close(x.rbln(non_blocking=True).cpu(), torch.arange(8.0))
+    assert_device_works()
+
+
+# ---- convolution with a stride past the input ---------------------------------------------------------
+
+@pytest.mark.parametrize("dims", [1, 2, 3])
+@pytest.mark.parametrize("stride", [2**63 - 1, 2**40, 5])
+def test_convolution_with_a_huge_stride_matches_cpu(dims, stride):
+    gen = torch.Generator().manual_seed(dims)
+    x = torch.randn(1, 3, *[4] * dims, generator=gen, requires_grad=True)
+    w = torch.randn(2, 3, *[3] * dims, generator=gen, requires_grad=True)
+    conv = [F.conv1d, F.conv2d, F.conv3d][dims - 1]
+    expected = conv(x, w, stride=stride, padding=2)
+    xd, wd = x.detach().rbln().requires_grad_(), w.detach().rbln().requires_grad_()
+    with torch.rbln.explain() as ex:
+        actual = conv(xd, wd, stride=stride, padding=2)
+        actual.sum().backward()
+    assert {"aten::convolution_overrideable", "aten::convolution_backward_overrideable"} <= set(ex.device_ops)
+    assert not ex.fallback_ops, ex.fallback_reasons
+    expected.sum().backward()
+    torch.testing.assert_close(actual.detach().cpu(), expected.detach(), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(xd.grad.cpu(), x.grad)
+    torch.testing.assert_close(wd.grad.cpu(), w.grad, atol=1e-5, rtol=1e-5)
+
+
+# ---- pooling arguments beyond int: CPU's overflow error, not a hang -----------------------------------
+
+BIG = 2**40
+POOL_OVERFLOWS = {
+    "avg_pool2d kernel": lambda x: F.avg_pool2d(x[0], (2, BIG), 1),
+    "avg_pool2d stride": lambda x: F.avg_pool2d(x[0], 2, BIG),
+    "avg_pool2d padding": lambda x: F.avg_pool2d(x[0], 2, 1, BIG),
+    "avg_pool1d kernel": lambda x: F.avg_pool1d(x[0][0], BIG, 1),
+    "avg_pool1d stride": lambda x: F.avg_pool1d(x[0][0], 2, BIG),
+    "avg_pool3d kernel": lambda x: F.avg_pool3d(x[1], (2, 2, BIG), 1),
+    "avg_pool3d stride": lambda x: F.avg_pool3d(x[1], 2, BIG),
+    "max_pool2d kernel": lambda x: F.max_pool2d(x[0], (2, BIG), 1),
+    "max_pool2d stride": lambda x: F.max_pool2d(x[0], 2, BIG),
+    "max_pool2d dilation": lambda x: F.max_pool2d(x[0], 2, 1, 0, BIG),
+    "max_pool2d padding": lambda x: F.max_pool2d(x[0], 2, 1, BIG),
+    "max_pool3d kernel": lambda x: F.max_pool3d(x[1], (2, 2, BIG), 1),
+    "max_pool3d stride": lambda x: F.max_pool3d(x[1], 2, BIG),
+    "max_pool3d dilation": lambda x: F.max_pool3d(x[1], 2, 1, 0, (1, BIG, 1)),
+    "max_pool1d stride": lambda x: F.max_pool1d(x[0][0], 2, BIG, return_indices=True),
+}
+
+
+@pytest.mark.parametrize("name", POOL_OVERFLOWS)
+def test_pooling_arguments_beyond_int_raise_like_cpu(name, assert_device_works):
+    x = (torch.randn(1, 1, 4, 4), torch.randn(1, 1, 4, 4, 4))
+    _assert_raises_like_cpu(lambda a, b: POOL_OVERFLOWS[name]((a, b)), *x)
+    assert_device_works()
+
+
+def test_max_pool1d_kernel_beyond_int_raises_the_overflow_error():
+    # CPU's own max_pool1d loops over the whole window (it hangs); CUDA's goes through max_pool2d, as here.
+    with pytest.raises(RuntimeError, match="value cannot be converted to type int without overflow"):
+        F.max_pool1d(torch.randn(1, 1, 4).rbln(), BIG, 1)
+
+
+@pytest.mark.parametrize("pool", ["avg", "max"])
+def test_pooling_window_far_larger_than_the_input_is_not_walked_tap_by_tap(pool):
+    # A (2, 2**30) window with padding 2**29 fits in int: CPU clips it to the input, and so must rbln
+    # (forward and backward) instead of visiting 2**31 taps per output.
+    x = torch.randn(1, 2, 4, 4, generator=torch.Generator().manual_seed(1), requires_grad=True)
+    fn = ((lambda t: F.avg_pool2d(t, (2, 2**30), 1, (0, 2**29), count_include_pad=False)) if pool == "avg"
+          else (lambda t: F.max_pool2d(t, (2, 2**30), 1, (0, 2**29))))
+    expected = fn(x)
+    expected.sum().backward()
+    xd = x.detach().rbln().requires_grad_()
+    op = "aten::avg_pool2d" if pool == "avg" else "aten::max_pool2d_with_indices"
+    start = time.perf_counter()
+    with torch.rbln.explain() as ex:
+        actual = fn(xd)
+        actual.sum().backward()
+        torch.rbln.synchronize()
+    assert time.perf_counter() - start < 30  # milliseconds here; minutes when every tap is visited
+    assert op in ex.device_ops and not ex.fallback_ops, ex.fallback_reasons
+    torch.testing.assert_close(actual.detach().cpu(), expected.detach())
+    torch.testing.assert_close(xd.grad.cpu(), x.grad)
+
+
+@pytest.mark.parametrize("fn", [lambda x: F.adaptive_avg_pool2d(x, (2, BIG)),
+                                lambda x: F.adaptive_max_pool2d(x, (2, BIG)),
+                                lambda x: F.adaptive_avg_pool1d(x[0], BIG)])
+def test_adaptive_pooling_to_an_impossible_size_raises(fn, assert_device_works):
+    x = torch.randn(1, 1, 4, 4)
+    with pytest.raises(RuntimeError):  # CPU: its allocator's error; rbln: the device's OutOfMemoryError
+        fn(x)
+    with pytest.raises(torch.OutOfMemoryError):
+        fn(x.rbln())
+    assert_device_works()
+
+
+# ---- nonzero and everything built on it, with permuted and strided masks -----------------------------
+
+def _masks():
+    g = torch.Generator().manual_seed(3)
+    base = torch.rand(4, 6, 5, generator=g) > 0.5
+    return {
+        "transposed": torch.tensor([[1.0, 0.0], [1.0, 1.0]]).t(),
+        "permuted 3-d": base.permute(2, 0, 1),
+        "strided": base[::2, 1::2],
+        "expanded": (torch.rand(1, 5, generator=g) > 0.5).expand(4, 5),
+        "channels_last": (torch.rand(2, 3, 4, 5, generator=g) > 0.5).contiguous(memory_format=torch.channels_last),
+    }
+
+
+MASKS = _masks()
+
+
+@pytest.mark.parametrize("mask", MASKS)
+def test_nonzero_argwhere_and_where_follow_logical_order(mask):
+    m = MASKS[mask]
+    for fn in (torch.nonzero, torch.argwhere, lambda t: torch.nonzero(t, as_tuple=True), lambda t: torch.where(t)):
+        _assert_same(_on_device(fn, m, ops={"aten::nonzero"}), fn(m))
+
+
+@pytest.mark.parametrize("mask", MASKS)
+def test_mask_indexing_follows_logical_order(mask):
+    m = MASKS[mask] != 0
+    x = torch.arange(m.numel(), dtype=torch.float32).reshape(m.shape)
+    _assert_same(_on_device(lambda a, b: a[b], x, m, ops={"aten::index.Tensor"}), x[m])
+    _assert_same(_on_device(torch.masked_select, x, m, ops={"aten::masked_select"}), torch.masked_select(x, m))
+    values = torch.arange(int(m.sum()), dtype=torch.float32) + 100
+
+    def put(a, b, v, accumulate):
+        a = a.clone()
+        a.index_put_((b,), v, accumulate=accumulate)
+        return a
+
+    for accumulate in (False, True):
+        _assert_same(_on_device(put, x, m, values, accumulate, ops={"aten::_index_put_impl_"}),
+                     put(x, m, values, accumulate))
+
+    def scatter(a, b, v):
+        return a.clone().masked_scatter_(b, v)
+
+    _assert_same(_on_device(scatter, x, m, values, ops={"aten::masked_scatter_"}), scatter(x, m, values))
+
+
+# ---- isin: NaN is never found --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64])
+@pytest.mark.parametrize("invert", [False, True])
+def test_isin_never_finds_nan(dtype, invert):
+    elements = torch.tensor([NAN, 1.0, 2.0, -INF, NAN], dtype=dtype)
+    for test in ([2.0, 1.0], [NAN, 1.0], [NAN], [-INF, NAN, 5.0]):
+        t = torch.tensor(test, dtype=dtype)
+        _assert_same(_on_device(torch.isin, elements, t, invert=invert, ops={"aten::isin.Tensor_Tensor"}),
+                     torch.isin(elements, t, invert=invert))
+
+
+# ---- layer norm: CPU's shape checks, and float16/bfloat16 input with float32 parameters ---------------
+
+LN_ERRORS = {
+    "weight shape": lambda: (torch.randn(2, 4096), [4096], torch.ones(2), None),
+    "bias shape": lambda: (torch.randn(2, 4096), [4096], None, torch.ones(2)),
+    "weight rank": lambda: (torch.randn(2, 4), [4], torch.ones(1, 4), None),
+    "empty normalized_shape": lambda: (torch.randn(2, 4), [], None, None),
+    "input shape": lambda: (torch.randn(2, 4), [3], None, None),
+    "input rank": lambda: (torch.randn(4), [2, 4], None, None),
+    "float32 input, float16 weight": lambda: (torch.randn(2, 4), [4], torch.ones(4, dtype=torch.float16), None),
+    "float64 input, float32 weight": lambda: (torch.randn(2, 4, dtype=torch.float64), [4], torch.ones(4), None),
+    "float16 input, float32 weight, float16 bias": lambda: (torch.randn(2, 4, dtype=torch.float16), [4],
+                                                            torch.ones(4), torch.zeros(4, dtype=torch.float16)),
+}
+
+
+@pytest.mark.parametrize("case", LN_ERRORS)
+def test_layer_norm_rejects_what_cpu_rejects(case, assert_device_works):
+    x, shape, w, b = LN_ERRORS[case]()
+    _assert_raises_like_cpu(lambda x, w, b: torch.native_layer_norm(x, shape, w, b, 1e-5), x, w, b)
+    assert_device_works()
+
+
+@pytest.mark.parametrize("shape", [(2, 0), (0, 3)])
+def test_layer_norm_of_empty_rows_matches_cpu(shape):
+    x = torch.randn(shape)
+    fn = lambda t: torch.native_layer_norm(t, shape[-1:], None, None, 1e-5)  # noqa: E731
+    _assert_same(_on_device(fn, x, ops={"aten::native_layer_norm"}), fn(x))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("params", ["weight and bias", "weight", "bias"])
+def test_layer_norm_takes_reduced_input_with_float32_parameters(dtype, params):
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(3, 5, 8, generator=g).to(dtype).requires_grad_()
+    w = (torch.randn(5, 8, generator=g) + 1).requires_grad_() if "weight" in params else None
+    b = torch.randn(5, 8, generator=g).requires_grad_() if "bias" in params else None
+    expected = torch.native_layer_norm(x, [5, 8], w, b, 1e-5)
+    leaves = [t for t in (x, w, b) if t is not None]
+    dev = [t.detach().rbln().requires_grad_() for t in leaves]
+    dx, dw, db = dev[0], dev[1] if w is not None else None, dev[-1] if b is not None else None
+    with torch.rbln.explain() as ex:
+        actual = torch.native_layer_norm(dx, [5, 8], dw, db, 1e-5)
+    assert "aten::native_layer_norm" in ex.device_ops and not ex.fallback_ops, ex.fallback_reasons
+    # output in the input's dtype, mean and rstd in float32: CPU's (and CUDA's) mixed mode
+    _assert_same(tuple(t.detach().cpu() for t in actual), tuple(t.detach() for t in expected), atol=1e-2, rtol=1e-2)
+    if w is not None:  # (CPU's backward rejects a float32 bias without a weight)
+        with torch.rbln.explain() as ex:
+            grads = torch.autograd.grad(actual[0].float().square().sum(), dev)
+        assert "aten::native_layer_norm_backward" in ex.device_ops and not ex.fallback_ops, ex.fallback_reasons
+        expected_grads = torch.autograd.grad(expected[0].float().square().sum(), leaves)
+        _assert_same(tuple(g.cpu() for g in grads), expected_grads, atol=5e-2, rtol=2e-2)
+    _assert_same(F.layer_norm(x.detach().rbln(), [5, 8], _rbln(w.detach()) if w is not None else None,
+                              _rbln(b.detach()) if b is not None else None).cpu(),
+                 F.layer_norm(x.detach(), [5, 8], w.detach() if w is not None else None,
+                              b.detach() if b is not None else None), atol=1e-2, rtol=1e-2)
+
+
+# ---- all / any over dim=[]: elementwise, as on CPU ----------------------------------------------------
+
+@pytest.mark.parametrize("op", [torch.all, torch.any])
+@pytest.mark.parametrize("x", [torch.tensor([1.0, 0.0]), torch.tensor([[1.0, 0.0], [2.0, NAN]]).t(),
+                               torch.tensor(0.0), torch.tensor([3, 0, 1])])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_all_any_over_no_dims_is_elementwise(op, x, keepdim):
+    name = "aten::all" if op is torch.all else "aten::any"
+    _assert_same(_on_device(op, x, dim=[], keepdim=keepdim, ops={name + ".dims"}), op(x, dim=[], keepdim=keepdim))
+    out = torch.empty(0, dtype=torch.bool)
+    _assert_same(_on_device(lambda t: op(t, dim=[], out=out.rbln()), x, ops={name + ".dims_out"}),
+                 op(x, dim=[], out=out))
+    _assert_same(_on_device(op, x, dim=(), ops={name + ".dims"}), op(x, dim=()))
+
+
+# ---- result dtypes with 0-dim operands -----------------------------------------------------------------
+
+DTYPE_PAIRS = [((), torch.float32, (), torch.float64), ((), torch.float16, (), torch.float32),
+               ((), torch.bfloat16, (), torch.float16), ((3,), torch.float32, (), torch.float64),
+               ((), torch.float32, (3,), torch.float64), ((3,), torch.float16, (3,), torch.float32)]
+LOSSES = {
+    "mse_loss": (F.mse_loss, "aten::mse_loss"),
+    "mse_loss none": (lambda a, b: F.mse_loss(a, b, reduction="none"), "aten::mse_loss"),
+    "mse_loss aten": (lambda a, b: torch.ops.aten.mse_loss(a, b, 1), "aten::mse_loss"),
+    "smooth_l1_loss": (F.smooth_l1_loss, "aten::smooth_l1_loss"),
+    "smooth_l1_loss sum": (lambda a, b: F.smooth_l1_loss(a, b, reduction="sum", beta=0.5), "aten::smooth_l1_loss"),
+    "smooth_l1_loss aten": (lambda a, b: torch.ops.aten.smooth_l1_loss(a, b, 1, 1.0), "aten::smooth_l1_loss"),
+    "huber_loss": (F.huber_loss, "aten::huber_loss"),
+}
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+@pytest.mark.parametrize("pair", DTYPE_PAIRS, ids=str)
+def test_loss_result_dtype_follows_type_promotion(loss, pair):
+    fn, op = LOSSES[loss]
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(pair[0], generator=g).to(pair[1])
+    b = torch.randn(pair[2], generator=g).to(pair[3])
+    _assert_same(_on_device(fn, a, b, ops={op}), fn(a, b), atol=1e-3, rtol=1e-3)
+
+
+def test_loss_gradient_takes_the_input_dtype():
+    a, b, grad = torch.tensor(0.5, dtype=torch.float16), torch.tensor(1.5), torch.tensor(1.0)
+    smooth_l1 = lambda g, x, y, r: torch.ops.aten.smooth_l1_loss_backward(g, x, y, r, 1.0)  # noqa: E731
+    for name, op in (("mse_loss_backward", torch.ops.aten.mse_loss_backward), ("smooth_l1_loss_backward", smooth_l1)):
+        _assert_same(_on_device(op, grad, a, b, 1, ops={f"aten::{name}"}), op(grad, a, b, 1))
+
+
+@pytest.mark.parametrize("dtypes", [(torch.float32, torch.float64), (torch.float16, torch.float32)])
+def test_binary_cross_entropy_rejects_mixed_dtypes_like_cpu(dtypes, assert_device_works):
+    _assert_raises_like_cpu(F.binary_cross_entropy, torch.full((3,), 0.3, dtype=dtypes[0]),
+                            torch.full((3,), 0.6, dtype=dtypes[1]))
+    assert_device_works()
+
+
+@pytest.mark.parametrize("shapes", [((), ()), ((3,), ()), ((), (3,)), ((3,), (3,))], ids=str)
+@pytest.mark.parametrize("dtypes", [(torch.float16, torch.float32), (torch.float32, torch.float16),
+                                    (torch.float64, torch.float32), (torch.float32, torch.float64)], ids=str)
+def test_normal_takes_the_mean_dtype(shapes, dtypes):
+    mean, std = torch.zeros(shapes[0], dtype=dtypes[0]), torch.ones(shapes[1], dtype=dtypes[1])
+    expected = torch.normal(mean, std)
+    actual = _on_device(torch.normal, mean, std, ops={"aten::normal.Tensor_Tensor"})
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    assert torch.normal(2.0, std.rbln()).dtype == torch.normal(2.0, std).dtype
+    assert torch.normal(mean.rbln(), 2.0).dtype == torch.normal(mean, 2.0).dtype
+
+
+# ---- polygamma's order ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [2**40, 2**32 + 1, 2**32 + 2, 2**33 + 3, 0, 1, 4])
+def test_polygamma_order_is_not_truncated_before_choosing_the_kernel(n):
+    x = torch.tensor([0.5, 2.0, 7.0, -1.5])
+    _assert_same(_on_device(torch.polygamma, n, x, ops={"aten::polygamma"}), torch.polygamma(n, x))
+    _assert_same(_on_device(lambda t: t.clone().polygamma_(n), x, ops={"aten::polygamma.out"}), x.clone().polygamma_(n))
+
+
+@pytest.mark.parametrize("n", [-7, -1])
+def test_polygamma_negative_order_raises_like_cpu(n, assert_device_works):
+    _assert_raises_like_cpu(lambda x: torch.polygamma(n, x), torch.tensor([0.5, 2.0]))
+    _assert_raises_like_cpu(lambda x: torch.special.polygamma(n, x), torch.tensor([0.5, 2.0]))
+    assert_device_works()
+
+
+# ---- gelu and the polynomial recurrences at infinities and NaN ---------------------------------------
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("n", [1, 37])  # the scalar tail and the vector body
+def test_gelu_at_infinities_and_nan(dtype, approximate, n):
+    x = torch.tensor([INF, -INF, NAN, 1e30, -1e30, 3.0, 0.0] * n).to(dtype)
+    _assert_same(_on_device(F.gelu, x, approximate=approximate, ops={"aten::gelu"}), F.gelu(x, approximate=approximate))
+    grad = torch.ones_like(x)
+    _assert_same(_on_device(torch.ops.aten.gelu_backward, grad, x, approximate=approximate,
+                            ops={"aten::gelu_backward"}),
+                 torch.ops.aten.gelu_backward(grad, x, approximate=approximate))
+
+
+RECURRENCES = ["chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
+               "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+               "shifted_chebyshev_polynomial_w", "legendre_polynomial_p", "laguerre_polynomial_l"]
+
+
+@pytest.mark.parametrize("name", RECURRENCES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_polynomial_recurrences_at_nan(name, dtype):
+    fn = getattr(torch.special, name)
+    x = torch.tensor([NAN, 0.25, -0.5, 2.0, NAN, 0.0, 1.0], dtype=dtype)
+    n = torch.tensor([3.0, 3.0, 12.0, 5.0, 100.0, 2.0, 7.0], dtype=dtype)
+    actual = _on_device(fn, x, n, ops={f"aten::special_{name}"})
+    # CPU returns an uninitialized variable at a NaN of order >= 2 (its recurrence stops before the first
+    # step): there the NaN propagates. Everywhere else, CPU's values; orders 0 and 1 and negative ones too.
+    finite = ~x.isnan()
+    torch.testing.assert_close(actual[finite], fn(x, n)[finite])
+    assert actual[~finite].isnan().all()
+    low = torch.tensor([-1.0, 0.0, 1.0], dtype=dtype)
+    _assert_same(_on_device(fn, torch.full((3,), NAN, dtype=dtype), low, ops={f"aten::special_{name}"}),
+                 fn(torch.full((3,), NAN, dtype=dtype), low))
+
+
+# ---- vector norms of single elements: their magnitude, as on CPU ----------------------------------------
+
+@pytest.mark.parametrize("ord", [2**31, 2**31 - 1, -(2**31), 2**63, 1e300, 0.5, 3.5, 0, INF, -INF])
+@pytest.mark.parametrize("case", ["0-d", "one element", "size-1 dim", "size-1 dims kept"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_vector_norm_of_single_elements_is_their_magnitude(ord, case, dtype):
+    x = {"0-d": torch.tensor(-0.5), "one element": torch.tensor([2.0]),
+         "size-1 dim": torch.tensor([[0.5], [-3.0], [0.0]]),
+         "size-1 dims kept": torch.tensor([[[NAN]], [[-3.0]]])}[case]
+    x = x.to(dtype)
+    kwargs = {"size-1 dim": {"dim": -1}, "size-1 dims kept": {"dim": (1, 2), "keepdim": True}}.get(case, {})
+    fn = lambda t: torch.linalg.vector_norm(t, ord=ord, **kwargs)  # noqa: E731
+    _assert_same(_on_device(fn, x, ops={"aten::linalg_vector_norm"}), fn(x))
