@@ -2354,6 +2354,7 @@ at::Tensor wrapper_avg_pool3d_backward(const at::Tensor & grad_output, const at:
 }
 
 at::Tensor wrapper__adaptive_avg_pool2d(const at::Tensor & self, c10::SymIntArrayRef output_size) {
+  rbln::checks::_adaptive_avg_pool2d_check(self, output_size);
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
   if (!(dtype_ok(self.scalar_type()))) {
@@ -2377,6 +2378,7 @@ at::Tensor wrapper__adaptive_avg_pool2d_backward(const at::Tensor & grad_output,
 }
 
 at::Tensor wrapper__adaptive_avg_pool3d(const at::Tensor & self, c10::SymIntArrayRef output_size) {
+  rbln::checks::_adaptive_avg_pool3d_check(self, output_size);
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
   if (!(dtype_ok(self.scalar_type()))) {
@@ -2400,6 +2402,7 @@ at::Tensor wrapper__adaptive_avg_pool3d_backward(const at::Tensor & grad_output,
 }
 
 ::std::tuple<at::Tensor,at::Tensor> wrapper_adaptive_max_pool2d(const at::Tensor & self, at::IntArrayRef output_size) {
+  rbln::checks::adaptive_max_pool2d_check(self, output_size);
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
   if (!(dtype_ok(self.scalar_type()))) {
@@ -2424,6 +2427,7 @@ at::Tensor wrapper_adaptive_max_pool2d_backward(const at::Tensor & grad_output, 
 }
 
 ::std::tuple<at::Tensor,at::Tensor> wrapper_adaptive_max_pool3d(const at::Tensor & self, at::IntArrayRef output_size) {
+  rbln::checks::adaptive_max_pool3d_check(self, output_size);
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
   if (!(dtype_ok(self.scalar_type()))) {
