@@ -6,9 +6,10 @@ import os
 import tempfile
 
 import jinja2
+from torchgen.model import DeviceCheckType
 
-from .registry import (DTYPE_GROUPS, DTYPES, FAMILIES, FUNCTOR_HEADER, KERNEL_HEADERS, ROOT, Entry, Variant,
-                       _declared_names, is_operand)
+from .registry import (CHECKS_HEADER, DTYPE_GROUPS, DTYPES, FAMILIES, FUNCTOR_HEADER, KERNEL_HEADERS, ROOT, Entry,
+                       Variant, _declared_names, is_operand, unchecked_cpu_ops)
 
 ELEMENTWISE_SHARDS = 4  # generated elementwise files, compiled in parallel
 
@@ -42,6 +43,8 @@ def _elementwise_body(e: Entry, v: Variant, root: str) -> list[str]:
     # A functor's argument check (`<functor>_check` in Functors.h), as CPU's meta functions check.
     if f"{e.functor}_check" in _functor_checks(root):
         lines.append(f"rbln::functors::{e.functor}_check({', '.join(a.name for a in args.flat_non_out)});")
+    if v.kind == "out" and f"{e.functor}_out_check" in _functor_checks(root):  # a check of out= itself
+        lines.append(f"rbln::functors::{e.functor}_out_check({args.out[0].name});")
     for a in operands:
         if str(a.type) == "Scalar":
             lines.append(f"const auto {a.name}_t = at::native::wrapped_scalar_tensor({a.name});")
@@ -74,8 +77,33 @@ def _elementwise_body(e: Entry, v: Variant, root: str) -> list[str]:
 INDEX_ARGS = {"index", "indices", "mask", "condition", "repeats", "target", "pivots", "LU_pivots", "reserve"}
 
 
+# Ops whose tensors' devices differ by design: copies between devices (the backend hooks behind copy_ and
+# .to) and nn.Module._apply's question whether a moved tensor's data may replace a Parameter's.
+CROSS_DEVICE = {"_copy_from", "_copy_from_and_resize", "_has_compatible_shallow_copy_type"}
+
+
+def _device_check(v: Variant) -> list[str]:
+    """torchgen's device check for CUDA's wrappers: positional and out= tensors on one device, unless the
+    op's kernel checks itself (`device_check: NoCheck`, as TensorIterator takes CPU 0-dim tensors)."""
+    if v.func.device_check == DeviceCheckType.NoCheck or v.name in CROSS_DEVICE:
+        return []
+    args = [a for a in (*v.func.func.arguments.out, *v.func.func.arguments.flat_positional) if a.type.is_tensor_like()]
+    if len(args) < 2:
+        return []
+    return ["std::optional<c10::Device> common_device;"] + [
+        f"c10::impl::check_and_update_common_device(common_device, {a.name}, \"{v.cpp_name}\", \"{a.name}\");"
+        for a in args]
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel_checks(root: str) -> set[str]:
+    return _declared_names(root, [CHECKS_HEADER], r"\b(\w+_check)\s*\(")
+
+
 def _kernel_body(e: Entry, v: Variant, root: str) -> list[str]:
-    lines = []
+    lines = _device_check(v)
+    if not e.structured and f"{e.kernel}_check" in _kernel_checks(root):  # CPU's argument checks, first
+        lines.append(f"rbln::checks::{e.kernel}_check({', '.join(v.arg_names)});")
     tensors = [a for a in v.func.func.arguments.flat_all if str(a.type) == "Tensor"]
     if tensors:
         lines.append(f"const c10::OptionalDeviceGuard guard(at::device_of({tensors[0].name}));")
@@ -101,7 +129,7 @@ def _kernel_body(e: Entry, v: Variant, root: str) -> list[str]:
 def _body(e: Entry, v: Variant, root: str) -> list[str]:
     if e.strategy == "fallback":
         if e.kernel:  # a hand-written wrapper that runs the CPU and counts the fallback itself
-            return [f"return {_qualified_kernel(e.kernel, root)}({', '.join(v.arg_names)});"]
+            return _device_check(v) + [f"return {_qualified_kernel(e.kernel, root)}({', '.join(v.arg_names)});"]
         return [f"return {_fallback_call(v, 'fallback_listed')};"]
     if e.family:
         return _elementwise_body(e, v, root)
@@ -127,7 +155,8 @@ def render(entries: list[Entry], root: str = ROOT) -> dict[str, str]:
     for path, group in shards.items():
         wrappers = [(v, _body(e, v, root)) for e in group for v in e.variants]
         headers = sorted({v.func.root_name for e in group for v in e.variants})
-        out[path] = template.render(wrappers=wrappers, headers=headers, elementwise=any(e.family for e in group))
+        out[path] = template.render(wrappers=wrappers, headers=headers, elementwise=any(e.family for e in group),
+                                    unchecked=[] if any(e.family for e in group) else unchecked_cpu_ops())
     groups = {tuple(v): k for k, v in DTYPE_GROUPS.items()}
     out["docs/supported_ops.md"] = env.get_template("supported_ops.md.j2").render(
         entries=sorted(entries, key=lambda e: e.func), dtypes=lambda e: groups.get(tuple(e.dtypes), ", ".join(e.dtypes)),

@@ -5,6 +5,7 @@ generated unless the whole file is valid.
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ import yaml
 from torchgen import local
 from torchgen.api.types import DispatcherSignature
 from torchgen.gen import parse_native_yaml
-from torchgen.model import BaseTy, BaseType, DispatchKey, NativeFunction, OptionalType, SchemaKind
+from torchgen.model import BaseTy, BaseType, DeviceCheckType, DispatchKey, NativeFunction, OptionalType, SchemaKind
 from torchgen.native_function_generation import pre_group_native_functions
 
 # dtype name in ops.yaml -> (c10::ScalarType enumerator, C++ type)
@@ -53,6 +54,7 @@ KEYS = {"func", "strategy", "kernel", "functor", "dtypes", "notes", "opinfo", "t
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNEL_HEADERS = ("kernels/Kernels.h", "runtime/RBLNOps.h")
 FUNCTOR_HEADER = "kernels/Functors.h"
+CHECKS_HEADER = "kernels/Checks.h"  # `<kernel>_check` functions the wrappers call before hand-written kernels
 
 
 class OpsYamlError(Exception):
@@ -101,9 +103,24 @@ class _LineLoader(yaml.SafeLoader):
         return mapping
 
 
-def _native_functions():
+@functools.lru_cache(maxsize=None)
+def _parsed():
     d = os.path.join(os.path.dirname(torchgen.__file__), "packaged", "ATen", "native")
-    parsed = parse_native_yaml(os.path.join(d, "native_functions.yaml"), os.path.join(d, "tags.yaml"))
+    return parse_native_yaml(os.path.join(d, "native_functions.yaml"), os.path.join(d, "tags.yaml"))
+
+
+def unchecked_cpu_ops() -> list[str]:
+    """Ops with a CPU kernel (so the CPU fallback may run them) whose kernels check devices themselves
+    (`device_check: NoCheck`); torchgen's wrappers check every other op's tensors share one device."""
+    parsed = _parsed()
+    cpu = {str(n) for n in parsed.backend_indices[DispatchKey.CPU].index}
+    return sorted(str(f.func.name) for f in parsed.native_functions
+                  if f.device_check == DeviceCheckType.NoCheck
+                  and (str(f.func.name) in cpu or str(f.structured_delegate) in cpu))
+
+
+def _native_functions():
+    parsed = _parsed()
     by_name = {str(f.func.name): f for f in parsed.native_functions}
     groups = pre_group_native_functions(parsed.native_functions)
     group_of = {}

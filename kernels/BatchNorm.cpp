@@ -89,6 +89,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_forward(const at::Tens
                                                                   const at::Tensor& running_var, bool training,
                                                                   double momentum, double eps) {
   check_same_device({&input, &weight, &bias, &running_mean, &running_var});
+  check_norm_param_dtypes(input, {&weight, &bias, &running_mean, &running_var});
   const auto l = layout_of(input);
   check_param(weight, l.channels, "weight");
   check_param(bias, l.channels, "bias");

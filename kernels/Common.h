@@ -40,22 +40,57 @@ inline void check_same_device(std::initializer_list<const at::Tensor*> tensors) 
   }
 }
 
-// Resizes `out` like CPU's out= ops and checks its dtype and device; an
-// undefined `out` becomes a new tensor of that size and dtype.
-void prepare_out(at::Tensor& out, at::IntArrayRef sizes, at::ScalarType dtype, const at::Tensor& like,
-                 const char* op);
+// CPU's parameter dtype rule for batch and group norm (checkMixedDataTypes):
+// the parameters share the input's dtype, or are all float32 for a
+// float16/bfloat16 input.
+inline void check_norm_param_dtypes(const at::Tensor& input, std::initializer_list<const at::Tensor*> params) {
+  const at::Tensor* first = nullptr;
+  for (const auto* p : params) {
+    if (p->defined() && !first) first = p;
+  }
+  if (!first) return;
+  if (first->scalar_type() == input.scalar_type()) {
+    for (const auto* p : params) {
+      TORCH_CHECK(!p->defined() || p->scalar_type() == input.scalar_type(), "expected scalar type ",
+                  input.scalar_type(), " but found ", p->scalar_type());
+    }
+    return;
+  }
+  for (const auto* p : params) {
+    TORCH_CHECK(!p->defined() || p->scalar_type() == at::kFloat,
+                "mixed dtype (CPU): expect parameter to have scalar type of Float");
+  }
+  TORCH_CHECK(input.scalar_type() == at::kHalf || input.scalar_type() == at::kBFloat16,
+              "mixed dtype (CPU): all inputs must share same datatype.");
+}
 
-// Runs `fill(target)` into `out`, through a contiguous temporary when `out`
-// is not contiguous (kernels that write rows assume contiguity).
+// Resizes `out` like CPU's out= ops and checks its dtype and device; an
+// undefined `out` becomes a new tensor of that size and dtype. With `castable`
+// (ops whose CPU kernels cast the result into out, the caller having checked
+// at::canCast) out may have another dtype: write it through write_as.
+void prepare_out(at::Tensor& out, at::IntArrayRef sizes, at::ScalarType dtype, const at::Tensor& like,
+                 const char* op, bool castable = false);
+
+// CPU's check that an out= result shares no memory with itself or with the
+// op's inputs (ATen/MemoryOverlap.h), before it is resized.
+void check_no_overlap(const at::Tensor& out, std::initializer_list<const at::Tensor*> inputs);
+
+// Runs `fill(target)` into `out`, through a contiguous temporary of `dtype`
+// when `out` is not contiguous (kernels that write rows assume contiguity) or
+// has another dtype (a castable out=).
 template <class F>
-void write_contiguous(const at::Tensor& out, const F& fill) {
-  if (out.is_contiguous()) {
+void write_as(const at::Tensor& out, at::ScalarType dtype, const F& fill) {
+  if (out.is_contiguous() && out.scalar_type() == dtype) {
     fill(out);
     return;
   }
-  auto tmp = at::empty(out.sizes(), out.options());
+  auto tmp = at::empty(out.sizes(), out.options().dtype(dtype));
   fill(tmp);
   device_copy(out, tmp);
+}
+template <class F>
+void write_contiguous(const at::Tensor& out, const F& fill) {
+  write_as(out, out.scalar_type(), fill);
 }
 
 template <class F>

@@ -312,6 +312,11 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
                                     c10::SymIntArrayRef output_padding, c10::SymInt groups) {
   const at::Tensor b = bias && bias->defined() ? *bias : at::Tensor();
   check_same_device({&input, &weight, &b});
+  // at::_convolution checks parameter types per backend, and not for this one.
+  TORCH_CHECK(input.options().type_equal(weight.options()), "Input type (", input.toString(), ") and weight type (",
+              weight.toString(), ") should be the same");
+  TORCH_CHECK(!b.defined() || input.options().type_equal(b.options()), "Input type (", input.toString(),
+              ") and bias type (", b.toString(), ") should be the same");
   const auto dtype = input.scalar_type();
   if (at::isIntegralType(dtype, true) && dtype != at::kLong) {
     count_fallback("aten::convolution_overrideable", kIntegerReason);

@@ -1,6 +1,7 @@
 // Device-to-device copies: a byte copy when layouts match, the vector
 // conversion between float32 and bfloat16/float16, a blocked copy out of a
 // transposed matrix, else the elementwise engine (any dtypes, any strides).
+#include <ATen/MemoryOverlap.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/ops/empty.h>
 
@@ -106,15 +107,23 @@ at::Tensor contiguous(const at::Tensor& t) {
 }
 
 void prepare_out(at::Tensor& out, at::IntArrayRef sizes, at::ScalarType dtype, const at::Tensor& like,
-                 const char* op) {
+                 const char* op, bool castable) {
   if (!out.defined()) {  // a functional call: a fresh result
     out = at::empty(sizes, like.options().dtype(dtype));
     return;
   }
-  TORCH_CHECK(out.scalar_type() == dtype, op, ": Expected out tensor to have dtype ", dtype, ", but got ",
-              out.scalar_type(), " instead");
+  TORCH_CHECK(castable || out.scalar_type() == dtype, "Expected out tensor to have dtype ",
+              c10::scalarTypeToTypeMeta(dtype), ", but got ", out.dtype(), " instead");  // CPU's structured kernels' words
   check_same_device({&like, &out});
   at::native::resize_output(out, sizes);
+}
+
+void check_no_overlap(const at::Tensor& out, std::initializer_list<const at::Tensor*> inputs) {
+  if (!out.defined()) return;
+  at::assert_no_internal_overlap(out);
+  for (const auto* t : inputs) {
+    if (t->defined()) at::assert_no_overlap(out, *t);
+  }
 }
 
 }  // namespace rbln::kernels

@@ -1,5 +1,6 @@
 // Fills and selections: fill_, zero_, index_fill_, masked_fill_, where, arange.
 #include <ATen/AccumulateType.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/TypeProperties.h>
@@ -116,10 +117,12 @@ at::Tensor& zero_(at::Tensor& self) { return fill_Scalar(self, 0); }
 // Fills the slices self.select(dim, i) for each i in index (negative i counts
 // from the end); the indices are checked on the device, as CPU checks them.
 at::Tensor& index_fill_int_Scalar(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value) {
-  TORCH_CHECK(index.scalar_type() == at::kLong, "index_fill_(): Expected dtype int64 for index.");
-  TORCH_CHECK(index.dim() <= 1, "index_fill_(): Index has to be a vector/scalar");
+  // CPU's checks, in CPU's order and exception types.
+  TORCH_CHECK_INDEX(index.scalar_type() == at::kLong, "index_fill_(): Expected dtype int64 for index.");
   check_same_device({&self, &index});
-  dim = at::maybe_wrap_dim(dim, self.dim());
+  at::assert_no_overlap(self, index);
+  dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  TORCH_CHECK(index.dim() <= 1, "Index has to be a vector/scalar");
   const int64_t n = index.numel();
   if (n == 0 || self.numel() == 0) return self;
   const int64_t dim_size = self.dim() == 0 ? 1 : self.size(dim);
@@ -303,12 +306,10 @@ at::Tensor& clamp_Tensor_out(const at::Tensor& self, const std::optional<at::Ten
   at::Tensor result = self;
   if (min) result = at::maximum(result, *min);
   if (max) result = at::minimum(result, *max);
-  if (out.is_same(self)) {
-    TORCH_CHECK(c10::canCast(result.scalar_type(), self.scalar_type()), "result type ", result.scalar_type(),
-                " can't be cast to the desired output type ", self.scalar_type());
-  } else {
-    prepare_out(out, result.sizes(), result.scalar_type(), self, "clamp");
-  }
+  // As CPU's TensorIterator: the result casts into out's dtype.
+  TORCH_CHECK(c10::canCast(result.scalar_type(), out.scalar_type()), "result type ", result.scalar_type(),
+              " can't be cast to the desired output type ", out.scalar_type());
+  if (!out.is_same(self)) prepare_out(out, result.sizes(), result.scalar_type(), self, "clamp", /*castable=*/true);
   device_copy(out, result);
   return out;
 }

@@ -4,6 +4,7 @@
 // ops.yaml passes them.
 #pragma once
 
+#include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/native/Math.h>
 #include <ATen/core/Scalar.h>
@@ -378,6 +379,55 @@ inline void pow_check(const at::Tensor& self, const at::Scalar& exponent) {
 }
 template <class... Args>
 void pow_check(const Args&...) {}
+
+// CPU's sub_check (sub and rsub): no bool operand.
+inline void sub_check(const at::Tensor& self, const at::Tensor& other, const at::Scalar&) {
+  TORCH_CHECK(self.scalar_type() != at::kBool || other.scalar_type() != at::kBool,
+              "Subtraction, the `-` operator, with two bool tensors is not supported. "
+              "Use the `^` or `logical_xor()` operator instead.");
+  TORCH_CHECK(self.scalar_type() != at::kBool && other.scalar_type() != at::kBool,
+              "Subtraction, the `-` operator, with a bool tensor is not supported. "
+              "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+}
+inline void rsub_check(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  sub_check(other, self, alpha);
+}
+
+// CPU's lerp meta: end and a tensor weight of self's dtype.
+inline void lerp_check(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight) {
+  TORCH_CHECK(self.dtype() == end.dtype(), "expected dtype ", self.dtype(), " for `end` but got dtype ", end.dtype());
+  TORCH_CHECK(self.dtype() == weight.dtype(), "expected dtype ", self.dtype(), " for `weight` but got dtype ",
+              weight.dtype());
+}
+inline void lerp_scalar_check(const at::Tensor& self, const at::Tensor& end, const at::Scalar&) {
+  TORCH_CHECK(self.dtype() == end.dtype(), "expected dtype ", self.dtype(), " for `end` but got dtype ", end.dtype());
+}
+
+inline void heaviside_check(const at::Tensor& self, const at::Tensor& values) {
+  TORCH_CHECK(!self.is_complex() && !values.is_complex(), "heaviside is not yet implemented for complex tensors.");
+  TORCH_CHECK(self.dtype() == values.dtype(), "heaviside is not yet implemented for tensors with different dtypes.");
+}
+
+// CPU's softshrink meta: lambda within [0, the dtype's largest value].
+inline void softshrink_check(const at::Tensor& self, const at::Scalar& lambd) {
+  const double l = lambd.to<double>();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, self.scalar_type(), "softshrink", [&] {
+    const double hi = static_cast<double>(std::numeric_limits<scalar_t>::max());
+    TORCH_CHECK(l >= 0 && l <= hi, "lambda must be in range [0, ", hi, "] for input dtype ", self.scalar_type(),
+                ", but found ", l);
+  });
+}
+
+// out= checks of the logical ops CPU writes only into bool tensors (`<functor>_out_check`).
+inline void isposinf_out_check(const at::Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == at::kBool, "isposinf does not support non-boolean outputs.");
+}
+inline void isneginf_out_check(const at::Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == at::kBool, "isneginf does not support non-boolean outputs.");
+}
+inline void signbit_out_check(const at::Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == at::kBool, "signbit does not support non-boolean outputs.");
+}
 
 template <class T>
 struct maximum {

@@ -5,6 +5,7 @@
 // and maps each to an offset in another by replacing one coordinate with an
 // index value. Writes into the destination run serially in that order, so
 // accumulations are deterministic.
+#include <ATen/MemoryOverlap.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/NumericUtils.h>
 #include <ATen/WrapDimUtils.h>
@@ -48,9 +49,50 @@ at::Tensor long_index(const at::Tensor& index, const char* op) {
   return contiguous(index.to(at::kLong));
 }
 
-void check_index_rank(const at::Tensor& self, const at::Tensor& index, const char* op, const char* what) {
-  TORCH_CHECK(std::max<int64_t>(index.dim(), 1) == std::max<int64_t>(self.dim(), 1), op,
-              "(): Index tensor must have the same number of dimensions as ", what, " tensor");
+void check_index_rank(const at::Tensor& self, const at::Tensor& index, const char* what) {
+  TORCH_CHECK(std::max<int64_t>(index.dim(), 1) == std::max<int64_t>(self.dim(), 1),
+              "Index tensor must have the same number of dimensions as ", what, " tensor");
+}
+
+// CPU's scatter_shape_check: index no larger than self apart from `dim`, nor than src; src of index's rank.
+void check_scatter_shape(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
+  if (index.numel() == 0) return;
+  check_index_rank(self, index, "self");
+  // In CPU's order: a src of fewer dims raises the IndexError of its size(d).
+  auto size = [](const at::Tensor& t, int64_t d) { return t.dim() == 0 ? int64_t{1} : t.size(d); };
+  const int64_t dims = std::max<int64_t>(self.dim(), 1);
+  bool wrong = false;
+  for (int64_t d = 0; d < dims && !wrong; ++d) wrong = d != dim && size(index, d) > size(self, d);
+  for (int64_t d = 0; src.defined() && d < dims && !wrong; ++d) wrong = size(index, d) > size(src, d);
+  if (!src.defined()) {
+    TORCH_CHECK(!wrong, "Expected index ", index.sizes(), " to be no larger than self ", self.sizes(),
+                " apart from dimension ", dim);
+    return;
+  }
+  TORCH_CHECK(std::max<int64_t>(src.dim(), 1) == std::max<int64_t>(index.dim(), 1),
+              "Index tensor must have the same number of dimensions as src tensor");
+  TORCH_CHECK(!wrong, "Expected index ", index.sizes(), " to be no larger than self ", self.sizes(),
+              " apart from dimension ", dim, " and to be no larger size than src ", src.sizes());
+}
+
+// CPU's index_func_meta_impl checks for index_add and index_reduce (`func`).
+void check_index_func(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                      const char* func) {
+  TORCH_CHECK(index.dim() <= 1, func, "_(): Index is supposed to be a vector");
+  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, func,
+              "_(): Expected dtype int32/int64 for index but got: ", index.scalar_type());
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(), func, "_(): self (", self.scalar_type(), ") and source (",
+              source.scalar_type(), ") must have the same scalar type");
+  const int64_t len = source.dim() == 0 ? 1 : source.size(dim);
+  TORCH_CHECK(index.numel() == len, func, "_(): Number of indices (", index.numel(),
+              ") should be equal to source.size(dim): (", len, "), for dim: ", dim);
+  auto self_sizes = self.sizes().vec(), source_sizes = source.sizes().vec();
+  if (source.dim() != 0 && self.dim() != 0) {
+    self_sizes.erase(self_sizes.begin() + dim);
+    source_sizes.erase(source_sizes.begin() + dim);
+  }
+  TORCH_CHECK(self_sizes == source_sizes, "source tensor shape must match self tensor shape, excluding the specified "
+              "dimension. Got self.shape = ", self.sizes(), " source.shape = ", source.sizes());
 }
 
 enum class Combine { kSet, kAdd, kMul, kMean, kMax, kMin };
@@ -129,20 +171,12 @@ void scatter_into(const at::Tensor& self, int64_t dim, const std::vector<int64_t
 at::Tensor& scatter_dim(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
                         const at::Scalar& value, Combine op, bool include_self, at::Tensor& out, const char* name) {
   check_same_device({&self, &index, &src, &out});
+  check_no_overlap(out, {&index, &src});
   dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
   auto idx = long_index(index, "scatter");
   if (src.defined())
     TORCH_CHECK(src.scalar_type() == self.scalar_type(), "scatter(): Expected self.dtype to be equal to src.dtype");
-  if (idx.numel() > 0) {
-    check_index_rank(self, idx, "scatter", "self");
-    const Geometry s(self), i(idx);
-    for (size_t d = 0; d < i.sizes.size(); ++d) {
-      const bool fits_src = !src.defined() || i.sizes[d] <= Geometry(src).sizes[d];
-      TORCH_CHECK((static_cast<int64_t>(d) == dim || i.sizes[d] <= s.sizes[d]) && fits_src, "Expected index ",
-                  idx.sizes(), " to be no larger than self ", self.sizes(), " apart from dimension ", dim,
-                  src.defined() ? " and to be no larger size than src " : "", src.defined() ? src.sizes() : at::IntArrayRef());
-    }
-  }
+  check_scatter_shape(self, dim, idx, src);
   const int64_t* ip = idx.numel() ? idx.const_data_ptr<int64_t>() : nullptr;
   const Geometry ig(idx);
   std::vector<int64_t> strides(ig.sizes.size(), 1);
@@ -161,13 +195,14 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
   dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
   auto idx = long_index(index, "gather");
   if (idx.numel() > 0) {
-    check_index_rank(self, idx, "gather", "input");
+    check_index_rank(self, idx, "input");
     const Geometry s(self), i(idx);
     for (size_t d = 0; d < i.sizes.size(); ++d)
       TORCH_CHECK(static_cast<int64_t>(d) == dim || i.sizes[d] <= s.sizes[d], "Size does not match at dimension ", d,
                   " expected index ", idx.sizes(), " to be no larger than self ", self.sizes(), " apart from dimension ",
                   dim);
   }
+  check_no_overlap(out, {&self, &index});
   prepare_out(out, idx.sizes(), self.scalar_type(), self, "gather");
   if (idx.numel() == 0) return out;
   write_contiguous(out, [&](const at::Tensor& target) {
@@ -217,16 +252,10 @@ at::Tensor& scatter_reduce_two_out(const at::Tensor& self, int64_t dim, const at
 at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
                           const at::Scalar& alpha, at::Tensor& out) {
   check_same_device({&self, &index, &source, &out});
+  check_no_overlap(out, {&index, &source});
   dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
-  TORCH_CHECK(index.dim() <= 1, "index_add_(): Index is supposed to be a vector");
-  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
-              "index_add_(): Expected dtype int32/int64 for index");
-  TORCH_CHECK(self.scalar_type() == source.scalar_type(), "index_add_(): self (", self.scalar_type(),
-              ") and source (", source.scalar_type(), ") must have the same scalar type");
+  check_index_func(self, dim, index, source, "index_add");
   const Geometry src_geo(source);
-  TORCH_CHECK(index.numel() == (source.dim() ? source.size(dim) : 1),
-              "index_add_(): Number of indices (", index.numel(), ") should be equal to source.size(dim) (",
-              source.dim() ? source.size(dim) : 1, ")");
   auto idx = contiguous(index.to(at::kLong));
   // Scale the source on the device first (alpha == 1 skips it).
   const at::Tensor scaled = alpha.toComplexDouble() == 1.0 ? source : at::mul(source, alpha);
@@ -243,17 +272,10 @@ at::Tensor& index_reduce_out(const at::Tensor& self, int64_t dim, const at::Tens
                              c10::string_view reduce, bool include_self, at::Tensor& out) {
   TORCH_CHECK(reduce == "prod" || reduce == "mean" || reduce == "amax" || reduce == "amin",
               "index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got ", reduce, ".");
-  TORCH_CHECK(index.dim() <= 1, "index_reduce_(): Index is supposed to be a vector");
-  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
-              "index_reduce_(): Expected dtype int32/int64 for index but got: ", index.scalar_type());
-  TORCH_CHECK(self.scalar_type() == source.scalar_type(), "index_reduce_(): self (", self.scalar_type(),
-              ") and source (", source.scalar_type(), ") must have the same scalar type");
-  dim = at::maybe_wrap_dim(dim, self.dim());
-  const int64_t source_len = source.dim() == 0 ? 1 : source.size(dim);
-  TORCH_CHECK(index.numel() == source_len, "index_reduce_(): Number of indices (", index.numel(),
-              ") should be equal to source.size(dim) (", source_len, ")");
-  TORCH_CHECK(self.dim() == source.dim(), "index_reduce_(): self and source must have the same number of dims");
+  dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  check_index_func(self, dim, index, source, "index_reduce");
   check_same_device({&self, &index, &source, &out});
+  check_no_overlap(out, {&index, &source});
   if (!out.is_same(self)) {
     prepare_out(out, self.sizes(), self.scalar_type(), self, "index_reduce");
     device_copy(out, self);
@@ -333,6 +355,7 @@ at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
   TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero: Expected out tensor to have scalar type Long but got scalar type",
               out.scalar_type());
   check_same_device({&self, &out});
+  check_no_overlap(out, {&self});
   // The result's size depends on the data: the mask is read back (CUDA syncs here too).
   // Read in row-major order: ne keeps a permuted input's layout.
   auto mask = at::ne(self, 0).cpu().contiguous();
@@ -508,6 +531,10 @@ struct OffsetWalker {
 
 at::Tensor& index_Tensor_out(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
                              at::Tensor& out) {
+  check_no_overlap(out, {&self});
+  for (const std::optional<at::Tensor> index : indices) {
+    if (index) check_no_overlap(out, {&*index});
+  }
   auto ix = make_indexing(self, indices);
   prepare_out(out, ix.result_shape, self.scalar_type(), self, "index");
   if (out.numel() == 0) return out;
@@ -535,7 +562,11 @@ at::Tensor& _index_put_impl_(at::Tensor& self, const c10::List<std::optional<at:
               " and ", values.device(), "!");
   TORCH_CHECK(values.scalar_type() == self.scalar_type(), "Index put requires the source and destination dtypes "
               "match, got ", self.scalar_type(), " for the destination and ", values.scalar_type(), " for the source.");
+  at::assert_no_overlap(self, values);  // CPU only warns about an expanded self
   auto ix = make_indexing(self, indices);
+  // CPU's check, also when nothing is indexed.
+  TORCH_CHECK(at::is_expandable_to(values.sizes(), ix.result_shape), "shape mismatch: value tensor of shape ",
+              values.sizes(), " cannot be broadcast to indexing result of shape ", at::IntArrayRef(ix.result_shape));
   int64_t count = 1;
   for (auto s : ix.result_shape) count *= s;
   if (count == 0) return self;

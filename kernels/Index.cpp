@@ -3,6 +3,8 @@
 // Index values live in device memory, so they are checked inside the kernel;
 // a bad index surfaces at the next synchronizing call, as on CUDA.
 #include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
+#include <c10/util/StringUtil.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/TypeProperties.h>
 #include <ATen/ops/empty.h>
@@ -42,6 +44,7 @@ void check_index(const at::Tensor& index, const char* op) {
 at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
   check_index(index, "index_select");
   check_same_device({&self, &index, &out});
+  check_no_overlap(out, {&self, &index});
   dim = at::maybe_wrap_dim(dim, self.dim());
   auto sizes = self.sizes().vec();
   int64_t n = index.numel();
@@ -84,18 +87,31 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
 
 at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
                            at::Tensor& out) {
+  // CPU's index_copy meta checks, in its order and exception types.
   dim = at::maybe_wrap_dim(dim, self.dim());
-  TORCH_CHECK(index.dim() < 2, "index_copy_(): Index should have dimension 1 or 0 (got ", index.dim(), ")");
+  check_no_overlap(out, {&index, &source});
+  TORCH_CHECK_INDEX(index.dim() < 2, "index_copy_(): Index should have dimension 1 or 0 (got ", index.dim(), ")");
+  int64_t n = index.numel();
+  TORCH_CHECK_INDEX(source.dim() != 0 || n == 1,
+                    "index_copy_(): When source is scalar, index should have one element (got ", n, ")");
+  TORCH_CHECK_INDEX(source.dim() == self.dim() || source.dim() == 0 || self.dim() == 0,
+                    "index_copy_(): When source and destination are not scalars, their dimensionality must match. ",
+                    "Source dimensionality (", source.dim(), "), destination dimensionality (", self.dim(), ")");
   TORCH_CHECK(index.scalar_type() == at::kLong, "index_copy_(): Expected a long tensor for index, but got ",
               index.scalar_type());
   TORCH_CHECK(self.scalar_type() == source.scalar_type(),
               "index_copy_(): self and source expected to have the same dtype, but got (self) ", self.scalar_type(),
               " and (source) ", source.scalar_type());
-  int64_t n = index.numel();
-  int64_t src_dim_size = source.dim() == 0 ? 1 : source.size(dim);
-  TORCH_CHECK(n == src_dim_size, "index_copy_(): Number of indices (", n, ") should be equal to source.size(dim) (",
-              src_dim_size, ")");
   check_same_device({&self, &index, &source, &out});
+  auto self_slice = self.sizes().vec(), source_slice = source.sizes().vec();
+  if (!self_slice.empty()) self_slice.erase(self_slice.begin() + dim);
+  if (!source_slice.empty()) source_slice.erase(source_slice.begin() + dim);
+  TORCH_CHECK(self_slice == source_slice, "index_copy_(): Source/destination tensor must have same slice shapes. ",
+              "Destination slice shape: ", c10::Join(" ", self_slice), " at dimension ", dim,
+              " and source slice shape: ", c10::Join(" ", source_slice), " at dimension 0.");
+  int64_t src_dim_size = source.dim() == 0 ? 1 : source.size(dim);
+  TORCH_CHECK_INDEX(n == src_dim_size, "index_copy_(): Number of indices (", n,
+                    ") should be equal to source.size(dim) (", src_dim_size, ")");
   if (!out.is_same(self)) {
     prepare_out(out, self.sizes(), self.scalar_type(), self, "index_copy");
     device_copy(out, self);
@@ -229,7 +245,11 @@ void fill_cat(const at::MaterializedITensorListRef& inputs, const CatPlan& plan,
 at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
   auto inputs = tensors.materialize();
   const CatPlan plan = plan_cat(tensors, inputs, dim);
-  prepare_out(out, plan.sizes, plan.dtype, plan.ref ? *plan.ref : inputs[0].get(), "cat");
+  for (const at::Tensor& t : inputs) check_no_overlap(out, {&t});
+  // As CPU: the inputs' result type casts into out's dtype.
+  TORCH_CHECK_TYPE(at::canCast(plan.dtype, out.scalar_type()),
+                   "torch.cat(): input types can't be cast to the desired output type ", out.scalar_type());
+  prepare_out(out, plan.sizes, plan.dtype, plan.ref ? *plan.ref : inputs[0].get(), "cat", /*castable=*/true);
   fill_cat(inputs, plan, out);
   return out;
 }
@@ -399,9 +419,10 @@ at::Tensor& put_(at::Tensor& self, const at::Tensor& index, const at::Tensor& so
               index.scalar_type());
   TORCH_CHECK(self.scalar_type() == source.scalar_type(), "put_(): self and source expected to have the same dtype, ",
               "but got self.dtype = ", self.scalar_type(), " and source.dtype = ", source.scalar_type());
-  TORCH_CHECK(index.numel() == source.numel(), "put_(): Expected source and index to have the same number of ",
-              "elements, but got source.numel() = ", source.numel(), ", index.numel() = ", index.numel());
+  TORCH_CHECK_INDEX(index.numel() == source.numel(), "put_(): Expected source and index to have the same number of ",
+                    "elements, but got source.numel() = ", source.numel(), ", index.numel() = ", index.numel());
   check_same_device({&self, &index, &source});
+  check_no_overlap(self, {&index, &source});
   const int64_t n = index.numel(), numel = self.numel();
   TORCH_CHECK_INDEX(numel > 0 || n == 0, "put_(): Tried to put elements into an empty tensor");
   if (n == 0) return self;

@@ -134,14 +134,16 @@ at::Tensor fortran_copy(const at::Tensor& src, at::IntArrayRef sizes, at::Scalar
 }
 
 // Hands `value` back through `out`: as is for a functional call, else copied
-// in like CPU's out= (resized, dtype checked).
-void assign(at::Tensor& out, const at::Tensor& value, const char* op) {
+// in like CPU's out= (resized, dtype checked). With `castable` (CPU's
+// checkLinalgCompatibleDtype ops) out may have any dtype value casts to.
+void assign(at::Tensor& out, const at::Tensor& value, const char* op, bool castable = false) {
   if (!out.defined()) {
     out = value;
     return;
   }
   if (out.is_same(value)) return;
-  prepare_out(out, value.sizes(), value.scalar_type(), value, op);
+  if (castable) at::native::checkLinalgCompatibleDtype(op, out.scalar_type(), value.scalar_type());
+  prepare_out(out, value.sizes(), value.scalar_type(), value, op, castable);
   if (out.numel()) device_copy(out, value);
 }
 
@@ -496,7 +498,7 @@ at::Tensor& cholesky_out(const at::Tensor& self, bool upper, at::Tensor& out) {
   check_same_device({&self, &out});
   auto f = cholesky_factor(self, upper);
   at::_linalg_check_errors(f.second, "cholesky", self.dim() == 2);
-  assign(out, f.first, "cholesky");
+  assign(out, f.first, "cholesky", /*castable=*/true);
   return out;
 }
 at::Tensor cholesky(const at::Tensor& self, bool upper) {
@@ -582,8 +584,8 @@ at::Tensor& ormqr_out(const at::Tensor& self, const at::Tensor& input2, const at
   TORCH_CHECK(input.dim() >= 2, "torch.ormqr: input must have at least 2 dimensions.");
   TORCH_CHECK(other.dim() >= 2, "torch.ormqr: other must have at least 2 dimensions.");
   const int64_t side = left ? -2 : -1;
-  TORCH_CHECK(other.size(side) >= tau.size(-1), "torch.ormqr: other.shape[", side,
-              "] must be greater than or equal to tau.shape[-1]");
+  TORCH_CHECK(tau.size(-1) == std::min(other.size(side), input.size(-1)), "torch.ormqr: tau.shape[-1] must be equal to ",
+              "min(other.shape[", side, "], input.shape[-1])");
   TORCH_CHECK(other.size(side) == input.size(-2), "torch.ormqr: other.shape[", side,
               "] must be equal to input.shape[-2]");
   TORCH_CHECK(tau.size(-1) <= input.size(-1), "torch.ormqr: tau.shape[-1] must be less than or equal to input.shape[-1]");
@@ -651,7 +653,7 @@ at::Tensor& linalg_householder_product_out(const at::Tensor& input, const at::Te
   check_same_device({&input, &tau, &out});
   auto Q = fortran_copy(input, input.sizes(), input.scalar_type());
   orgqr_batch(Q, contiguous(tau));
-  assign(out, Q, "linalg.householder_product");
+  assign(out, Q, "torch.linalg.householder_product", /*castable=*/true);
   return out;
 }
 at::Tensor linalg_householder_product(const at::Tensor& input, const at::Tensor& tau) {

@@ -189,8 +189,9 @@ at::Tensor& addmv_out(const at::Tensor& self, const at::Tensor& mat, const at::T
               ", ", vec.dim());
   TORCH_CHECK(mat.size(1) == vec.size(0), "size mismatch, got input (", self.size(0), "), mat (", mat.size(0), "x",
               mat.size(1), "), vec (", vec.size(0), ")");
-  TORCH_CHECK(mat.scalar_type() == vec.scalar_type(), "expected m1 and m2 to have the same dtype, but got: ",
-              mat.scalar_type(), " != ", vec.scalar_type());
+  TORCH_CHECK(self.scalar_type() == mat.scalar_type() && mat.scalar_type() == vec.scalar_type(),
+              "addmv input tensors must have the same dtype, but got ", self.scalar_type(), ", ", mat.scalar_type(),
+              ", and ", vec.scalar_type());
   check_same_device({&self, &mat, &vec, &out});
   std::vector<int64_t> sizes{mat.size(0)};
   if (!out.is_same(self)) {
@@ -219,6 +220,8 @@ at::Tensor& addr_out(const at::Tensor& self, const at::Tensor& vec1, const at::T
                      const at::Scalar& alpha, at::Tensor& out) {
   TORCH_CHECK(vec1.dim() == 1, "addr: Expected 1-D argument vec1, but got ", vec1.dim(), "-D");
   TORCH_CHECK(vec2.dim() == 1, "addr: Expected 1-D argument vec2, but got ", vec2.dim(), "-D");
+  // addr_ (out is self) never resizes self, as on CPU.
+  TORCH_CHECK(!out.is_same(self) || self.dim() == 2, "2D tensor expected, got ", self.dim(), "D tensor for input");
   check_same_device({&self, &vec1, &vec2, &out});
   const auto dtype = at::promote_types(self.scalar_type(), at::promote_types(vec1.scalar_type(), vec2.scalar_type()));
   for (const auto* s : {&beta, &alpha}) {  // CPU's check_addr_scalar

@@ -194,6 +194,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm(const at::Tenso
   auto w = weight && weight->defined() ? contiguous(*weight) : at::Tensor();
   auto b = bias && bias->defined() ? contiguous(*bias) : at::Tensor();
   check_same_device({&input, &w, &b});
+  check_norm_param_dtypes(input, {&w, &b});
   TORCH_CHECK(group > 0 && c_ % group == 0, "Expected number of channels in input to be divisible by num_groups, ",
               "but got input of shape ", input.sizes(), " and num_groups=", group);
   TORCH_CHECK(input.numel() == n_ * c_ * hw, "native_group_norm: input ", input.sizes(), " is not [", n_, ", ", c_,
@@ -370,10 +371,12 @@ T scan_log_add_exp(T x, T acc) {
 // Running sum, product or log-sum-exp along `dim`, accumulated in the accumulate type.
 at::Tensor& scan_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out,
                      Scan kind, const char* op, const char* name) {
-  auto type = dtype.value_or(out.defined() && out.scalar_type() != self.scalar_type() && !dtype
-                                 ? out.scalar_type()
-                                 : (at::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type()));
+  // As CPU: the dtype argument, else out's dtype, else the input's (int64 for integers).
+  auto type = dtype.value_or(out.defined() ? out.scalar_type()
+                                           : (at::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type()));
   dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  // CPU's scans take no bool result (a bool input scans in int64).
+  TORCH_CHECK_NOT_IMPLEMENTED(type != at::kBool, "\"", op, "_out_cpu\" not implemented for 'Bool'");
   prepare_out(out, self.sizes(), type, self, op);
   if (self.numel() == 0) return out;
   auto x = at::empty(self.sizes(), self.options().dtype(type));

@@ -59,6 +59,7 @@ at::Tensor& linalg_cross_out(const at::Tensor& self, const at::Tensor& other, in
   TORCH_CHECK(self.scalar_type() == other.scalar_type(), "linalg.cross: expected both inputs to have the same dtype, ",
               "but input has dtype ", self.scalar_type(), " and other has dtype ", other.scalar_type());
   check_same_device({&self, &other, &out});
+  check_no_overlap(out, {&self, &other});
   const auto sizes = at::infer_size(self.sizes(), other.sizes());
   dim = at::maybe_wrap_dim(dim, static_cast<int64_t>(sizes.size()));
   TORCH_CHECK(self.size(dim) == 3 && other.size(dim) == 3, "linalg.cross: inputs dimension ", dim,

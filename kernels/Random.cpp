@@ -175,7 +175,9 @@ at::Tensor& bernoulli__Tensor(at::Tensor& self, const at::Tensor& p, std::option
   device_copy(probs, p.expand(self.sizes()));  // raises CPU's broadcast error
   const double* pp = probs.const_data_ptr<double>();
   return generate(self, generator, "aten::bernoulli_", [=](const std::array<uint32_t, 4>& r, int64_t i) {
-    return uniform01(r[0], r[1]) < pp[i] ? 1.0 : 0.0;
+    const double p_in = pp[i];  // checked on the device, as CUDA asserts it
+    TORCH_CHECK(p_in >= 0 && p_in <= 1);
+    return uniform01(r[0], r[1]) < p_in ? 1.0 : 0.0;
   });
 }
 

@@ -325,6 +325,8 @@ std::tuple<at::Tensor&, at::Tensor&> extremum_dim(const at::Tensor& self, int64_
   check_reduced_nonempty(self, dim, name);
   int64_t dims[1] = {dim};
   auto p = plan(self, at::IntArrayRef(dims, self.dim() ? 1 : 0), keepdim, self.scalar_type());
+  check_no_overlap(values, {&self});
+  check_no_overlap(indices, {&self});
   prepare_out(values, p.out_sizes, self.scalar_type(), self, name);
   prepare_out(indices, p.out_sizes, at::kLong, self, name);
   auto v = contiguous(values);

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <sstream>
 #include <vector>
 
 #include "kernels/Common.h"
@@ -65,10 +66,22 @@ Planes upsampled(at::IntArrayRef input_sizes, c10::SymIntArrayRef output_size, i
   Planes p = planes_of(input_sizes, dims, op);
   auto out = C10_AS_INTARRAYREF_SLOW(output_size);
   TORCH_CHECK(static_cast<int64_t>(out.size()) == dims, op, ": expected output_size with ", dims, " values, got ", out);
-  for (int64_t d = 0; d < dims; ++d) {
-    TORCH_CHECK(p.in_sizes[d] > 0 && out[d] > 0, op, ": input and output sizes should be greater than 0, but got input ",
-                input_sizes, " and output ", out);
+  bool positive = true;
+  for (int64_t d = 0; d < dims; ++d) positive = positive && p.in_sizes[d] > 0 && out[d] > 0;
+  if (!positive) {  // CPU's upsample_{1,2,3}d_common_check message
+    static const char* names[] = {"D", "H", "W"};
+    std::ostringstream in, o;
+    for (int64_t d = 0; d < dims; ++d) {
+      const char* sep = d ? ", " : "";
+      in << sep << names[3 - dims + d] << ": " << p.in_sizes[d];
+      o << sep << names[3 - dims + d] << ": " << out[d];
+    }
+    TORCH_CHECK(false, "Input and output sizes should be greater than 0, but got input (", in.str(), ")",
+                dims == 1 ? " and" : "", " output (", o.str(), ")");
   }
+  int64_t non_batch = 1;
+  for (size_t d = 1; d < input_sizes.size(); ++d) non_batch *= input_sizes[d];
+  TORCH_CHECK(non_batch != 0, "Non-empty ", dims + 2, "D data tensor expected but got a tensor with sizes ", input_sizes);
   p.out_sizes.assign(out.begin(), out.end());
   return p;
 }
@@ -144,6 +157,12 @@ Mapping nearest(at::IntArrayRef input_sizes, c10::SymIntArrayRef output_size, at
 }
 
 Mapping pad_mapping(at::IntArrayRef input_sizes, c10::SymIntArrayRef pad, int64_t dims, bool reflect, const char* op) {
+  // CPU's check: only the batch dim may be empty.
+  const int64_t ndim = input_sizes.size();
+  bool valid = ndim == dims + 1 || ndim == dims + 2;
+  for (int64_t d = 1; valid && d < ndim; ++d) valid = input_sizes[d] != 0;
+  TORCH_CHECK(valid, "Expected ", dims + 1, "D or ", dims + 2, "D (batch mode) tensor with possibly 0 batch size and ",
+              "other non-zero dimensions for input, but got: ", input_sizes);
   Mapping m{planes_of(input_sizes, dims, op), {}};
   auto p = C10_AS_INTARRAYREF_SLOW(pad);
   TORCH_CHECK(static_cast<int64_t>(p.size()) == 2 * dims, op, ": padding size is expected to be ", 2 * dims,

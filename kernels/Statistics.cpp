@@ -17,11 +17,16 @@ namespace rbln::kernels {
 namespace {
 
 // Writes `fill(target)` into `out`, sized and typed by the plan.
+// With `castable`, out may have any dtype the result casts to (CPU's std/var).
 template <class F>
 at::Tensor& reduce_to(at::Tensor& out, const Plan& p, at::ScalarType dtype, const at::Tensor& self, const char* op,
-                      F fill) {
-  prepare_out(out, p.out_sizes, dtype, self, op);
-  write_contiguous(out, fill);
+                      F fill, bool castable = false) {
+  if (castable && out.defined()) {
+    TORCH_CHECK(at::canCast(dtype, out.scalar_type()), "result type ", dtype, " can't be cast to the desired output type ",
+                out.scalar_type());
+  }
+  prepare_out(out, p.out_sizes, dtype, self, op, castable);
+  write_as(out, dtype, fill);
   return out;
 }
 
@@ -113,6 +118,12 @@ void launch_moments(const Plan& p, const at::Tensor& out, const char* name, Stor
 void variance_into(const at::Tensor& self, at::OptionalIntArrayRef dims, const std::optional<at::Scalar>& correction,
                    bool keepdim, bool take_sqrt, at::Tensor& out, at::Tensor* mean_out) {
   const char* op = take_sqrt ? "std" : "var";
+  // As CPU (get_dtype_from_result): an out= of another floating dtype is reduced in that dtype.
+  if (!mean_out && out.defined() && at::isFloatingType(out.scalar_type()) && out.scalar_type() != self.scalar_type() &&
+      at::isFloatingType(self.scalar_type())) {
+    variance_into(self.to(out.scalar_type()), dims, correction, keepdim, take_sqrt, out, nullptr);
+    return;
+  }
   check_floating(self, op);
   const double c = correction ? correction->toDouble() : 1.0;
   auto p = plan(self, dims, keepdim, self.scalar_type());
@@ -127,7 +138,7 @@ void variance_into(const at::Tensor& self, at::OptionalIntArrayRef dims, const s
         o[i] = static_cast<scalar_t>(take_sqrt ? std::sqrt(v) : v);
       });
     });
-  });
+  }, /*castable=*/true);
   if (!mean_out) return;
   reduce_to(*mean_out, p, self.scalar_type(), self, op, [&](const at::Tensor& target) {
     RBLN_DISPATCH_FLOATING(self.scalar_type(), "var_mean", [&] {

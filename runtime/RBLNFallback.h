@@ -34,6 +34,10 @@ std::map<std::string, std::map<std::string, uint64_t>> fallback_counts();
 // under TORCH_RBLN_DISABLE_FALLBACK=1 and warns once per op.
 void count_fallback(const std::string& op, const char* reason);
 
+// Ops whose CUDA kernels check devices themselves (native_functions.yaml's
+// `device_check: NoCheck`); defined in generated/RegisterRBLN.cpp.
+bool skips_device_check(const std::string& op);
+
 // Boxed CPU fallbacks, one per reason.
 void fallback_unlisted(const c10::OperatorHandle& op, torch::jit::Stack* stack);  // not in ops.yaml
 void fallback_listed(const c10::OperatorHandle& op, torch::jit::Stack* stack);    // strategy: fallback

@@ -4,7 +4,9 @@
 
 #include <c10/core/Device.h>
 #include <c10/core/Stream.h>
+#include <c10/util/Exception.h>
 
+#include <stdexcept>
 #include <utility>
 
 #include "runtime/driver/rbln_driver.h"
@@ -39,10 +41,20 @@ auto driver_call(F&& f) -> decltype(f()) {
 
 // Queues `task` (a callable, constructed in place in the stream's launch
 // ring: no allocation) on the current stream of `device`. `name` must be static.
+// A c10::Error the task throws surfaces as "<name>: <message>", without the
+// C++ backtrace c10 appends to what().
 template <class F>
 void launch(c10::DeviceIndex device, const char* name, F&& task) {
   auto* stream = current_stream(device);
-  driver_call([&] { driver::launch(stream, name, std::forward<F>(task)); });
+  driver_call([&] {
+    driver::launch(stream, name, [task = std::forward<F>(task)]() mutable {
+      try {
+        task();
+      } catch (const c10::Error& e) {
+        throw std::runtime_error(e.what_without_backtrace());
+      }
+    });
+  });
 }
 
 }  // namespace rbln

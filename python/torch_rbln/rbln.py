@@ -252,6 +252,8 @@ def get_rng_state(device: Any = "rbln") -> torch.Tensor:
 
 
 def set_rng_state(new_state: torch.Tensor, device: Any = "rbln") -> None:
+    if new_state.dtype != torch.uint8:  # Generator.set_state's check, as torch.cuda.set_rng_state reaches it
+        raise TypeError("RNG state must be a torch.ByteTensor")
     _C._set_rng_state(_index(device), bytes(new_state.to("cpu", torch.uint8).contiguous().numpy().tobytes()))
 
 
