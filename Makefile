@@ -55,10 +55,13 @@ bench: install
 
 # The full OpInfo sweep (forward and gradient columns), then PyTorch's device-generic tests over
 # all of op_db/module_db/optim_db (tests/python/test_upstream.py; make test runs a bounded subset):
-# conformance/report.json and docs/conformance.md.
+# conformance/report.json and docs/conformance.md. Then error parity (error inputs and mutated
+# samples against CPU and CUDA's device rule; tests/conformance/test_error_parity.py is the slice):
+# conformance/errors_report.json and docs/error_parity.md.
 conformance: install
 	$(PY) -m conformance
 	$(PY) -m conformance --upstream
+	$(PY) -m conformance.errors
 
 clean:
 	rm -rf build

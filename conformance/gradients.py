@@ -44,18 +44,20 @@ def _sample_tensors(sample):
     return _tensors([sample.input, list(sample.args), sample.kwargs], [])
 
 
-def _mirror(t: torch.Tensor, dtype=None) -> torch.Tensor:
-    """t's storage copied to CPU and viewed with t's sizes, strides and offset, so ops
-    that read storage outside the view (as_strided) see the same values."""
+def _mirror(t: torch.Tensor, dtype=None, device="cpu") -> torch.Tensor:
+    """t's storage copied to `device` and viewed with t's sizes, strides and offset, so ops
+    that read storage outside the view (as_strided) see the same values, and non-contiguous
+    or expanded views stay such. Always a copy, also to t's own device."""
     dtype = dtype or t.dtype
     try:
         if t.layout != torch.strided:
             raise TypeError
         n = t.untyped_storage().nbytes() // t.element_size()
         flat = torch.empty(0, dtype=t.dtype, device=t.device).set_(t.untyped_storage(), 0, (n,), (1,))
-        return flat.detach().to("cpu", dtype).as_strided(t.size(), t.stride(), t.storage_offset()).detach()
+        return flat.detach().to(device, dtype, copy=True).as_strided(t.size(), t.stride(),
+                                                                     t.storage_offset()).detach()
     except Exception:
-        return t.detach().to("cpu", dtype)
+        return t.detach().to(device, dtype, copy=True)
 
 
 def _cpu_leaves(sample, dtype=None):
