@@ -212,8 +212,17 @@ at::Tensor nll_loss2d_backward(const at::Tensor& grad_output, const at::Tensor& 
   return contiguous(rows.view(sizes).movedim(-1, 1));
 }
 
+// mse_loss and smooth_l1_loss are TensorIterator ops on CUDA (`device_check: NoCheck`): a CPU 0-dim
+// operand is a scalar there, any other tensor on another device is an error. Their backwards check every tensor.
+namespace {
+void check_devices_allowing_cpu_scalars(const at::Tensor& self, const at::Tensor& target) {
+  auto scalar = [](const at::Tensor& t) { return t.is_cpu() && t.dim() == 0; };
+  if (!scalar(self) && !scalar(target)) check_same_device({&self, &target});
+}
+}  // namespace
+
 at::Tensor mse_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction) {
-  check_same_device({&self, &target});
+  check_devices_allowing_cpu_scalars(self, target);
   auto d = self - target;
   return reduce_loss(d * d, reduction, at::result_type(self, target));
 }
@@ -226,7 +235,7 @@ at::Tensor mse_loss_backward(const at::Tensor& grad_output, const at::Tensor& se
 
 at::Tensor smooth_l1_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double beta) {
   TORCH_CHECK(beta >= 0, "smooth_l1_loss does not support negative values for beta.");
-  check_same_device({&self, &target});
+  check_devices_allowing_cpu_scalars(self, target);
   const auto dtype = at::result_type(self, target);
   auto z = at::abs(widen(self - target));
   if (beta == 0) return reduce_loss(z, reduction, dtype);

@@ -166,6 +166,8 @@ MIXED_DEVICES = {
     "addbmm cpu batch": lambda: torch.addbmm(torch.zeros(2, 2).rbln(), torch.ones(3, 2, 4).rbln(), torch.ones(3, 4, 2)),
     "index_select cpu index": lambda: torch.index_select(torch.randn(4).rbln(), 0, torch.tensor([0, 1])),
     "mm cpu operand": lambda: torch.mm(torch.ones(2, 2).rbln(), torch.ones(2, 2)),
+    "mse_loss cpu target": lambda: F.mse_loss(torch.ones(3).rbln(), torch.ones(3)),
+    "smooth_l1_loss cpu target": lambda: F.smooth_l1_loss(torch.ones(3).rbln(), torch.ones(3)),
 }
 
 
@@ -180,6 +182,18 @@ def test_cpu_zero_dim_tensors_still_mix_like_scalars():
     x = torch.arange(4.)
     torch.testing.assert_close((x.rbln() * torch.tensor(2.)).cpu(), x * 2)
     torch.testing.assert_close(torch.where(x.rbln() > 1, x.rbln(), torch.tensor(0.)).cpu(), torch.where(x > 1, x, 0.))
+
+
+@pytest.mark.parametrize("cpu_side", ["input", "target"])
+@pytest.mark.parametrize("loss", [F.mse_loss, F.smooth_l1_loss])
+def test_losses_take_a_cpu_zero_dim_operand_like_cuda(loss, cpu_side):
+    # CUDA's kernels are TensorIterator ops (device_check: NoCheck): a CPU 0-dim operand is a scalar.
+    x, target = torch.tensor(-6.7), torch.tensor(-7.5)
+    dev = (x, target.rbln()) if cpu_side == "input" else (x.rbln(), target)
+    with torch.rbln.explain() as ex:
+        actual = loss(*dev)
+    assert actual.device.type == "rbln" and not ex.fallback_ops, ex.fallback_reasons
+    torch.testing.assert_close(actual.cpu(), loss(x, target))
 
 
 def test_multilabel_soft_margin_loss_with_a_complex_target_matches_cpu():
