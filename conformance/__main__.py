@@ -172,16 +172,20 @@ def run_sample(fn, sample, variant, tolerance=None):
     return ("fallback" if ex.fallback_ops else "device"), ex.fallback_ops, None
 
 
-def _describe(sample) -> str:
-    """A short description of a sample's inputs, for the report."""
+def describe_sample(sample, tensor) -> str:
+    """A short description of a sample's inputs, for the reports: `tensor(t)` describes one tensor."""
     def one(v):
         if isinstance(v, torch.Tensor):
-            return f"Tensor{list(v.shape)}{'' if v.is_contiguous() else ' noncontiguous'}"
+            return tensor(v)
         if isinstance(v, (list, tuple)):
             return "[" + ", ".join(one(x) for x in v) + "]"
         return repr(v)
     parts = [one(sample.input)] + [one(a) for a in sample.args] + [f"{k}={one(v)}" for k, v in sample.kwargs.items()]
     return "(" + ", ".join(parts) + ")"
+
+
+def _describe(sample) -> str:
+    return describe_sample(sample, lambda t: f"Tensor{list(t.shape)}{'' if t.is_contiguous() else ' noncontiguous'}")
 
 
 def sweep(ops, dtypes, max_seconds_per_case: float):

@@ -54,7 +54,7 @@ import torch
 
 import torch_rbln  # noqa: F401  (before torch.testing._internal)
 
-from .__main__ import TOLERANCES, ops_yaml_tolerances, opinfo_name, skip_reason, to_cpu
+from .__main__ import TOLERANCES, describe_sample, ops_yaml_tolerances, opinfo_name, skip_reason, to_cpu
 from .gradients import _mirror
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -136,16 +136,11 @@ def _side(call, side, contiguous=False):
 
 
 def _describe(sample) -> str:
-    def one(v):
-        if isinstance(v, torch.Tensor):
-            geometry = "" if v.is_contiguous() else f" stride={list(v.stride())}"
-            where = "@cpu" if v.device.type == "cpu" else ""  # an argument the sample keeps on CPU
-            return f"{str(v.dtype).removeprefix('torch.')}{list(v.shape)}{where}{geometry}"
-        if isinstance(v, (list, tuple)):
-            return "[" + ", ".join(one(x) for x in v) + "]"
-        return repr(v)
-    parts = [one(sample.input)] + [one(a) for a in sample.args] + [f"{k}={one(v)}" for k, v in sample.kwargs.items()]
-    return "(" + ", ".join(parts) + ")"
+    def tensor(t):
+        geometry = "" if t.is_contiguous() else f" stride={list(t.stride())}"
+        where = "@cpu" if t.device.type == "cpu" else ""  # an argument the sample keeps on CPU
+        return f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}{where}{geometry}"
+    return describe_sample(sample, tensor)
 
 
 def _seed(name: str, seed: int) -> int:
@@ -422,7 +417,8 @@ def _cuda_rule():
             _, has_cuda = _native_functions().get((schema.name.removeprefix("aten::"), schema.overload_name),
                                                   ("ExactSame", True))
             verdict = _cuda_verdict(func, args, kwargs) if aten else None
-            composite = [k for k in COMPOSITE_KEYS if not has_cuda and aten and
+            # Custom ops (torch.library) are watched inside too: their CUDA kernel is the composite one.
+            composite = [k for k in COMPOSITE_KEYS if (not has_cuda or not aten) and
                          torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), k)]
             if composite:
                 try:

@@ -203,22 +203,15 @@ CORRECT = {
         torch.rbln.current_stream().wait_stream(side)
         assert torch.equal(z.cpu(), torch.full((1 << 16,), 6.0))
     """,
-    "event_synchronize": """
+    **{name: f"""
         done = torch.rbln.Event()
         with torch.rbln.stream(side):
             x.mul_(2)
             done.record()
-        done.synchronize()
+        {sync}
         x.add_(1)
         assert torch.equal(x.cpu(), torch.full((1 << 16,), 3.0))
-    """,
-    "stream_synchronize": """
-        with torch.rbln.stream(side):
-            x.mul_(2)
-        side.synchronize()
-        x.add_(1)
-        assert torch.equal(x.cpu(), torch.full((1 << 16,), 3.0))
-    """,
+    """ for name, sync in [("event_synchronize", "done.synchronize()"), ("stream_synchronize", "side.synchronize()")]},
     "device_synchronize": """
         with torch.rbln.stream(side):
             x.mul_(2)
