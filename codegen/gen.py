@@ -39,12 +39,12 @@ def _elementwise_body(e: Entry, v: Variant, root: str) -> list[str]:
     tensors = [a for a in args.flat_non_out if str(a.type) == "Tensor"]
     operands = tensors[:arity] if len(tensors) >= arity else [a for a in args.flat_non_out if is_operand(a)][:arity]
     params = [a.name for a in args.flat_non_out if a not in operands]
-    lines, refs = [], []
+    lines, refs = _device_check(v), []
     # A functor's argument check (`<functor>_check` in Functors.h), as CPU's meta functions check.
     if f"{e.functor}_check" in _functor_checks(root):
         lines.append(f"rbln::functors::{e.functor}_check({', '.join(a.name for a in args.flat_non_out)});")
     if v.kind == "out" and f"{e.functor}_out_check" in _functor_checks(root):  # a check of out= itself
-        lines.append(f"rbln::functors::{e.functor}_out_check({args.out[0].name});")
+        lines.append(f"rbln::functors::{e.functor}_out_check({', '.join(a.name for a in (*args.flat_non_out, args.out[0]))});")
     for a in operands:
         if str(a.type) == "Scalar":
             lines.append(f"const auto {a.name}_t = at::native::wrapped_scalar_tensor({a.name});")
@@ -130,7 +130,10 @@ def _body(e: Entry, v: Variant, root: str) -> list[str]:
     if e.strategy == "fallback":
         if e.kernel:  # a hand-written wrapper that runs the CPU and counts the fallback itself
             return _device_check(v) + [f"return {_qualified_kernel(e.kernel, root)}({', '.join(v.arg_names)});"]
-        return [f"return {_fallback_call(v, 'fallback_listed')};"]
+        # A check CUDA's kernel makes and CPU's does not (`<op>_check` in Checks.h), before the CPU runs it.
+        check = f"{v.func.func.name.name}_check"
+        lines = [f"rbln::checks::{check}({', '.join(v.arg_names)});"] if check in _kernel_checks(root) else []
+        return lines + [f"return {_fallback_call(v, 'fallback_listed')};"]
     if e.family:
         return _elementwise_body(e, v, root)
     return _kernel_body(e, v, root)

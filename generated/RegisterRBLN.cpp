@@ -78,6 +78,8 @@
 #include <ATen/ops/channel_shuffle_ops.h>
 #include <ATen/ops/cholesky_ops.h>
 #include <ATen/ops/clamp_ops.h>
+#include <ATen/ops/clamp_max_ops.h>
+#include <ATen/ops/clamp_min_ops.h>
 #include <ATen/ops/conj_physical_ops.h>
 #include <ATen/ops/convolution_backward_overrideable_ops.h>
 #include <ATen/ops/convolution_overrideable_ops.h>
@@ -140,7 +142,9 @@
 #include <ATen/ops/mse_loss_ops.h>
 #include <ATen/ops/mse_loss_backward_ops.h>
 #include <ATen/ops/multinomial_ops.h>
+#include <ATen/ops/mv_ops.h>
 #include <ATen/ops/nansum_ops.h>
+#include <ATen/ops/narrow_copy_ops.h>
 #include <ATen/ops/native_batch_norm_ops.h>
 #include <ATen/ops/native_batch_norm_backward_ops.h>
 #include <ATen/ops/native_dropout_ops.h>
@@ -180,6 +184,7 @@
 #include <ATen/ops/scatter_ops.h>
 #include <ATen/ops/scatter_add_ops.h>
 #include <ATen/ops/scatter_reduce_ops.h>
+#include <ATen/ops/segment_reduce_ops.h>
 #include <ATen/ops/set_ops.h>
 #include <ATen/ops/smooth_l1_loss_ops.h>
 #include <ATen/ops/smooth_l1_loss_backward_ops.h>
@@ -530,6 +535,14 @@ at::Tensor & wrapper_clamp_Tensor_out(const at::Tensor & self, const ::std::opti
   }
   RBLN_COUNT_DEVICE_OP("aten::clamp.Tensor_out");
   return rbln::kernels::clamp_Tensor_out(self, min, max, out);
+}
+
+at::Tensor wrapper_clamp_min_Tensor(const at::Tensor & self, const at::Tensor & min) {
+  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::clamp_min_Tensor>::call(self, min);
+}
+
+at::Tensor wrapper_clamp_max_Tensor(const at::Tensor & self, const at::Tensor & max) {
+  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::clamp_max_Tensor>::call(self, max);
 }
 
 at::Tensor wrapper_sum_dim_IntList(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, ::std::optional<at::ScalarType> dtype) {
@@ -1455,6 +1468,20 @@ at::Tensor & wrapper_addmv_out(const at::Tensor & self, const at::Tensor & mat, 
   return rbln::kernels::addmv_out(self, mat, vec, beta, alpha, out);
 }
 
+at::Tensor & wrapper_mv_out(const at::Tensor & self, const at::Tensor & vec, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_mv_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_mv_out", "self");
+  c10::impl::check_and_update_common_device(common_device, vec, "wrapper_mv_out", "vec");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(vec.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mv_out>::call(self, vec, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::mv.out");
+  return rbln::kernels::mv_out(self, vec, out);
+}
+
 at::Tensor wrapper_addr(const at::Tensor & self, const at::Tensor & vec1, const at::Tensor & vec2, const at::Scalar & beta, const at::Scalar & alpha) {
   std::optional<c10::Device> common_device;
   c10::impl::check_and_update_common_device(common_device, self, "wrapper_addr", "self");
@@ -2194,6 +2221,16 @@ at::Tensor wrapper_roll(const at::Tensor & self, c10::SymIntArrayRef shifts, at:
   }
   RBLN_COUNT_DEVICE_OP("aten::roll");
   return rbln::kernels::roll(self, shifts, dims);
+}
+
+at::Tensor wrapper_narrow_copy(const at::Tensor & self, int64_t dim, c10::SymInt start, c10::SymInt length) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::narrow_copy>::call(self, dim, start, length);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::narrow_copy");
+  return rbln::kernels::narrow_copy(self, dim, start, length);
 }
 
 at::Tensor wrapper_channel_shuffle(const at::Tensor & self, c10::SymInt groups) {
@@ -3860,6 +3897,11 @@ at::Tensor & wrapper_linalg_householder_product_out(const at::Tensor & input, co
   return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::_linalg_eigh>::call(A, UPLO, compute_v);
 }
 
+at::Tensor wrapper_segment_reduce(const at::Tensor & data, c10::string_view reduce, const ::std::optional<at::Tensor> & lengths, const ::std::optional<at::Tensor> & indices, const ::std::optional<at::Tensor> & offsets, int64_t axis, bool unsafe, const ::std::optional<at::Scalar> & initial) {
+  rbln::checks::segment_reduce_check(data, reduce, lengths, indices, offsets, axis, unsafe, initial);
+  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::segment_reduce>::call(data, reduce, lengths, indices, offsets, axis, unsafe, initial);
+}
+
 ::std::tuple<at::Tensor,at::Tensor> wrapper_linalg_eig(const at::Tensor & self) {
   return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::linalg_eig>::call(self);
 }
@@ -4348,6 +4390,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("clamp.Tensor", TORCH_FN(wrapper_clamp_Tensor));
   m.impl("clamp_.Tensor", TORCH_FN(wrapper_clamp__Tensor));
   m.impl("clamp.Tensor_out", TORCH_FN(wrapper_clamp_Tensor_out));
+  m.impl("clamp_min.Tensor", TORCH_FN(wrapper_clamp_min_Tensor));
+  m.impl("clamp_max.Tensor", TORCH_FN(wrapper_clamp_max_Tensor));
   m.impl("sum.dim_IntList", TORCH_FN(wrapper_sum_dim_IntList));
   m.impl("sum.IntList_out", TORCH_FN(wrapper_sum_IntList_out));
   m.impl("nansum", TORCH_FN(wrapper_nansum));
@@ -4428,6 +4472,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addmv", TORCH_FN(wrapper_addmv));
   m.impl("addmv_", TORCH_FN(wrapper_addmv_));
   m.impl("addmv.out", TORCH_FN(wrapper_addmv_out));
+  m.impl("mv.out", TORCH_FN(wrapper_mv_out));
   m.impl("addr", TORCH_FN(wrapper_addr));
   m.impl("addr.out", TORCH_FN(wrapper_addr_out));
   m.impl("index_select", TORCH_FN(wrapper_index_select));
@@ -4485,6 +4530,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("triu.out", TORCH_FN(wrapper_triu_out));
   m.impl("flip", TORCH_FN(wrapper_flip));
   m.impl("roll", TORCH_FN(wrapper_roll));
+  m.impl("narrow_copy", TORCH_FN(wrapper_narrow_copy));
   m.impl("channel_shuffle", TORCH_FN(wrapper_channel_shuffle));
   m.impl("unfold_backward", TORCH_FN(wrapper_unfold_backward));
   m.impl("embedding_renorm_", TORCH_FN(wrapper_embedding_renorm_));
@@ -4622,6 +4668,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("linalg_householder_product.out", TORCH_FN(wrapper_linalg_householder_product_out));
   m.impl("_linalg_svd", TORCH_FN(wrapper__linalg_svd));
   m.impl("_linalg_eigh", TORCH_FN(wrapper__linalg_eigh));
+  m.impl("segment_reduce", TORCH_FN(wrapper_segment_reduce));
   m.impl("linalg_eig", TORCH_FN(wrapper_linalg_eig));
   m.impl("linalg_lstsq", TORCH_FN(wrapper_linalg_lstsq));
   m.impl("_fft_r2c", TORCH_FN(wrapper__fft_r2c));

@@ -465,6 +465,9 @@ at::Tensor & wrapper_acosh_(at::Tensor & self) {
 }
 
 at::Tensor & wrapper_acosh_out(const at::Tensor & self, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_acosh_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_acosh_out", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_float_iter(result, self);
@@ -555,6 +558,9 @@ at::Tensor & wrapper_mish_(at::Tensor & self) {
 }
 
 at::Tensor & wrapper_mish_out(const at::Tensor & self, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_mish_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_mish_out", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_iter(result, self);
@@ -630,6 +636,9 @@ at::Tensor & wrapper_i0_(at::Tensor & self) {
 }
 
 at::Tensor & wrapper_i0_out(const at::Tensor & self, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_i0_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_i0_out", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_float_iter(result, self);
@@ -658,6 +667,9 @@ at::Tensor wrapper_special_ndtri(const at::Tensor & self) {
 }
 
 at::Tensor & wrapper_special_ndtri_out(const at::Tensor & self, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_special_ndtri_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_special_ndtri_out", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_float_iter(result, self);
@@ -684,6 +696,9 @@ at::Tensor wrapper_special_bessel_j0(const at::Tensor & self) {
 }
 
 at::Tensor & wrapper_special_bessel_j0_out(const at::Tensor & self, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_special_bessel_j0_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_special_bessel_j0_out", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_float_iter(result, self);
@@ -710,6 +725,9 @@ at::Tensor wrapper_special_modified_bessel_i0(const at::Tensor & self) {
 }
 
 at::Tensor & wrapper_special_modified_bessel_i0_out(const at::Tensor & self, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_special_modified_bessel_i0_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_special_modified_bessel_i0_out", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_float_iter(result, self);
@@ -736,6 +754,9 @@ at::Tensor wrapper_special_scaled_modified_bessel_k0(const at::Tensor & x) {
 }
 
 at::Tensor & wrapper_special_scaled_modified_bessel_k0_out(const at::Tensor & x, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_special_scaled_modified_bessel_k0_out", "out");
+  c10::impl::check_and_update_common_device(common_device, x, "wrapper_special_scaled_modified_bessel_k0_out", "x");
   const c10::OptionalDeviceGuard guard(at::device_of(x));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_float_iter(result, x);
@@ -779,6 +800,9 @@ at::Tensor & wrapper_sinc_(at::Tensor & self) {
 }
 
 at::Tensor & wrapper_sinc_out(const at::Tensor & self, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_sinc_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_sinc_out", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_float_iter(result, self);
@@ -857,7 +881,10 @@ at::Tensor wrapper_signbit(const at::Tensor & self) {
 }
 
 at::Tensor & wrapper_signbit_out(const at::Tensor & self, at::Tensor & out) {
-  rbln::functors::signbit_out_check(out);
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_signbit_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_signbit_out", "self");
+  rbln::functors::signbit_out_check(self, out);
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::logical_iter(result, self);
@@ -1167,6 +1194,9 @@ at::Tensor & wrapper_floor_divide_out(const at::Tensor & self, const at::Tensor 
 }
 
 at::Tensor wrapper_igammac(const at::Tensor & self, const at::Tensor & other) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_igammac", "self");
+  c10::impl::check_and_update_common_device(common_device, other, "wrapper_igammac", "other");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::binary_float_iter(result, self, other);
@@ -1182,6 +1212,9 @@ at::Tensor wrapper_igammac(const at::Tensor & self, const at::Tensor & other) {
 }
 
 at::Tensor & wrapper_igammac_(at::Tensor & self, const at::Tensor & other) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_igammac_", "self");
+  c10::impl::check_and_update_common_device(common_device, other, "wrapper_igammac_", "other");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
   auto iter = rbln::kernels::binary_float_iter(result, self, other);
@@ -1197,6 +1230,10 @@ at::Tensor & wrapper_igammac_(at::Tensor & self, const at::Tensor & other) {
 }
 
 at::Tensor & wrapper_igammac_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_igammac_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_igammac_out", "self");
+  c10::impl::check_and_update_common_device(common_device, other, "wrapper_igammac_out", "other");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::binary_float_iter(result, self, other);
@@ -1217,8 +1254,6 @@ at::Tensor wrapper_special_chebyshev_polynomial_t(const at::Tensor & x, const at
   auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_chebyshev_polynomial_t", rbln::functors::special_chebyshev_polynomial_t<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_chebyshev_polynomial_t", rbln::functors::special_chebyshev_polynomial_t<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_chebyshev_polynomial_t", rbln::functors::special_chebyshev_polynomial_t<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_chebyshev_polynomial_t", rbln::functors::special_chebyshev_polynomial_t<double>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_chebyshev_polynomial_t>::call(x, n);
   }
@@ -1232,8 +1267,6 @@ at::Tensor & wrapper_special_chebyshev_polynomial_t_out(const at::Tensor & x, co
   auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_chebyshev_polynomial_t.out", rbln::functors::special_chebyshev_polynomial_t<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_chebyshev_polynomial_t.out", rbln::functors::special_chebyshev_polynomial_t<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_chebyshev_polynomial_t.out", rbln::functors::special_chebyshev_polynomial_t<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_chebyshev_polynomial_t.out", rbln::functors::special_chebyshev_polynomial_t<double>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_chebyshev_polynomial_t_out>::call(x, n, out);
   }
@@ -1247,8 +1280,6 @@ at::Tensor wrapper_special_shifted_chebyshev_polynomial_t(const at::Tensor & x, 
   auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_shifted_chebyshev_polynomial_t", rbln::functors::special_shifted_chebyshev_polynomial_t<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_shifted_chebyshev_polynomial_t", rbln::functors::special_shifted_chebyshev_polynomial_t<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_shifted_chebyshev_polynomial_t", rbln::functors::special_shifted_chebyshev_polynomial_t<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_shifted_chebyshev_polynomial_t", rbln::functors::special_shifted_chebyshev_polynomial_t<double>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_shifted_chebyshev_polynomial_t>::call(x, n);
   }
@@ -1262,8 +1293,6 @@ at::Tensor & wrapper_special_shifted_chebyshev_polynomial_t_out(const at::Tensor
   auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_shifted_chebyshev_polynomial_t.out", rbln::functors::special_shifted_chebyshev_polynomial_t<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_shifted_chebyshev_polynomial_t.out", rbln::functors::special_shifted_chebyshev_polynomial_t<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_shifted_chebyshev_polynomial_t.out", rbln::functors::special_shifted_chebyshev_polynomial_t<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_shifted_chebyshev_polynomial_t.out", rbln::functors::special_shifted_chebyshev_polynomial_t<double>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_shifted_chebyshev_polynomial_t_out>::call(x, n, out);
   }
@@ -1277,8 +1306,6 @@ at::Tensor wrapper_special_hermite_polynomial_h(const at::Tensor & x, const at::
   auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_hermite_polynomial_h", rbln::functors::special_hermite_polynomial_h<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_hermite_polynomial_h", rbln::functors::special_hermite_polynomial_h<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_hermite_polynomial_h", rbln::functors::special_hermite_polynomial_h<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_hermite_polynomial_h", rbln::functors::special_hermite_polynomial_h<double>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_hermite_polynomial_h>::call(x, n);
   }
@@ -1292,8 +1319,6 @@ at::Tensor & wrapper_special_hermite_polynomial_h_out(const at::Tensor & x, cons
   auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_hermite_polynomial_h.out", rbln::functors::special_hermite_polynomial_h<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_hermite_polynomial_h.out", rbln::functors::special_hermite_polynomial_h<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_hermite_polynomial_h.out", rbln::functors::special_hermite_polynomial_h<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_hermite_polynomial_h.out", rbln::functors::special_hermite_polynomial_h<double>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_hermite_polynomial_h_out>::call(x, n, out);
   }
@@ -1644,6 +1669,9 @@ at::Tensor & wrapper_bitwise_or_Tensor_out(const at::Tensor & self, const at::Te
 }
 
 at::Tensor wrapper_silu_backward(const at::Tensor & grad_output, const at::Tensor & self) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_silu_backward", "grad_output");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_silu_backward", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);
@@ -1659,6 +1687,10 @@ at::Tensor wrapper_silu_backward(const at::Tensor & grad_output, const at::Tenso
 }
 
 at::Tensor & wrapper_silu_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, at::Tensor & grad_input) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_input, "wrapper_silu_backward_grad_input", "grad_input");
+  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_silu_backward_grad_input", "grad_output");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_silu_backward_grad_input", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result = grad_input;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);
@@ -1674,6 +1706,9 @@ at::Tensor & wrapper_silu_backward_grad_input(const at::Tensor & grad_output, co
 }
 
 at::Tensor wrapper_hardtanh_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & min_val, const at::Scalar & max_val) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_hardtanh_backward", "grad_output");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_hardtanh_backward", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);
@@ -1689,6 +1724,10 @@ at::Tensor wrapper_hardtanh_backward(const at::Tensor & grad_output, const at::T
 }
 
 at::Tensor & wrapper_hardtanh_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & min_val, const at::Scalar & max_val, at::Tensor & grad_input) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_input, "wrapper_hardtanh_backward_grad_input", "grad_input");
+  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_hardtanh_backward_grad_input", "grad_output");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_hardtanh_backward_grad_input", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result = grad_input;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);
@@ -1704,6 +1743,9 @@ at::Tensor & wrapper_hardtanh_backward_grad_input(const at::Tensor & grad_output
 }
 
 at::Tensor wrapper_hardswish_backward(const at::Tensor & grad_output, const at::Tensor & self) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_hardswish_backward", "grad_output");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_hardswish_backward", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);
@@ -1734,6 +1776,9 @@ at::Tensor & wrapper_hardswish_backward_out(const at::Tensor & grad_output, cons
 }
 
 at::Tensor wrapper_logit_backward(const at::Tensor & grad_output, const at::Tensor & self, ::std::optional<double> eps) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_logit_backward", "grad_output");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_logit_backward", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);
@@ -1749,6 +1794,10 @@ at::Tensor wrapper_logit_backward(const at::Tensor & grad_output, const at::Tens
 }
 
 at::Tensor & wrapper_logit_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, ::std::optional<double> eps, at::Tensor & grad_input) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_input, "wrapper_logit_backward_grad_input", "grad_input");
+  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_logit_backward_grad_input", "grad_output");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_logit_backward_grad_input", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result = grad_input;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);

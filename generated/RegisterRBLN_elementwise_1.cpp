@@ -234,6 +234,9 @@ at::Tensor & wrapper_exp2_(at::Tensor & self) {
 }
 
 at::Tensor & wrapper_exp2_out(const at::Tensor & self, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_exp2_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_exp2_out", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_float_iter(result, self);
@@ -369,6 +372,9 @@ at::Tensor & wrapper_silu_(at::Tensor & self) {
 }
 
 at::Tensor & wrapper_silu_out(const at::Tensor & self, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_silu_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_silu_out", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_iter(result, self);
@@ -459,6 +465,9 @@ at::Tensor & wrapper_atanh_(at::Tensor & self) {
 }
 
 at::Tensor & wrapper_atanh_out(const at::Tensor & self, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_atanh_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_atanh_out", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_float_iter(result, self);
@@ -636,6 +645,9 @@ at::Tensor wrapper_special_i0e(const at::Tensor & self) {
 }
 
 at::Tensor & wrapper_special_i0e_out(const at::Tensor & self, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_special_i0e_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_special_i0e_out", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_float_iter(result, self);
@@ -664,6 +676,9 @@ at::Tensor wrapper_special_log_ndtr(const at::Tensor & self) {
 }
 
 at::Tensor & wrapper_special_log_ndtr_out(const at::Tensor & self, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_special_log_ndtr_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_special_log_ndtr_out", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_float_iter(result, self);
@@ -690,6 +705,9 @@ at::Tensor wrapper_special_bessel_j1(const at::Tensor & self) {
 }
 
 at::Tensor & wrapper_special_bessel_j1_out(const at::Tensor & self, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_special_bessel_j1_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_special_bessel_j1_out", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_float_iter(result, self);
@@ -716,6 +734,9 @@ at::Tensor wrapper_special_modified_bessel_i1(const at::Tensor & self) {
 }
 
 at::Tensor & wrapper_special_modified_bessel_i1_out(const at::Tensor & self, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_special_modified_bessel_i1_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_special_modified_bessel_i1_out", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_float_iter(result, self);
@@ -742,6 +763,9 @@ at::Tensor wrapper_special_scaled_modified_bessel_k1(const at::Tensor & x) {
 }
 
 at::Tensor & wrapper_special_scaled_modified_bessel_k1_out(const at::Tensor & x, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_special_scaled_modified_bessel_k1_out", "out");
+  c10::impl::check_and_update_common_device(common_device, x, "wrapper_special_scaled_modified_bessel_k1_out", "x");
   const c10::OptionalDeviceGuard guard(at::device_of(x));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_float_iter(result, x);
@@ -1049,6 +1073,9 @@ at::Tensor & wrapper_hypot_out(const at::Tensor & self, const at::Tensor & other
 }
 
 at::Tensor wrapper_logaddexp(const at::Tensor & self, const at::Tensor & other) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_logaddexp", "self");
+  c10::impl::check_and_update_common_device(common_device, other, "wrapper_logaddexp", "other");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, self, other);
@@ -1064,6 +1091,10 @@ at::Tensor wrapper_logaddexp(const at::Tensor & self, const at::Tensor & other) 
 }
 
 at::Tensor & wrapper_logaddexp_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_logaddexp_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_logaddexp_out", "self");
+  c10::impl::check_and_update_common_device(common_device, other, "wrapper_logaddexp_out", "other");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::binary_iter(result, self, other);
@@ -1148,6 +1179,7 @@ at::Tensor & wrapper_heaviside_(at::Tensor & self, const at::Tensor & values) {
 
 at::Tensor & wrapper_heaviside_out(const at::Tensor & self, const at::Tensor & values, at::Tensor & out) {
   rbln::functors::heaviside_check(self, values);
+  rbln::functors::heaviside_out_check(self, values, out);
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::binary_iter(result, self, values);
@@ -1171,8 +1203,6 @@ at::Tensor wrapper_special_chebyshev_polynomial_u(const at::Tensor & x, const at
   auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_chebyshev_polynomial_u", rbln::functors::special_chebyshev_polynomial_u<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_chebyshev_polynomial_u", rbln::functors::special_chebyshev_polynomial_u<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_chebyshev_polynomial_u", rbln::functors::special_chebyshev_polynomial_u<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_chebyshev_polynomial_u", rbln::functors::special_chebyshev_polynomial_u<double>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_chebyshev_polynomial_u>::call(x, n);
   }
@@ -1186,8 +1216,6 @@ at::Tensor & wrapper_special_chebyshev_polynomial_u_out(const at::Tensor & x, co
   auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_chebyshev_polynomial_u.out", rbln::functors::special_chebyshev_polynomial_u<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_chebyshev_polynomial_u.out", rbln::functors::special_chebyshev_polynomial_u<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_chebyshev_polynomial_u.out", rbln::functors::special_chebyshev_polynomial_u<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_chebyshev_polynomial_u.out", rbln::functors::special_chebyshev_polynomial_u<double>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_chebyshev_polynomial_u_out>::call(x, n, out);
   }
@@ -1201,8 +1229,6 @@ at::Tensor wrapper_special_shifted_chebyshev_polynomial_u(const at::Tensor & x, 
   auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_shifted_chebyshev_polynomial_u", rbln::functors::special_shifted_chebyshev_polynomial_u<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_shifted_chebyshev_polynomial_u", rbln::functors::special_shifted_chebyshev_polynomial_u<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_shifted_chebyshev_polynomial_u", rbln::functors::special_shifted_chebyshev_polynomial_u<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_shifted_chebyshev_polynomial_u", rbln::functors::special_shifted_chebyshev_polynomial_u<double>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_shifted_chebyshev_polynomial_u>::call(x, n);
   }
@@ -1216,8 +1242,6 @@ at::Tensor & wrapper_special_shifted_chebyshev_polynomial_u_out(const at::Tensor
   auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_shifted_chebyshev_polynomial_u.out", rbln::functors::special_shifted_chebyshev_polynomial_u<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_shifted_chebyshev_polynomial_u.out", rbln::functors::special_shifted_chebyshev_polynomial_u<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_shifted_chebyshev_polynomial_u.out", rbln::functors::special_shifted_chebyshev_polynomial_u<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_shifted_chebyshev_polynomial_u.out", rbln::functors::special_shifted_chebyshev_polynomial_u<double>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_shifted_chebyshev_polynomial_u_out>::call(x, n, out);
   }
@@ -1231,8 +1255,6 @@ at::Tensor wrapper_special_hermite_polynomial_he(const at::Tensor & x, const at:
   auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_hermite_polynomial_he", rbln::functors::special_hermite_polynomial_he<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_hermite_polynomial_he", rbln::functors::special_hermite_polynomial_he<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_hermite_polynomial_he", rbln::functors::special_hermite_polynomial_he<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_hermite_polynomial_he", rbln::functors::special_hermite_polynomial_he<double>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_hermite_polynomial_he>::call(x, n);
   }
@@ -1246,8 +1268,6 @@ at::Tensor & wrapper_special_hermite_polynomial_he_out(const at::Tensor & x, con
   auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_hermite_polynomial_he.out", rbln::functors::special_hermite_polynomial_he<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_hermite_polynomial_he.out", rbln::functors::special_hermite_polynomial_he<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_hermite_polynomial_he.out", rbln::functors::special_hermite_polynomial_he<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_hermite_polynomial_he.out", rbln::functors::special_hermite_polynomial_he<double>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_hermite_polynomial_he_out>::call(x, n, out);
   }
@@ -1607,6 +1627,9 @@ at::Tensor & wrapper_bitwise_xor_Tensor_out(const at::Tensor & self, const at::T
 }
 
 at::Tensor wrapper_sigmoid_backward(const at::Tensor & grad_output, const at::Tensor & output) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_sigmoid_backward", "grad_output");
+  c10::impl::check_and_update_common_device(common_device, output, "wrapper_sigmoid_backward", "output");
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, grad_output, output);
@@ -1622,6 +1645,10 @@ at::Tensor wrapper_sigmoid_backward(const at::Tensor & grad_output, const at::Te
 }
 
 at::Tensor & wrapper_sigmoid_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & output, at::Tensor & grad_input) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_input, "wrapper_sigmoid_backward_grad_input", "grad_input");
+  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_sigmoid_backward_grad_input", "grad_output");
+  c10::impl::check_and_update_common_device(common_device, output, "wrapper_sigmoid_backward_grad_input", "output");
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result = grad_input;
   auto iter = rbln::kernels::binary_iter(result, grad_output, output);
@@ -1637,6 +1664,9 @@ at::Tensor & wrapper_sigmoid_backward_grad_input(const at::Tensor & grad_output,
 }
 
 at::Tensor wrapper_leaky_relu_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & negative_slope, bool self_is_result) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_leaky_relu_backward", "grad_output");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_leaky_relu_backward", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);
@@ -1652,6 +1682,10 @@ at::Tensor wrapper_leaky_relu_backward(const at::Tensor & grad_output, const at:
 }
 
 at::Tensor & wrapper_leaky_relu_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & negative_slope, bool self_is_result, at::Tensor & grad_input) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_input, "wrapper_leaky_relu_backward_grad_input", "grad_input");
+  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_leaky_relu_backward_grad_input", "grad_output");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_leaky_relu_backward_grad_input", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result = grad_input;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);
@@ -1667,6 +1701,9 @@ at::Tensor & wrapper_leaky_relu_backward_grad_input(const at::Tensor & grad_outp
 }
 
 at::Tensor wrapper_elu_backward(const at::Tensor & grad_output, const at::Scalar & alpha, const at::Scalar & scale, const at::Scalar & input_scale, bool is_result, const at::Tensor & self_or_result) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_elu_backward", "grad_output");
+  c10::impl::check_and_update_common_device(common_device, self_or_result, "wrapper_elu_backward", "self_or_result");
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self_or_result);
@@ -1682,6 +1719,10 @@ at::Tensor wrapper_elu_backward(const at::Tensor & grad_output, const at::Scalar
 }
 
 at::Tensor & wrapper_elu_backward_grad_input(const at::Tensor & grad_output, const at::Scalar & alpha, const at::Scalar & scale, const at::Scalar & input_scale, bool is_result, const at::Tensor & self_or_result, at::Tensor & grad_input) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_input, "wrapper_elu_backward_grad_input", "grad_input");
+  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_elu_backward_grad_input", "grad_output");
+  c10::impl::check_and_update_common_device(common_device, self_or_result, "wrapper_elu_backward_grad_input", "self_or_result");
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result = grad_input;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self_or_result);

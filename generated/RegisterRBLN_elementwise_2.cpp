@@ -627,6 +627,9 @@ at::Tensor wrapper_special_i1(const at::Tensor & self) {
 }
 
 at::Tensor & wrapper_special_i1_out(const at::Tensor & self, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_special_i1_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_special_i1_out", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_float_iter(result, self);
@@ -655,6 +658,9 @@ at::Tensor wrapper_special_erfcx(const at::Tensor & self) {
 }
 
 at::Tensor & wrapper_special_erfcx_out(const at::Tensor & self, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_special_erfcx_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_special_erfcx_out", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_float_iter(result, self);
@@ -681,6 +687,9 @@ at::Tensor wrapper_special_bessel_y0(const at::Tensor & self) {
 }
 
 at::Tensor & wrapper_special_bessel_y0_out(const at::Tensor & self, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_special_bessel_y0_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_special_bessel_y0_out", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_float_iter(result, self);
@@ -707,6 +716,9 @@ at::Tensor wrapper_special_modified_bessel_k0(const at::Tensor & self) {
 }
 
 at::Tensor & wrapper_special_modified_bessel_k0_out(const at::Tensor & self, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_special_modified_bessel_k0_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_special_modified_bessel_k0_out", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_float_iter(result, self);
@@ -733,6 +745,9 @@ at::Tensor wrapper_special_spherical_bessel_j0(const at::Tensor & x) {
 }
 
 at::Tensor & wrapper_special_spherical_bessel_j0_out(const at::Tensor & x, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_special_spherical_bessel_j0_out", "out");
+  c10::impl::check_and_update_common_device(common_device, x, "wrapper_special_spherical_bessel_j0_out", "x");
   const c10::OptionalDeviceGuard guard(at::device_of(x));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_float_iter(result, x);
@@ -776,6 +791,9 @@ at::Tensor & wrapper_logit_(at::Tensor & self, ::std::optional<double> eps) {
 }
 
 at::Tensor & wrapper_logit_out(const at::Tensor & self, ::std::optional<double> eps, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_logit_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_logit_out", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_float_iter(result, self);
@@ -841,7 +859,10 @@ at::Tensor wrapper_isposinf(const at::Tensor & self) {
 }
 
 at::Tensor & wrapper_isposinf_out(const at::Tensor & self, at::Tensor & out) {
-  rbln::functors::isposinf_out_check(out);
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_isposinf_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_isposinf_out", "self");
+  rbln::functors::isposinf_out_check(self, out);
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::logical_iter(result, self);
@@ -1129,6 +1150,9 @@ at::Tensor & wrapper_special_zeta_out(const at::Tensor & self, const at::Tensor 
 }
 
 at::Tensor wrapper_nextafter(const at::Tensor & self, const at::Tensor & other) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_nextafter", "self");
+  c10::impl::check_and_update_common_device(common_device, other, "wrapper_nextafter", "other");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, self, other);
@@ -1144,6 +1168,9 @@ at::Tensor wrapper_nextafter(const at::Tensor & self, const at::Tensor & other) 
 }
 
 at::Tensor & wrapper_nextafter_(at::Tensor & self, const at::Tensor & other) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_nextafter_", "self");
+  c10::impl::check_and_update_common_device(common_device, other, "wrapper_nextafter_", "other");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
   auto iter = rbln::kernels::binary_iter(result, self, other);
@@ -1159,6 +1186,10 @@ at::Tensor & wrapper_nextafter_(at::Tensor & self, const at::Tensor & other) {
 }
 
 at::Tensor & wrapper_nextafter_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_nextafter_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_nextafter_out", "self");
+  c10::impl::check_and_update_common_device(common_device, other, "wrapper_nextafter_out", "other");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::binary_iter(result, self, other);
@@ -1179,8 +1210,6 @@ at::Tensor wrapper_special_chebyshev_polynomial_v(const at::Tensor & x, const at
   auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_chebyshev_polynomial_v", rbln::functors::special_chebyshev_polynomial_v<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_chebyshev_polynomial_v", rbln::functors::special_chebyshev_polynomial_v<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_chebyshev_polynomial_v", rbln::functors::special_chebyshev_polynomial_v<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_chebyshev_polynomial_v", rbln::functors::special_chebyshev_polynomial_v<double>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_chebyshev_polynomial_v>::call(x, n);
   }
@@ -1194,8 +1223,6 @@ at::Tensor & wrapper_special_chebyshev_polynomial_v_out(const at::Tensor & x, co
   auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_chebyshev_polynomial_v.out", rbln::functors::special_chebyshev_polynomial_v<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_chebyshev_polynomial_v.out", rbln::functors::special_chebyshev_polynomial_v<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_chebyshev_polynomial_v.out", rbln::functors::special_chebyshev_polynomial_v<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_chebyshev_polynomial_v.out", rbln::functors::special_chebyshev_polynomial_v<double>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_chebyshev_polynomial_v_out>::call(x, n, out);
   }
@@ -1209,8 +1236,6 @@ at::Tensor wrapper_special_shifted_chebyshev_polynomial_v(const at::Tensor & x, 
   auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_shifted_chebyshev_polynomial_v", rbln::functors::special_shifted_chebyshev_polynomial_v<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_shifted_chebyshev_polynomial_v", rbln::functors::special_shifted_chebyshev_polynomial_v<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_shifted_chebyshev_polynomial_v", rbln::functors::special_shifted_chebyshev_polynomial_v<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_shifted_chebyshev_polynomial_v", rbln::functors::special_shifted_chebyshev_polynomial_v<double>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_shifted_chebyshev_polynomial_v>::call(x, n);
   }
@@ -1224,8 +1249,6 @@ at::Tensor & wrapper_special_shifted_chebyshev_polynomial_v_out(const at::Tensor
   auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_shifted_chebyshev_polynomial_v.out", rbln::functors::special_shifted_chebyshev_polynomial_v<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_shifted_chebyshev_polynomial_v.out", rbln::functors::special_shifted_chebyshev_polynomial_v<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_shifted_chebyshev_polynomial_v.out", rbln::functors::special_shifted_chebyshev_polynomial_v<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_shifted_chebyshev_polynomial_v.out", rbln::functors::special_shifted_chebyshev_polynomial_v<double>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_shifted_chebyshev_polynomial_v_out>::call(x, n, out);
   }
@@ -1239,8 +1262,6 @@ at::Tensor wrapper_special_laguerre_polynomial_l(const at::Tensor & x, const at:
   auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_laguerre_polynomial_l", rbln::functors::special_laguerre_polynomial_l<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_laguerre_polynomial_l", rbln::functors::special_laguerre_polynomial_l<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_laguerre_polynomial_l", rbln::functors::special_laguerre_polynomial_l<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_laguerre_polynomial_l", rbln::functors::special_laguerre_polynomial_l<double>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_laguerre_polynomial_l>::call(x, n);
   }
@@ -1254,8 +1275,6 @@ at::Tensor & wrapper_special_laguerre_polynomial_l_out(const at::Tensor & x, con
   auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_laguerre_polynomial_l.out", rbln::functors::special_laguerre_polynomial_l<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_laguerre_polynomial_l.out", rbln::functors::special_laguerre_polynomial_l<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_laguerre_polynomial_l.out", rbln::functors::special_laguerre_polynomial_l<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_laguerre_polynomial_l.out", rbln::functors::special_laguerre_polynomial_l<double>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_laguerre_polynomial_l_out>::call(x, n, out);
   }
@@ -1609,6 +1628,9 @@ at::Tensor & wrapper_bitwise_not_out(const at::Tensor & self, at::Tensor & out) 
 }
 
 at::Tensor wrapper_tanh_backward(const at::Tensor & grad_output, const at::Tensor & output) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_tanh_backward", "grad_output");
+  c10::impl::check_and_update_common_device(common_device, output, "wrapper_tanh_backward", "output");
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, grad_output, output);
@@ -1624,6 +1646,10 @@ at::Tensor wrapper_tanh_backward(const at::Tensor & grad_output, const at::Tenso
 }
 
 at::Tensor & wrapper_tanh_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & output, at::Tensor & grad_input) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_input, "wrapper_tanh_backward_grad_input", "grad_input");
+  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_tanh_backward_grad_input", "grad_output");
+  c10::impl::check_and_update_common_device(common_device, output, "wrapper_tanh_backward_grad_input", "output");
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result = grad_input;
   auto iter = rbln::kernels::binary_iter(result, grad_output, output);
@@ -1639,6 +1665,9 @@ at::Tensor & wrapper_tanh_backward_grad_input(const at::Tensor & grad_output, co
 }
 
 at::Tensor wrapper_softplus_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & beta, const at::Scalar & threshold) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_softplus_backward", "grad_output");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_softplus_backward", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);
@@ -1654,6 +1683,10 @@ at::Tensor wrapper_softplus_backward(const at::Tensor & grad_output, const at::T
 }
 
 at::Tensor & wrapper_softplus_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & beta, const at::Scalar & threshold, at::Tensor & grad_input) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_input, "wrapper_softplus_backward_grad_input", "grad_input");
+  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_softplus_backward_grad_input", "grad_output");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_softplus_backward_grad_input", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result = grad_input;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);
@@ -1669,6 +1702,9 @@ at::Tensor & wrapper_softplus_backward_grad_input(const at::Tensor & grad_output
 }
 
 at::Tensor wrapper_hardshrink_backward(const at::Tensor & grad_out, const at::Tensor & self, const at::Scalar & lambd) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_out, "wrapper_hardshrink_backward", "grad_out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_hardshrink_backward", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(grad_out));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, grad_out, self);
@@ -1684,6 +1720,10 @@ at::Tensor wrapper_hardshrink_backward(const at::Tensor & grad_out, const at::Te
 }
 
 at::Tensor & wrapper_hardshrink_backward_grad_input(const at::Tensor & grad_out, const at::Tensor & self, const at::Scalar & lambd, at::Tensor & grad_input) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_input, "wrapper_hardshrink_backward_grad_input", "grad_input");
+  c10::impl::check_and_update_common_device(common_device, grad_out, "wrapper_hardshrink_backward_grad_input", "grad_out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_hardshrink_backward_grad_input", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(grad_out));
   at::Tensor result = grad_input;
   auto iter = rbln::kernels::binary_iter(result, grad_out, self);

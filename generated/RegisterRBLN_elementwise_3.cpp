@@ -144,6 +144,9 @@ at::Tensor & wrapper_sgn_(at::Tensor & self) {
 }
 
 at::Tensor & wrapper_sgn_out(const at::Tensor & self, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_sgn_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_sgn_out", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_iter(result, self);
@@ -417,6 +420,9 @@ at::Tensor & wrapper_asinh_(at::Tensor & self) {
 }
 
 at::Tensor & wrapper_asinh_out(const at::Tensor & self, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_asinh_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_asinh_out", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_float_iter(result, self);
@@ -627,6 +633,9 @@ at::Tensor wrapper_special_i1e(const at::Tensor & self) {
 }
 
 at::Tensor & wrapper_special_i1e_out(const at::Tensor & self, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_special_i1e_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_special_i1e_out", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_float_iter(result, self);
@@ -655,6 +664,9 @@ at::Tensor wrapper_special_airy_ai(const at::Tensor & x) {
 }
 
 at::Tensor & wrapper_special_airy_ai_out(const at::Tensor & x, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_special_airy_ai_out", "out");
+  c10::impl::check_and_update_common_device(common_device, x, "wrapper_special_airy_ai_out", "x");
   const c10::OptionalDeviceGuard guard(at::device_of(x));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_float_iter(result, x);
@@ -681,6 +693,9 @@ at::Tensor wrapper_special_bessel_y1(const at::Tensor & self) {
 }
 
 at::Tensor & wrapper_special_bessel_y1_out(const at::Tensor & self, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_special_bessel_y1_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_special_bessel_y1_out", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_float_iter(result, self);
@@ -707,6 +722,9 @@ at::Tensor wrapper_special_modified_bessel_k1(const at::Tensor & self) {
 }
 
 at::Tensor & wrapper_special_modified_bessel_k1_out(const at::Tensor & self, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_special_modified_bessel_k1_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_special_modified_bessel_k1_out", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_float_iter(result, self);
@@ -735,6 +753,9 @@ at::Tensor wrapper_special_entr(const at::Tensor & self) {
 }
 
 at::Tensor & wrapper_special_entr_out(const at::Tensor & self, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_special_entr_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_special_entr_out", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_float_iter(result, self);
@@ -816,6 +837,9 @@ at::Tensor & wrapper_nan_to_num_(at::Tensor & self, ::std::optional<double> nan,
 }
 
 at::Tensor & wrapper_nan_to_num_out(const at::Tensor & self, ::std::optional<double> nan, ::std::optional<double> posinf, ::std::optional<double> neginf, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_nan_to_num_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_nan_to_num_out", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_iter(result, self);
@@ -852,7 +876,10 @@ at::Tensor wrapper_isneginf(const at::Tensor & self) {
 }
 
 at::Tensor & wrapper_isneginf_out(const at::Tensor & self, at::Tensor & out) {
-  rbln::functors::isneginf_out_check(out);
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_isneginf_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_isneginf_out", "self");
+  rbln::functors::isneginf_out_check(self, out);
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::logical_iter(result, self);
@@ -1095,6 +1122,9 @@ at::Tensor & wrapper_fmin_out(const at::Tensor & self, const at::Tensor & other,
 }
 
 at::Tensor wrapper_igamma(const at::Tensor & self, const at::Tensor & other) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_igamma", "self");
+  c10::impl::check_and_update_common_device(common_device, other, "wrapper_igamma", "other");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::binary_float_iter(result, self, other);
@@ -1110,6 +1140,9 @@ at::Tensor wrapper_igamma(const at::Tensor & self, const at::Tensor & other) {
 }
 
 at::Tensor & wrapper_igamma_(at::Tensor & self, const at::Tensor & other) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_igamma_", "self");
+  c10::impl::check_and_update_common_device(common_device, other, "wrapper_igamma_", "other");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
   auto iter = rbln::kernels::binary_float_iter(result, self, other);
@@ -1125,6 +1158,10 @@ at::Tensor & wrapper_igamma_(at::Tensor & self, const at::Tensor & other) {
 }
 
 at::Tensor & wrapper_igamma_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_igamma_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_igamma_out", "self");
+  c10::impl::check_and_update_common_device(common_device, other, "wrapper_igamma_out", "other");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::binary_float_iter(result, self, other);
@@ -1140,6 +1177,9 @@ at::Tensor & wrapper_igamma_out(const at::Tensor & self, const at::Tensor & othe
 }
 
 at::Tensor wrapper_logaddexp2(const at::Tensor & self, const at::Tensor & other) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_logaddexp2", "self");
+  c10::impl::check_and_update_common_device(common_device, other, "wrapper_logaddexp2", "other");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, self, other);
@@ -1155,6 +1195,10 @@ at::Tensor wrapper_logaddexp2(const at::Tensor & self, const at::Tensor & other)
 }
 
 at::Tensor & wrapper_logaddexp2_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_logaddexp2_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_logaddexp2_out", "self");
+  c10::impl::check_and_update_common_device(common_device, other, "wrapper_logaddexp2_out", "other");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::binary_iter(result, self, other);
@@ -1175,8 +1219,6 @@ at::Tensor wrapper_special_chebyshev_polynomial_w(const at::Tensor & x, const at
   auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_chebyshev_polynomial_w", rbln::functors::special_chebyshev_polynomial_w<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_chebyshev_polynomial_w", rbln::functors::special_chebyshev_polynomial_w<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_chebyshev_polynomial_w", rbln::functors::special_chebyshev_polynomial_w<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_chebyshev_polynomial_w", rbln::functors::special_chebyshev_polynomial_w<double>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_chebyshev_polynomial_w>::call(x, n);
   }
@@ -1190,8 +1232,6 @@ at::Tensor & wrapper_special_chebyshev_polynomial_w_out(const at::Tensor & x, co
   auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_chebyshev_polynomial_w.out", rbln::functors::special_chebyshev_polynomial_w<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_chebyshev_polynomial_w.out", rbln::functors::special_chebyshev_polynomial_w<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_chebyshev_polynomial_w.out", rbln::functors::special_chebyshev_polynomial_w<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_chebyshev_polynomial_w.out", rbln::functors::special_chebyshev_polynomial_w<double>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_chebyshev_polynomial_w_out>::call(x, n, out);
   }
@@ -1205,8 +1245,6 @@ at::Tensor wrapper_special_shifted_chebyshev_polynomial_w(const at::Tensor & x, 
   auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_shifted_chebyshev_polynomial_w", rbln::functors::special_shifted_chebyshev_polynomial_w<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_shifted_chebyshev_polynomial_w", rbln::functors::special_shifted_chebyshev_polynomial_w<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_shifted_chebyshev_polynomial_w", rbln::functors::special_shifted_chebyshev_polynomial_w<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_shifted_chebyshev_polynomial_w", rbln::functors::special_shifted_chebyshev_polynomial_w<double>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_shifted_chebyshev_polynomial_w>::call(x, n);
   }
@@ -1220,8 +1258,6 @@ at::Tensor & wrapper_special_shifted_chebyshev_polynomial_w_out(const at::Tensor
   auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_shifted_chebyshev_polynomial_w.out", rbln::functors::special_shifted_chebyshev_polynomial_w<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_shifted_chebyshev_polynomial_w.out", rbln::functors::special_shifted_chebyshev_polynomial_w<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_shifted_chebyshev_polynomial_w.out", rbln::functors::special_shifted_chebyshev_polynomial_w<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_shifted_chebyshev_polynomial_w.out", rbln::functors::special_shifted_chebyshev_polynomial_w<double>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_shifted_chebyshev_polynomial_w_out>::call(x, n, out);
   }
@@ -1235,8 +1271,6 @@ at::Tensor wrapper_special_legendre_polynomial_p(const at::Tensor & x, const at:
   auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_legendre_polynomial_p", rbln::functors::special_legendre_polynomial_p<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_legendre_polynomial_p", rbln::functors::special_legendre_polynomial_p<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_legendre_polynomial_p", rbln::functors::special_legendre_polynomial_p<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_legendre_polynomial_p", rbln::functors::special_legendre_polynomial_p<double>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_legendre_polynomial_p>::call(x, n);
   }
@@ -1250,8 +1284,6 @@ at::Tensor & wrapper_special_legendre_polynomial_p_out(const at::Tensor & x, con
   auto iter = rbln::kernels::binary_float_iter(result, x, n);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_legendre_polynomial_p.out", rbln::functors::special_legendre_polynomial_p<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_legendre_polynomial_p.out", rbln::functors::special_legendre_polynomial_p<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_legendre_polynomial_p.out", rbln::functors::special_legendre_polynomial_p<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_legendre_polynomial_p.out", rbln::functors::special_legendre_polynomial_p<double>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_legendre_polynomial_p_out>::call(x, n, out);
   }
@@ -1554,6 +1586,9 @@ at::Tensor & wrapper_bitwise_and_Tensor_out(const at::Tensor & self, const at::T
 }
 
 at::Tensor wrapper_threshold_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & threshold) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_threshold_backward", "grad_output");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_threshold_backward", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);
@@ -1571,6 +1606,10 @@ at::Tensor wrapper_threshold_backward(const at::Tensor & grad_output, const at::
 }
 
 at::Tensor & wrapper_threshold_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & threshold, at::Tensor & grad_input) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_input, "wrapper_threshold_backward_grad_input", "grad_input");
+  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_threshold_backward_grad_input", "grad_output");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_threshold_backward_grad_input", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result = grad_input;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);
@@ -1588,6 +1627,9 @@ at::Tensor & wrapper_threshold_backward_grad_input(const at::Tensor & grad_outpu
 }
 
 at::Tensor wrapper_gelu_backward(const at::Tensor & grad_output, const at::Tensor & self, c10::string_view approximate) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_gelu_backward", "grad_output");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_gelu_backward", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);
@@ -1603,6 +1645,10 @@ at::Tensor wrapper_gelu_backward(const at::Tensor & grad_output, const at::Tenso
 }
 
 at::Tensor & wrapper_gelu_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, c10::string_view approximate, at::Tensor & grad_input) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_input, "wrapper_gelu_backward_grad_input", "grad_input");
+  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_gelu_backward_grad_input", "grad_output");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_gelu_backward_grad_input", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result = grad_input;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);
@@ -1618,6 +1664,9 @@ at::Tensor & wrapper_gelu_backward_grad_input(const at::Tensor & grad_output, co
 }
 
 at::Tensor wrapper_hardsigmoid_backward(const at::Tensor & grad_output, const at::Tensor & self) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_hardsigmoid_backward", "grad_output");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_hardsigmoid_backward", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);
@@ -1633,6 +1682,10 @@ at::Tensor wrapper_hardsigmoid_backward(const at::Tensor & grad_output, const at
 }
 
 at::Tensor & wrapper_hardsigmoid_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, at::Tensor & grad_input) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_input, "wrapper_hardsigmoid_backward_grad_input", "grad_input");
+  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_hardsigmoid_backward_grad_input", "grad_output");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_hardsigmoid_backward_grad_input", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result = grad_input;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);
@@ -1648,6 +1701,9 @@ at::Tensor & wrapper_hardsigmoid_backward_grad_input(const at::Tensor & grad_out
 }
 
 at::Tensor wrapper_softshrink_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & lambd) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_softshrink_backward", "grad_output");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_softshrink_backward", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);
@@ -1663,6 +1719,10 @@ at::Tensor wrapper_softshrink_backward(const at::Tensor & grad_output, const at:
 }
 
 at::Tensor & wrapper_softshrink_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & lambd, at::Tensor & grad_input) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_input, "wrapper_softshrink_backward_grad_input", "grad_input");
+  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_softshrink_backward_grad_input", "grad_output");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_softshrink_backward_grad_input", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
   at::Tensor result = grad_input;
   auto iter = rbln::kernels::binary_iter(result, grad_output, self);

@@ -4,6 +4,7 @@
 // _native_batch_norm_legit, _batch_norm_with_update) shares one forward.
 #include <ATen/AccumulateType.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/mean.h>
 
 #include <cmath>
 
@@ -28,9 +29,11 @@ const at::Tensor& defined_or(const std::optional<at::Tensor>& t, const at::Tenso
   return t && t->defined() ? *t : fallback;
 }
 
+// CPU's kernels read the first `channels` elements and check nothing; a shorter parameter, which CPU
+// would read past, is refused.
 void check_param(const at::Tensor& t, int64_t channels, const char* what) {
   if (!t.defined()) return;
-  TORCH_CHECK(t.numel() == channels, "batch_norm: ", what, " should contain ", channels, " elements, not ", t.numel());
+  TORCH_CHECK(t.numel() >= channels, "batch_norm: ", what, " should contain ", channels, " elements, not ", t.numel());
 }
 
 // A contiguous copy of a per-channel parameter in the statistics dtype.
@@ -62,16 +65,21 @@ void normalize(const T* x, T* y, const Acc* a, const Acc* b, Layout l) {
                    });
 }
 
-// Per channel: mean, biased variance (sum of squared deviations / n).
-template <class T, class Acc, class F>
-void channel_stats(const T* x, Layout l, F&& f) {
+// Per channel: mean (`given`, or summed here), sum of squared deviations from it.
+template <class T, class Acc, class S, class F>
+void channel_stats(const T* x, Layout l, const S* given, F&& f) {
   at::parallel_for(0, l.channels, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t c = lo; c < hi; ++c) {
       const int64_t n = l.batch * l.plane;
-      Acc sum = 0;
-      for (int64_t b = 0; b < l.batch; ++b)
-        for (int64_t i = 0; i < l.plane; ++i) sum += static_cast<Acc>(x[(b * l.channels + c) * l.plane + i]);
-      const Acc mean = sum / n;
+      Acc mean;
+      if (given) {
+        mean = static_cast<Acc>(given[c]);
+      } else {
+        Acc sum = 0;
+        for (int64_t b = 0; b < l.batch; ++b)
+          for (int64_t i = 0; i < l.plane; ++i) sum += static_cast<Acc>(x[(b * l.channels + c) * l.plane + i]);
+        mean = sum / n;
+      }
       Acc sq = 0;
       for (int64_t b = 0; b < l.batch; ++b)
         for (int64_t i = 0; i < l.plane; ++i) {
@@ -91,10 +99,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_forward(const at::Tens
   check_same_device({&input, &weight, &bias, &running_mean, &running_var});
   check_norm_param_dtypes(input, {&weight, &bias, &running_mean, &running_var});
   const auto l = layout_of(input);
-  check_param(weight, l.channels, "weight");
-  check_param(bias, l.channels, "bias");
-  check_param(running_mean, l.channels, "running_mean");
-  check_param(running_var, l.channels, "running_var");
+  TORCH_CHECK(!training || input.numel() > 0, "input tensor must have at least one element, but got input_sizes = ",
+              input.sizes());
+  for (const auto& [t, what] : {std::pair{&weight, "weight"}, {&bias, "bias"}, {&running_mean, "running_mean"},
+                                {&running_var, "running_var"}})
+    if (input.numel() > 0) check_param(*t, l.channels, what);
   TORCH_CHECK(training || (running_mean.defined() && running_var.defined()),
               "batch_norm: running_mean and running_var must be defined in evaluation mode");
   const auto stats = stat_type(input, weight, running_mean);
@@ -104,13 +113,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_forward(const at::Tens
   // CPU's fused kernel takes dense layouts; others go through its step-by-step TensorIterator path.
   const bool dense = input.is_contiguous() || input.is_contiguous(at::MemoryFormat::ChannelsLast) ||
                      input.is_contiguous(at::MemoryFormat::ChannelsLast3d);
+  // CPU's path for other layouts centres the variance on at::mean's result, rounded to the statistics' dtype.
+  at::Tensor rounded_mean;
+  if (training && !dense && input.numel() > 0) {
+    std::vector<int64_t> dims{0};
+    for (int64_t d = 2; d < input.dim(); ++d) dims.push_back(d);
+    rounded_mean = at::mean(input, dims, /*keepdim=*/false, stats);
+  }
   auto x = contiguous(input);
   auto w = param(weight, stats), b = param(bias, stats);
   // Running stats are updated through contiguous copies written back afterwards.
   auto rm = param(running_mean, stats), rv = param(running_var, stats);
   auto mean = training ? save_mean : rm;
   auto invstd = save_invstd;  // empty in evaluation mode
-  if (input.numel() > 0 || !training) {
+  if (input.numel() > 0) {
     RBLN_DISPATCH_FLOATING(input.scalar_type(), "batch_norm", [&] {
       using T = scalar_t;
       const T* xp = x.const_data_ptr<T>();
@@ -125,12 +141,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_forward(const at::Tens
         S* rmp = rm.defined() ? rm.data_ptr<S>() : nullptr;
         S* rvp = rv.defined() ? rv.data_ptr<S>() : nullptr;
         const S* rv_read = rvp;
+        const S* given_mean = rounded_mean.defined() ? rounded_mean.const_data_ptr<S>() : nullptr;
         launch_on(input, "aten::native_batch_norm", [=] {
           // Training normalizes with the statistics rounded to their stored dtype, as CPU does
           // (float16/bfloat16 parameters round them to float16/bfloat16).
           std::vector<Acc> mean_acc(l.channels), invstd_acc(l.channels);
           if (training) {
-            channel_stats<T, Acc>(xp, l, [&](int64_t c, Acc m, Acc sq, int64_t n) {
+            channel_stats<T, Acc>(xp, l, given_mean, [&](int64_t c, Acc m, Acc sq, int64_t n) {
               mp[c] = static_cast<S>(m);
               ip[c] = static_cast<S>(Acc(1) / std::sqrt(sq / n + static_cast<Acc>(eps)));
               mean_acc[c] = static_cast<Acc>(mp[c]);

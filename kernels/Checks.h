@@ -13,6 +13,18 @@
 
 namespace rbln::checks {
 
+// CUDA's segment_reduce kernel wants lengths and offsets on the data's device; they are keyword-only, so no
+// generated device check covers them, and the CPU kernel the fallback runs does not check.
+inline void segment_reduce_check(const at::Tensor& data, c10::string_view, const std::optional<at::Tensor>& lengths,
+                                 const std::optional<at::Tensor>&, const std::optional<at::Tensor>& offsets, int64_t,
+                                 bool, const std::optional<at::Scalar>&) {
+  for (const auto* t : {&lengths, &offsets}) {
+    TORCH_CHECK(!*t || !(*t)->defined() || (*t)->device() == data.device(), "segment_reduce: expected ",
+                t == &lengths ? "lengths" : "offsets", " on the data's device ", data.device(), ", got ",
+                (*t)->device());
+  }
+}
+
 // CPU's pooling kernels take their window arguments as int (safe_downcast<int, int64_t>).
 inline void window_fits_int(std::initializer_list<at::IntArrayRef> args) {
   for (const auto& values : args) {

@@ -207,6 +207,7 @@ at::Tensor& where_self_out(const at::Tensor& condition, const at::Tensor& self, 
     auto moved = (t.dim() == 0 && t.is_cpu()) ? t.to(device) : t;
     return moved.scalar_type() == type ? moved : moved.to(type);
   };
+  TORCH_CHECK(out.scalar_type() == dtype, "Expected out type to be ", dtype, " but got ", out.scalar_type());
   TORCH_CHECK(condition.scalar_type() == at::kBool || condition.scalar_type() == at::kByte,
               "where expected condition to be a boolean tensor, but got a tensor with dtype ",
               condition.scalar_type());
@@ -239,11 +240,13 @@ at::Tensor& arange_start_out(const at::Scalar& start, const at::Scalar& end, con
     // CPU's arithmetic exactly: accumulate type values, its size formula per dtype.
     using acc_t = at::acc_type<scalar_t, false>;
     auto xstart = start.to<acc_t>(), xend = end.to<acc_t>(), xstep = step.to<acc_t>();
-    TORCH_CHECK(xstep > 0 || xstep < 0, "step must be nonzero");
+    TORCH_CHECK(!step.equal(0), "step must be nonzero");
+    // A step that is nonzero but truncates to zero in the result's type: CPU's ValueError.
+    TORCH_CHECK_VALUE(xstep > 0 || xstep < 0, "step must be nonzero");
     TORCH_CHECK(std::isfinite(static_cast<double>(xstart)) && std::isfinite(static_cast<double>(xend)),
                 "unsupported range: ", xstart, " -> ", xend);
     TORCH_CHECK((xstep > 0 && xend >= xstart) || (xstep < 0 && xend <= xstart),
-                "upper bound and larger bound inconsistent with step sign");
+                "upper bound and lower bound inconsistent with step sign");
     double size_d;
     if constexpr (std::is_same_v<scalar_t, int64_t>) {
       int64_t sgn = (xstep > 0) - (xstep < 0);

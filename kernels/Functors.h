@@ -418,15 +418,19 @@ inline void softshrink_check(const at::Tensor& self, const at::Scalar& lambd) {
   });
 }
 
-// out= checks of the logical ops CPU writes only into bool tensors (`<functor>_out_check`).
-inline void isposinf_out_check(const at::Tensor& out) {
+// out= checks (`<functor>_out_check(inputs..., out)`): the logical ops CPU writes only into bool tensors,
+// heaviside's single dtype.
+inline void isposinf_out_check(const at::Tensor&, const at::Tensor& out) {
   TORCH_CHECK(out.scalar_type() == at::kBool, "isposinf does not support non-boolean outputs.");
 }
-inline void isneginf_out_check(const at::Tensor& out) {
+inline void isneginf_out_check(const at::Tensor&, const at::Tensor& out) {
   TORCH_CHECK(out.scalar_type() == at::kBool, "isneginf does not support non-boolean outputs.");
 }
-inline void signbit_out_check(const at::Tensor& out) {
+inline void signbit_out_check(const at::Tensor&, const at::Tensor& out) {
   TORCH_CHECK(out.scalar_type() == at::kBool, "signbit does not support non-boolean outputs.");
+}
+inline void heaviside_out_check(const at::Tensor& self, const at::Tensor&, const at::Tensor& out) {
+  TORCH_CHECK(out.dtype() == self.dtype(), "heaviside is not yet implemented for tensors with different dtypes.");
 }
 
 template <class T>

@@ -83,7 +83,8 @@ void check_index_func(const at::Tensor& self, int64_t dim, const at::Tensor& ind
               "_(): Expected dtype int32/int64 for index but got: ", index.scalar_type());
   TORCH_CHECK(self.scalar_type() == source.scalar_type(), func, "_(): self (", self.scalar_type(), ") and source (",
               source.scalar_type(), ") must have the same scalar type");
-  const int64_t len = source.dim() == 0 ? 1 : source.size(dim);
+  // A 0-dim source holds one index's worth; otherwise source.size(dim) (IndexError on a 0-dim source), as CPU.
+  const int64_t len = source.dim() == 0 && index.numel() == 1 ? 1 : source.size(dim);
   TORCH_CHECK(index.numel() == len, func, "_(): Number of indices (", index.numel(),
               ") should be equal to source.size(dim): (", len, "), for dim: ", dim);
   auto self_sizes = self.sizes().vec(), source_sizes = source.sizes().vec();

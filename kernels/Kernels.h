@@ -149,6 +149,7 @@ at::Tensor& addmv_(at::Tensor& self, const at::Tensor& mat, const at::Tensor& ve
                    const at::Scalar& alpha);
 at::Tensor& addmv_out(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta,
                       const at::Scalar& alpha, at::Tensor& out);
+at::Tensor& mv_out(const at::Tensor& self, const at::Tensor& vec, at::Tensor& out);
 
 // clamp with scalar bounds (type promotion as CPU) and with tensor bounds
 at::Tensor clamp(const at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max);
@@ -345,6 +346,7 @@ at::Tensor& tril_out(const at::Tensor& self, c10::SymInt diagonal, at::Tensor& o
 at::Tensor& triu_out(const at::Tensor& self, c10::SymInt diagonal, at::Tensor& out);
 at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims);
 at::Tensor roll(const at::Tensor& self, c10::SymIntArrayRef shifts, at::IntArrayRef dims);
+at::Tensor narrow_copy(const at::Tensor& self, int64_t dim, c10::SymInt start, c10::SymInt length);
 at::Tensor channel_shuffle(const at::Tensor& self, c10::SymInt groups);
 at::Tensor unfold_backward(const at::Tensor& grad_in, c10::SymIntArrayRef input_sizes, int64_t dim, int64_t size,
                            int64_t step);

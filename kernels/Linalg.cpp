@@ -227,7 +227,11 @@ void lu_det(const LUFactors& f, const at::Tensor& det, const at::Tensor* logabs,
 // The LU of A, or of A^T when A is contiguous (CPU's choice: the transpose is
 // already column-major and has the same determinant; the backward of det and
 // slogdet relies on which one it is).
-LUFactors lu_factor_of(const at::Tensor& A) { return lu_factor(A.is_contiguous() ? A.mT() : A); }
+LUFactors lu_factor_of(const at::Tensor& A) {
+  TORCH_CHECK(A.dim() >= 2, "torch.lu_factor: Expected tensor with 2 or more dimensions. Got size: ", A.sizes(),
+              " instead");  // CPU's linalg_lu_factor_ex check
+  return lu_factor(A.is_contiguous() ? A.mT() : A);
+}
 
 // potrf of each matrix of `A` ([*, n, n]): the factor in a column-major batch,
 // the other triangle zeroed as CPU does, and info [*] in int32.
@@ -494,8 +498,12 @@ at::Tensor& cholesky_out(const at::Tensor& self, bool upper, at::Tensor& out) {
       "L = torch.linalg.cholesky(A)\n", "and\n", "U = torch.cholesky(A, upper=True)\n",
       "should be replaced with\n", "U = torch.linalg.cholesky(A).mH\n",
       "This transform will produce equivalent results for all valid (symmetric positive definite) inputs.");
-  at::native::squareCheckInputs(self, "cholesky");
   check_same_device({&self, &out});
+  if (self.numel() == 0) {  // before the shape checks: CPU's cholesky returns an empty result
+    assign(out, at::empty_like(self, at::MemoryFormat::Contiguous), "cholesky", /*castable=*/true);
+    return out;
+  }
+  at::native::squareCheckInputs(self, "cholesky");
   auto f = cholesky_factor(self, upper);
   at::_linalg_check_errors(f.second, "cholesky", self.dim() == 2);
   assign(out, f.first, "cholesky", /*castable=*/true);
@@ -551,6 +559,8 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> _linalg_det_result(const at::T
   at::native::squareCheckInputs(A, "linalg.det");
   at::native::checkFloatingOrComplex(A, "linalg.det");
   check_same_device({&A, &result, &LU, &pivots});
+  // The result is sized first, as CPU's structured meta does: an out= that is A itself reshapes A.
+  at::native::resize_output(result, batch_of(A.sizes()));
   auto f = lu_factor_of(A);
   auto det = at::empty(batch_of(A.sizes()), A.options());
   lu_det(f, det, nullptr, "aten::_linalg_det");

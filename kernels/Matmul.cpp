@@ -2,6 +2,7 @@
 // (sgemm; float16/bfloat16 widen to float32 first), a plain loop for integers
 // and, as CPU's bmm, for small batched products.
 #include <ATen/TensorIterator.h>
+#include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
 
 #include <vector>
@@ -204,6 +205,12 @@ at::Tensor& addmv_out(const at::Tensor& self, const at::Tensor& mat, const at::T
   }
   matmul_into(out.unsqueeze(1), mat, vec.unsqueeze(1), alpha, beta, "aten::addmv");
   return out;
+}
+// mv.out is addmv.out(out, self, vec, beta=0, out=out), as CPU runs it: out= is resized first (structured
+// meta), so a wrongly sized out= is resized rather than refused as an in-place call.
+at::Tensor& mv_out(const at::Tensor& self, const at::Tensor& vec, at::Tensor& out) {
+  if (self.dim() == 2) at::native::resize_output(out, {self.size(0)});
+  return addmv_out(out, self, vec, 0, 1, out);
 }
 at::Tensor addmv(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta,
                  const at::Scalar& alpha) {

@@ -55,15 +55,16 @@ std::tuple<at::Tensor, at::Tensor> _prelu_kernel_backward(const at::Tensor& grad
 }
 
 at::Tensor& linalg_cross_out(const at::Tensor& self, const at::Tensor& other, int64_t dim, at::Tensor& out) {
+  // CPU's order: its meta function's shape checks (the dim as given), then its kernel's dtype check.
   TORCH_CHECK(self.dim() == other.dim(), "linalg.cross: inputs must have the same number of dimensions.");
+  TORCH_CHECK(self.size(dim) == 3 && other.size(dim) == 3, "linalg.cross: inputs dimension ", dim,
+              " must have length 3. Got ", self.size(dim), " and ", other.size(dim));
+  const auto sizes = at::infer_size(self.sizes(), other.sizes());
+  dim = at::maybe_wrap_dim(dim, static_cast<int64_t>(sizes.size()));
   TORCH_CHECK(self.scalar_type() == other.scalar_type(), "linalg.cross: expected both inputs to have the same dtype, ",
               "but input has dtype ", self.scalar_type(), " and other has dtype ", other.scalar_type());
   check_same_device({&self, &other, &out});
   check_no_overlap(out, {&self, &other});
-  const auto sizes = at::infer_size(self.sizes(), other.sizes());
-  dim = at::maybe_wrap_dim(dim, static_cast<int64_t>(sizes.size()));
-  TORCH_CHECK(self.size(dim) == 3 && other.size(dim) == 3, "linalg.cross: inputs dimension ", dim,
-              " must have length 3. Got ", self.size(dim), " and ", other.size(dim));
   auto a = [&](int64_t i) { return self.narrow(dim, i, 1); };
   auto b = [&](int64_t i) { return other.narrow(dim, i, 1); };
   prepare_out(out, sizes, self.scalar_type(), self, "linalg_cross");

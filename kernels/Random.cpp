@@ -117,9 +117,17 @@ at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at:
   });
 }
 
+namespace {
+// CPU's and CUDA's normal kernels dispatch on the written tensor's dtype, floating only.
+void check_normal_dtype(const at::Tensor& out) {
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(out.scalar_type()), "\"normal_kernel_rbln\" not implemented for '",
+                              out.scalar_type(), "'");
+}
+}  // namespace
+
 at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> generator) {
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "normal_ not implemented for '", self.scalar_type(), "'");
+  check_normal_dtype(self);
   return generate(self, generator, "aten::normal_", [=](const std::array<uint32_t, 4>& r, int64_t) {
     return mean + std * standard_normal(r);
   });
@@ -190,7 +198,9 @@ at::Tensor& normal_Tensor_Tensor_out(const at::Tensor& mean, const at::Tensor& s
                                      at::Tensor& out) {
   check_same_device({&mean, &std, &out});
   auto shape = at::infer_size(mean.sizes(), std.sizes());
-  prepare_out(out, shape, mean.scalar_type(), mean, "normal");  // CPU's and CUDA's: the mean's dtype
+  // A fresh result takes the mean's dtype; an out= keeps its own, as CPU's and CUDA's.
+  prepare_out(out, shape, mean.scalar_type(), mean, "normal", /*castable=*/true);
+  check_normal_dtype(out);
   auto m = at::empty(shape, mean.options().dtype(at::kDouble)), s = at::empty(shape, std.options().dtype(at::kDouble));
   device_copy(m, mean.expand(shape));
   device_copy(s, std.expand(shape));
@@ -257,7 +267,8 @@ at::Tensor& multinomial_out(const at::Tensor& self, c10::SymInt samples, bool re
               "replacement");
   TORCH_CHECK(out.scalar_type() == at::kLong, "multinomial: out must be int64, got ", out.scalar_type());
   check_same_device({&self, &out});
-  at::native::resize_output(out, self.dim() == 1 ? std::vector<int64_t>{num_samples} : std::vector<int64_t>{rows, num_samples});
+  // CPU's multinomial resizes out= without resize_output's warning.
+  out.resize_(self.dim() == 1 ? std::vector<int64_t>{num_samples} : std::vector<int64_t>{rows, num_samples});
   auto probs = at::empty(self.sizes(), self.options().dtype(at::kDouble));
   device_copy(probs, self);
   const auto reserved = reserve(self, generator, rows * num_samples);

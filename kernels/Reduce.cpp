@@ -24,6 +24,7 @@ namespace rbln::kernels {
 Plan plan(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim, at::ScalarType compute,
           bool empty_reduces_all) {
   const int64_t ndim = self.dim();
+  TORCH_CHECK(ndim <= 64, "only tensors with up to 64 dims are supported");  // CPU's dim_list_to_bitset
   std::bitset<64> reduced;
   if (!dims || (dims->empty() && empty_reduces_all)) {
     reduced.set();

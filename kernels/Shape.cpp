@@ -21,6 +21,23 @@ at::Tensor& triangle_out(const at::Tensor& self, at::Tensor& out, Keep keep, con
   TORCH_CHECK(self.dim() >= 2, op, ": input tensor must have at least 2 dimensions");
   prepare_out(out, self.sizes(), self.scalar_type(), self, op);
   if (out.numel() == 0) return out;
+  if (out.is_same(self) && !out.is_contiguous()) {
+    // In place, as CPU's tril_/triu_: only the zeros are written, through self's strides, so an expanded
+    // self (rows sharing memory) is taken and gives CPU's result.
+    const Geometry g(out);
+    const int64_t size = out.element_size();
+    char* p = static_cast<char*>(out.data_ptr());
+    launch_on(out, name, [=] {
+      for_each_position(g.sizes, [&](const std::vector<int64_t>& m) {
+        const int64_t i = m[m.size() - 2], j = m.back();
+        if (keep(i, j)) return;
+        int64_t offset = 0;
+        for (size_t d = 0; d < m.size(); ++d) offset += m[d] * g.strides[d];
+        std::memset(p + offset * size, 0, size);
+      });
+    });
+    return out;
+  }
   auto work = out.is_contiguous() ? out : at::empty(out.sizes(), out.options());
   if (!work.is_same(self)) device_copy(work, self);
   const int64_t rows = self.size(-2), cols = self.size(-1), mats = self.numel() / (rows * cols);
@@ -57,6 +74,7 @@ at::Tensor& triu_out(const at::Tensor& self, c10::SymInt diagonal, at::Tensor& o
 }
 
 at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
+  TORCH_CHECK(self.dim() <= 64, "only tensors with up to 64 dims are supported");
   std::bitset<64> flipped;
   for (auto d : dims) {
     const auto w = at::maybe_wrap_dim(d, self.dim());
@@ -90,9 +108,29 @@ at::Tensor roll(const at::Tensor& self, c10::SymIntArrayRef shifts, at::IntArray
   }
   TORCH_CHECK(sh.size() == dims.size(), "shifts and dimensions must align. shifts: ", sh.size(), ", dims:",
               dims.size());
+  if (self.numel() == 0) return self.clone();  // before the dims are wrapped, as CPU's roll returns
   at::Tensor out = self;
   for (size_t i = 0; i < dims.size(); ++i) out = roll_one(out, sh[i], at::maybe_wrap_dim(dims[i], self.dim()));
   return out;
+}
+
+// CPU's narrow_copy checks, which differ from narrow's: a positive dim out of range is a RuntimeError.
+at::Tensor narrow_copy(const at::Tensor& self, int64_t dim, c10::SymInt start_, c10::SymInt length_) {
+  TORCH_CHECK(self.dim() > 0, "narrow() cannot be applied to a 0-dim tensor.");
+  const auto self_sizes = self.sizes();
+  if (dim < 0) {
+    dim = at::maybe_wrap_dim(dim, self.dim());
+  } else {
+    TORCH_CHECK(dim < static_cast<int64_t>(self_sizes.size()));
+  }
+  int64_t start = start_.expect_int();
+  const int64_t length = length_.expect_int(), size = self_sizes[dim];
+  TORCH_CHECK_INDEX(start >= -size && start <= size, "start out of range (expected to be in range of [", -size, ", ",
+                    size, "], but got ", start, ")");
+  if (start < 0) start += size;
+  TORCH_CHECK(length >= 0 && start <= size - length, "start (", start, ") + length (", length,
+              ") exceeds dimension size (", size, ").");
+  return self.narrow(dim, start, length).clone(at::MemoryFormat::Contiguous);
 }
 
 at::Tensor channel_shuffle(const at::Tensor& self, c10::SymInt groups_) {

@@ -1,0 +1,195 @@
+"""Rules behind the error-parity fuzz's later disagreements: each case is a class of inputs where rbln must
+do what CPU does (or CUDA, where tensors sit on two devices), checked against CPU's outcome."""
+import warnings
+
+import pytest
+import torch
+
+from test_error_parity_defects import _assert_raises_like_cpu, _assert_same, _cpu_error, _on_device
+
+BN = [torch.native_batch_norm, lambda *a: torch._native_batch_norm_legit(*a[:5], *a[5:]),
+      lambda x, w, b, rm, rv, training, m, eps: torch.ops.aten._batch_norm_with_update(x, w, b, rm, rv, m, eps)[:3]]
+
+
+def _bn_args(shape, channels, param=None, training=True):
+    g = torch.Generator().manual_seed(0)
+    n = param if param is not None else channels
+    return [torch.randn(shape, generator=g), torch.randn(n, generator=g), torch.randn(n, generator=g),
+            torch.randn(n, generator=g), torch.rand(n, generator=g) + 0.5, training, 0.1, 1e-5]
+
+
+@pytest.mark.parametrize("bn", BN, ids=["native_batch_norm", "_native_batch_norm_legit", "_batch_norm_with_update"])
+def test_batch_norm_reads_the_first_channels_of_longer_parameters(bn):
+    cpu_args = _bn_args([3, 2, 4], 2, param=3)
+    expected = bn(*[a.clone() if isinstance(a, torch.Tensor) else a for a in cpu_args])
+    got = _on_device(bn, *cpu_args, ops=["aten::native_batch_norm"] if bn is BN[0] else [])
+    _assert_same(got, expected)
+
+
+def test_batch_norm_refuses_shorter_parameters_cpu_would_read_past():
+    args = [a.rbln() if isinstance(a, torch.Tensor) else a for a in _bn_args([3, 2, 4], 2, param=1)]
+    with pytest.raises(RuntimeError, match="weight should contain 2 elements, not 1"):
+        torch.native_batch_norm(*args)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_of_an_empty_input_as_cpu(training):
+    args = _bn_args([3, 2, 0], 2, param=0, training=training)
+    if training:
+        _assert_raises_like_cpu(torch.native_batch_norm, *args)
+    else:
+        expected = torch.native_batch_norm(*args)
+        got = torch.native_batch_norm(*[a.rbln() if isinstance(a, torch.Tensor) else a for a in args])
+        assert [g.shape for g in got] == [e.shape for e in expected]
+
+
+def test_batch_norm_of_a_stride_0_input_centres_on_cpus_rounded_mean():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, generator=g).as_strided([3, 1], [0, 1])
+    params = [torch.randn(1, generator=g) for _ in range(3)] + [torch.rand(1, generator=g) + 0.5]
+    expected = torch.native_batch_norm(x, *[p.clone() for p in params], True, 0.0, 1e-5)
+    with torch.rbln.explain() as ex:
+        xr = x.rbln().as_strided([3, 1], [0, 1])  # the same values, a stride-0 layout on the device
+        got = torch.native_batch_norm(xr, *[p.rbln() for p in params], True, 0.0, 1e-5)
+        got = [t.cpu() for t in got]
+    assert "aten::native_batch_norm" in ex.device_ops
+    _assert_same(got, list(expected), rtol=0, atol=0)
+
+
+# ---- CUDA's device check: an op with the default check takes no CPU tensor, 0-dim or not ------------
+
+@pytest.mark.parametrize("op", [torch.clamp_max, torch.clamp_min, torch.igamma, torch.igammac, torch.logaddexp,
+                                torch.logaddexp2, torch.nextafter])
+@pytest.mark.parametrize("cpu_first", [False, True])
+def test_ops_with_the_default_device_check_refuse_a_cpu_scalar_tensor(op, cpu_first):
+    a, b = torch.tensor(0.5, device="rbln"), torch.tensor(0.25)
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        op(*((b, a) if cpu_first else (a, b)))
+
+
+def test_tensor_iterator_ops_still_take_a_cpu_scalar_tensor():
+    a = torch.arange(3.0, device="rbln")
+    torch.testing.assert_close((a + torch.tensor(2.0)).cpu(), torch.arange(3.0) + 2)
+
+
+def test_segment_reduce_wants_lengths_on_the_data_device():
+    data, lengths = torch.arange(5.0), torch.tensor([0, 1, 2, 2])
+    with pytest.raises(RuntimeError, match="lengths on the data's device"):
+        torch.segment_reduce(data.rbln(), "max", lengths=lengths, initial=1)
+    expected = torch.segment_reduce(data, "max", lengths=lengths, initial=1)
+    torch.testing.assert_close(torch.segment_reduce(data.rbln(), "max", lengths=lengths.rbln(), initial=1).cpu(),
+                               expected)
+
+
+# ---- argument checks in CPU's order and types ---------------------------------------------------------
+
+@pytest.mark.parametrize("op", [
+    lambda s, i, src: torch.index_add(s, 0, i, src),
+    lambda s, i, src: torch.index_reduce(s, 0, i, src, "amax"),
+])
+def test_index_add_with_a_0_dim_source_and_many_indices_is_an_index_error(op):
+    _assert_raises_like_cpu(op, torch.tensor(1.0), torch.tensor([2, 3]), torch.tensor(0.5))
+
+
+@pytest.mark.parametrize("args", [(4, 2, 2), (3, 0, 0), (-4, 2, 2), (1, 6, 0), (1, -7, 2), (1, 0, 6)])
+def test_narrow_copy_checks_as_cpu(args):
+    _assert_raises_like_cpu(torch.narrow_copy, torch.randn(5, 5, 5), *args)
+
+
+def test_narrow_copy_runs_on_the_device():
+    x = torch.randn(5, 5, 5)
+    got = _on_device(torch.narrow_copy, x, 1, -3, 2, ops=["aten::narrow_copy"])
+    _assert_same(got, torch.narrow_copy(x, 1, -3, 2))
+
+
+@pytest.mark.parametrize("op", [torch.amax, torch.amin])
+def test_reductions_over_more_than_64_dims_raise_cpus_error(op):
+    _assert_raises_like_cpu(op, torch.ones([1] * 65), dim=-1)
+
+
+def test_roll_of_an_empty_tensor_returns_before_wrapping_dims():
+    got = torch.roll(torch.empty(0, device="rbln"), 1, 2)
+    assert got.device.type == "rbln" and got.shape == torch.roll(torch.empty(0), 1, 2).shape
+
+
+@pytest.mark.parametrize("shape", [[5, 0], [0], [2, 0, 0]])
+def test_cholesky_of_an_empty_tensor_returns_as_cpu(shape):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = torch.cholesky(torch.empty(shape))
+        got = torch.cholesky(torch.empty(shape, device="rbln"))
+    assert got.device.type == "rbln" and got.shape == expected.shape
+
+
+@pytest.mark.parametrize("op", [torch.Tensor.tril_, torch.Tensor.triu_])
+def test_tril_triu_in_place_on_an_expanded_tensor_as_cpu(op):
+    base = torch.arange(1.0, 11.0)
+    expected = op(base.clone().expand(10, 10))
+    got = _on_device(lambda b: op(b.expand(10, 10)), base, ops=[])
+    _assert_same(got, expected)
+
+
+def test_mv_resizes_a_wrong_sized_out_as_cpu():
+    m, v = torch.randn(5, 10), torch.randn(10)
+    with pytest.warns(UserWarning, match="resized"):
+        expected = torch.mv(m, v, out=torch.empty(1))
+    with pytest.warns(UserWarning, match="resized"):
+        got = torch.mv(m.rbln(), v.rbln(), out=torch.empty(1, device="rbln"))
+    _assert_same(got.cpu(), expected)
+
+
+def test_normal_writes_an_out_of_another_floating_dtype():
+    out = torch.empty([], dtype=torch.float64, device="rbln")
+    torch.normal(torch.tensor(1.0, device="rbln"), torch.tensor(0.5, device="rbln"), out=out)
+    assert out.dtype == torch.float64 and torch.isfinite(out.cpu())
+    kind, _ = _cpu_error(torch.normal, torch.tensor(1.0), torch.tensor(0.5), out=torch.empty([], dtype=torch.int64))
+    with pytest.raises(kind, match="not implemented for 'Long'"):
+        torch.normal(torch.tensor(1.0, device="rbln"), torch.tensor(0.5, device="rbln"),
+                     out=torch.empty([], dtype=torch.int64, device="rbln"))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda out: torch.where(torch.ones(3, dtype=torch.bool), torch.ones(3), torch.ones(3), out=out),
+    lambda out: torch.heaviside(torch.ones(3), torch.ones(3), out=out),
+])
+def test_out_dtype_refused_as_cpu(fn):
+    _assert_raises_like_cpu(fn, torch.empty(3, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("args", [(0, 64, 0.5), (0, 64, 0), (0, 10, -1)])
+def test_arange_errors_as_cpu(args):
+    _assert_raises_like_cpu(lambda out: torch.arange(*args, out=out), torch.empty(0, dtype=torch.int64))
+
+
+def test_linalg_cross_names_the_dim_as_given():
+    _assert_raises_like_cpu(torch.linalg.cross, torch.randn(5, 3), torch.randn(5, 1))
+
+
+@pytest.mark.parametrize("op", [torch.linalg.det, torch.linalg.eigvalsh])
+def test_out_aliasing_the_input_reshapes_it_first_as_cpu(op):
+    a = torch.randn(5, 5, generator=torch.Generator().manual_seed(0))
+    a = a @ a.T
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kind, _ = _cpu_error(lambda x: op(x, out=x), a.clone())
+        with pytest.raises(kind):
+            x = a.rbln()
+            op(x, out=x)
+            torch.rbln.synchronize()
+
+
+@pytest.mark.parametrize("op", [torch.special.chebyshev_polynomial_u, torch.special.hermite_polynomial_h])
+def test_polynomials_in_float16_are_not_implemented_as_on_cpu_and_cuda(op):
+    x = torch.randn(5).half()
+    kind, _ = _cpu_error(op, x, torch.tensor(0.8))
+    with pytest.raises(kind):
+        op(x.rbln(), torch.tensor(0.8, device="rbln"))
+
+
+@pytest.mark.parametrize("device", ["cpu", "rbln"])
+def test_multinomial_resizes_out_without_a_warning_as_cpu(device):
+    out = torch.empty(1, dtype=torch.int64, device=device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.multinomial(torch.tensor([1.0, 5.0, 2.0], device=device), 3, out=out)
+    assert out.shape == (3,)
