@@ -168,6 +168,103 @@ def test_adaptive_pooling_to_an_impossible_size_raises(fn, assert_device_works):
     assert_device_works()
 
 
+# ---- pooling checks in CPU's order: window arguments, rank, each dim's output size, then the shape ------
+
+def _x(*shape):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(len(shape)))
+
+
+A = torch.ops.aten
+E = torch.empty
+POOL_CHECKS = {  # name: (input, call); the error of the first rule the call breaks
+    "max_pool1d negative padding before the empty batch": (
+        E(0, 1, 49), lambda t: F.max_pool1d(t, 2, 50, -1, return_indices=True)),
+    "max_pool1d padding past half the kernel": (_x(1, 1, 9), lambda t: F.max_pool1d(t, 2, 1, 2, return_indices=True)),
+    "max_pool2d negative padding before the 3-d shape": (
+        E(0, 1, 49), lambda t: F.max_pool2d(t, (3, 2), 50, -1, return_indices=True)),
+    "max_pool2d padding past half the kernel before the shape": (
+        E(0, 1, 49), lambda t: F.max_pool2d(t, 2, 50, 4, return_indices=True)),
+    "max_pool2d padding past half the dilated kernel": (_x(1, 4, 4), lambda t: F.max_pool2d(t, 3, 1, 2, dilation=2)),
+    "max_pool2d dilation without taps": (_x(1, 4, 4), lambda t: F.max_pool2d(t, 3, 1, 1, dilation=0)),
+    "max_pool2d zero stride": (_x(1, 4, 4), lambda t: F.max_pool2d(t, 2, 0)),
+    "max_pool2d negative stride": (_x(1, 4, 4), lambda t: F.max_pool2d(t, 2, -1)),
+    "max_pool2d zero kernel": (_x(1, 4, 4), lambda t: F.max_pool2d(t, 0, 1)),
+    "max_pool2d output too small": (_x(1, 1, 1), lambda t: F.max_pool2d(t, 2)),
+    "max_pool2d 2-d input": (_x(4, 4), lambda t: A.max_pool2d_with_indices(t, [2])),
+    "max_pool2d 5-d channels_last_3d input": (
+        _x(1, 2, 2, 2, 2).to(memory_format=torch.channels_last_3d), lambda t: A.max_pool2d_with_indices(t, [1])),
+    "max_pool2d three kernel sizes": (_x(1, 4, 4), lambda t: A.max_pool2d_with_indices(t, [1, 1, 1])),
+    "max_pool2d kernel beyond int before the padding's length": (
+        _x(1, 4, 4), lambda t: A.max_pool2d_with_indices(t, [2**33, 1], [1], [0, 0, 0])),
+    "max_pool3d negative padding before the empty batch": (
+        E(0, 1, 49, 50), lambda t: F.max_pool3d(t, (3, 2, 2), 50, -1, return_indices=True)),
+    "max_pool3d unbatched empty planes": (E(0, 1, 2, 10), lambda t: F.max_pool3d(t, 1)),
+    "max_pool3d unbatched empty width": (E(1, 2, 2, 0), lambda t: F.max_pool3d(t, 1)),
+    "max_pool3d 4-d channels_last input": (
+        _x(1, 2, 2, 2).to(memory_format=torch.channels_last), lambda t: A.max_pool3d_with_indices(t, [1])),
+    "max_pool3d two dilations": (_x(1, 3, 3, 3), lambda t: A.max_pool3d_with_indices(t, [1], [1], [0], [1, 1])),
+    "max_pool3d output too small": (_x(1, 3, 3, 3), lambda t: F.max_pool3d(t, 5)),
+    "avg_pool2d 1-d input": (_x(243), lambda t: F.avg_pool2d(t, 3, 1, 1, True, False, 2)),
+    "avg_pool2d 0-d input": (torch.tensor(1.5), lambda t: F.avg_pool2d(t, (4, 4), (2, 3), 1, True, False, 2)),
+    "avg_pool2d 2-d input": (_x(3, 3), lambda t: F.avg_pool2d(t, 3, 1, 1)),
+    "avg_pool2d zero divisor before the rank": (_x(3), lambda t: F.avg_pool2d(t, 1, divisor_override=0)),
+    "avg_pool2d negative padding": (_x(1, 3, 3), lambda t: F.avg_pool2d(t, 3, 1, -1)),
+    "avg_pool2d unbatched empty planes": (E(0, 3, 3), lambda t: F.avg_pool2d(t, 3)),
+    "avg_pool3d kernel larger than the input": (_x(1, 2, 4, 4, 4), lambda t: F.avg_pool3d(
+        t, 6, stride=1, padding=1, ceil_mode=True, count_include_pad=False, divisor_override=2)),
+    "avg_pool3d kernel deeper than the unbatched input": (_x(2, 4, 4, 4), lambda t: F.avg_pool3d(t, (5, 2, 2), 1)),
+    "avg_pool3d 3-d input before the divisor": (_x(4, 4, 4), lambda t: F.avg_pool3d(t, 2, divisor_override=0)),
+    "avg_pool3d zero divisor": (_x(1, 4, 4, 4), lambda t: F.avg_pool3d(t, 2, divisor_override=0)),
+    "avg_pool3d empty channels": (E(1, 0, 4, 4, 4), lambda t: F.avg_pool3d(t, 2)),
+    "avg_pool3d padding past half the kernel": (_x(1, 4, 4, 4), lambda t: F.avg_pool3d(t, 2, 1, 2)),
+    "avg_pool3d two kernel sizes": (_x(1, 3, 3, 3), lambda t: A.avg_pool3d(t, [1, 1])),
+    "adaptive_max_pool1d negative size": (_x(1, 1, 1), lambda t: F.adaptive_max_pool1d(t, -1)),
+    "adaptive_max_pool2d no size": (_x(1, 2, 3, 4), lambda t: F.adaptive_max_pool2d(t, ())),
+    "adaptive_max_pool2d negative size": (_x(1, 1, 1, 1), lambda t: F.adaptive_max_pool2d(t, (-1, 0))),
+    "adaptive_max_pool2d unbatched negative size": (_x(2, 3, 3), lambda t: F.adaptive_max_pool2d(t, (2, -3))),
+    "adaptive_max_pool2d 2-d input": (_x(2, 2), lambda t: A.adaptive_max_pool2d(t, [1, 1])),
+    "adaptive_max_pool2d empty channels before the size": (E(2, 0, 2, 2), lambda t: A.adaptive_max_pool2d(t, [])),
+    "adaptive_max_pool3d no size": (_x(1, 2, 3, 4), lambda t: F.adaptive_max_pool3d(t, ())),
+    "adaptive_max_pool3d negative size": (_x(1, 1, 1, 1, 1), lambda t: F.adaptive_max_pool3d(t, (-1, 0, 2))),
+    "adaptive_max_pool3d 3-d input": (_x(2, 2, 2), lambda t: A.adaptive_max_pool3d(t, [1, 1, 1])),
+    "_adaptive_avg_pool2d no size before the rank": (_x(2), lambda t: A._adaptive_avg_pool2d(t, [])),
+    "_adaptive_avg_pool2d 1-d input": (_x(2), lambda t: A._adaptive_avg_pool2d(t, [1, 1])),
+    "_adaptive_avg_pool3d 1-d input": (_x(2), lambda t: A._adaptive_avg_pool3d(t, [1, 1, 1])),
+}
+
+
+@pytest.mark.parametrize("name", POOL_CHECKS)
+def test_pooling_checks_run_in_cpus_order(name, assert_device_works):
+    x, fn = POOL_CHECKS[name]
+    _assert_raises_like_cpu(fn, x)
+    assert_device_works()
+
+
+POOL_RESULTS = {  # name: (input, call, device op); calls CPU's checks let through
+    "max_pool2d empty batch": (E(0, 2, 3, 3), lambda t: F.max_pool2d(t, 2, return_indices=True),
+                               "aten::max_pool2d_with_indices"),
+    "max_pool2d padding at half the dilated kernel": (
+        _x(1, 3, 3), lambda t: F.max_pool2d(t, 2, 1, 1, 2, return_indices=True), "aten::max_pool2d_with_indices"),
+    "max_pool3d empty batch": (E(0, 1, 1, 2, 10), lambda t: F.max_pool3d(t, 1, return_indices=True),
+                               "aten::max_pool3d_with_indices"),
+    "avg_pool3d empty batch": (E(0, 2, 3, 3, 3), lambda t: F.avg_pool3d(t, 2), "aten::avg_pool3d"),
+    "_adaptive_avg_pool2d empty channels": (E(2, 0, 3, 3), lambda t: A._adaptive_avg_pool2d(t, [1, 1]),
+                                            "aten::_adaptive_avg_pool2d"),
+    "_adaptive_avg_pool2d unbatched empty planes": (E(0, 3, 3), lambda t: A._adaptive_avg_pool2d(t, [1, 2]),
+                                                    "aten::_adaptive_avg_pool2d"),
+    "adaptive_max_pool2d empty output": (_x(1, 2, 3, 3), lambda t: F.adaptive_max_pool2d(t, (0, 2), True),
+                                         "aten::adaptive_max_pool2d"),
+    "adaptive_max_pool2d unbatched empty planes": (E(0, 2, 2), lambda t: F.adaptive_max_pool2d(t, (1, 2), True),
+                                                   "aten::adaptive_max_pool2d"),
+}
+
+
+@pytest.mark.parametrize("name", POOL_RESULTS)
+def test_pooling_calls_cpu_accepts_run_on_the_device(name):
+    x, fn, op = POOL_RESULTS[name]
+    _assert_same(_on_device(fn, x, ops={op}), fn(x))
+
+
 # ---- nonzero and everything built on it, with permuted and strided masks -----------------------------
 
 def _masks():
