@@ -265,6 +265,49 @@ def test_pooling_calls_cpu_accepts_run_on_the_device(name):
     _assert_same(_on_device(fn, x, ops={op}), fn(x))
 
 
+# ---- where CPU's kernels differ from CUDA's, rbln does what CUDA does ---------------------------------
+
+BOOL_CONVS = {
+    "conv3d": ((1, 1, 4, 4, 4), (1, 1, 1, 1, 1), lambda x, w: F.conv3d(x, w, padding="same")),
+    "conv_transpose1d": ((1, 3, 4), (3, 3, 3), lambda x, w: F.conv_transpose1d(x, w, stride=2, output_padding=1)),
+}
+
+
+@pytest.mark.parametrize("name", BOOL_CONVS)
+def test_convolution_of_a_bool_input_checks_the_weight_type_as_cuda(name, assert_device_works):
+    # CPU's slow kernels raise NotImplementedError for bool; CUDA's cuDNN path first checks that input and
+    # weight types agree (Convolution.cpp's check_input_same_type_as_parameters), a RuntimeError.
+    x_shape, w_shape, conv = BOOL_CONVS[name]
+    x, w = torch.ones(x_shape, dtype=torch.bool), _x(*w_shape)
+    with pytest.raises(NotImplementedError, match="not implemented for 'Bool'"):
+        conv(x, w)
+    with pytest.raises(RuntimeError, match=r"^Input type \(rblnBoolType\) and weight type \(rblnFloatType\) "
+                                           r"should be the same$"):
+        conv(x.rbln(), w.rbln())
+    assert_device_works()
+
+
+def test_max_unpool_of_int64_runs_on_the_device_as_cuda():
+    # CPU's kernel takes floating types only; CUDA's takes every type (MaxUnpooling.cu).
+    x = torch.tensor([[[[7, -3], [8, 2]]]])
+    indices = torch.tensor([[[[0, 3], [9, 14]]]])
+    with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
+        F.max_unpool2d(x, indices, 2)
+    out = _on_device(lambda a, i: F.max_unpool2d(a, i, 2), x, indices, ops={"aten::max_unpool2d"})
+    assert out.dtype == torch.int64
+    assert torch.equal(out, F.max_unpool2d(x.double(), indices, 2).long())
+
+
+def test_pixel_unshuffle_of_an_empty_input_has_cudas_shape():
+    # CPU's kernel returns an empty input unchanged; CUDA runs the composite (PyTorch's reference), which
+    # reshapes it.
+    import torch._refs.nn.functional as refs
+
+    x = torch.empty(1, 1, 6, 0)
+    assert F.pixel_unshuffle(x, 3).shape == (1, 1, 6, 0)
+    assert F.pixel_unshuffle(x.rbln(), 3).shape == refs.pixel_unshuffle(x, 3).shape == (1, 9, 2, 0)
+
+
 # ---- nonzero and everything built on it, with permuted and strided masks -----------------------------
 
 def _masks():
