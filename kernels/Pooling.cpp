@@ -5,11 +5,11 @@
 // with CPU's window rules (ceil_mode, padding, count_include_pad, NaN wins).
 #include <ATen/native/Pool.h>
 #include <ATen/ops/empty.h>
-#include <c10/util/TypeCast.h>
 
 #include <cmath>
 #include <limits>
 
+#include "kernels/Checks.h"
 #include "kernels/Common.h"
 #include "kernels/Kernels.h"
 #include "kernels/Window.h"
@@ -23,17 +23,10 @@ struct Planes {
   std::vector<int64_t> out_sizes;  // leading dims + pooled spatial dims
 };
 
-void check_arg(at::IntArrayRef v, int64_t dims, bool may_be_empty, const char* op, const char* what) {
-  TORCH_CHECK((may_be_empty && v.empty()) || v.size() == 1 || static_cast<int64_t>(v.size()) == dims, op, ": ", what,
-              " must either be ", may_be_empty ? "omitted, " : "", "a single int, or a tuple of ", dims, " ints");
-}
-
+// The forward wrappers run CPU's checks of the input (kernels/Checks.h); the rank guards the backwards.
 Planes planes_of(const at::Tensor& self, int64_t dims, const char* op) {
   TORCH_CHECK(self.dim() == dims + 1 || self.dim() == dims + 2, op, ": Expected ", dims + 1, "D or ", dims + 2,
               "D (batch mode) tensor for input, but got: ", self.sizes());
-  for (int64_t d = 1; d < self.dim(); ++d)
-    TORCH_CHECK(self.size(d) > 0, op, ": Expected input's non-batch dimensions to have positive length, but input has "
-                "a shape of ", self.sizes(), " and non-batch dimension ", self.size(d), " has length zero!");
   Planes p;
   const int64_t lead = self.dim() - dims;
   p.count = 1;
@@ -45,16 +38,10 @@ Planes planes_of(const at::Tensor& self, int64_t dims, const char* op) {
   return p;
 }
 
-// Fixed windows: kernel, stride (default: kernel), padding, dilation, ceil_mode.
+// Fixed windows: kernel, stride (default: kernel), padding, dilation, ceil_mode,
+// checked by rbln::checks::pool_window (the generated wrappers run it, as CPU).
 Planes plan_window(const at::Tensor& self, int64_t dims, at::IntArrayRef kernel, at::IntArrayRef stride,
                    at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode, const char* op) {
-  check_arg(kernel, dims, false, op, "kernel_size");
-  check_arg(stride, dims, true, op, "stride");
-  check_arg(padding, dims, false, op, "padding");
-  check_arg(dilation, dims, false, op, "dilation");
-  // CPU's pooling takes these as int: a larger value raises its overflow error (and would not end here).
-  for (auto args : {kernel, stride, padding, dilation})
-    for (int64_t v : args) c10::checked_convert<int, int64_t>(v, "int");
   Planes p = planes_of(self, dims, op);
   Window& w = p.w;
   set_trailing(w.k, kernel, dims);
@@ -62,28 +49,16 @@ Planes plan_window(const at::Tensor& self, int64_t dims, at::IntArrayRef kernel,
   set_trailing(w.pad, padding, dims);
   set_trailing(w.dil, dilation, dims);
   for (int64_t d = 3 - dims; d < 3; ++d) {
-    TORCH_CHECK(w.k[d] > 0, op, ": kernel size should be greater than zero, but got ", kernel);
-    TORCH_CHECK(w.stride[d] > 0, op, ": stride should be greater than zero, but got ", stride);
-    TORCH_CHECK(w.dil[d] > 0, op, ": dilation should be greater than zero, but got ", dilation);
-    TORCH_CHECK(w.pad[d] >= 0 && w.pad[d] <= w.k[d] / 2, op,
-                ": pad should be at most half of effective kernel size, but got pad=", padding, " and kernel_size=",
-                kernel);
     w.out[d] = at::native::pooling_output_shape<int64_t>(w.in[d], w.k[d], w.pad[d], w.stride[d], w.dil[d], ceil_mode);
-    TORCH_CHECK(w.out[d] >= 1, op, ": Given input size ", self.sizes(), ", the calculated output size is too small");
     p.out_sizes.push_back(w.out[d]);
   }
   return p;
 }
 
+// output_size: checked by the wrappers (rbln::checks); a negative size fails creating the output, as on CPU.
 Planes plan_adaptive(const at::Tensor& self, int64_t dims, at::IntArrayRef output_size, const char* op) {
-  TORCH_CHECK(static_cast<int64_t>(output_size.size()) == dims, op, ": output_size must be ", dims, " ints, got ",
-              output_size);
   Planes p = planes_of(self, dims, op);
-  for (int64_t d = 0; d < dims; ++d) {
-    TORCH_CHECK(output_size[d] >= 0, op, ": elements of output_size must be greater than or equal to 0 but received ",
-                output_size);
-    p.out_sizes.push_back(output_size[d]);
-  }
+  p.out_sizes.insert(p.out_sizes.end(), output_size.begin(), output_size.end());
   set_trailing(p.w.out, output_size, dims);
   return p;
 }
@@ -281,7 +256,6 @@ std::vector<double> avg_divisors(const Window& w, bool count_include_pad, std::o
 
 at::Tensor avg_pool(const at::Tensor& self, const Planes& p, bool count_include_pad,
                     std::optional<int64_t> divisor_override, const char* name) {
-  TORCH_CHECK(!divisor_override || *divisor_override != 0, name, ": divisor must be not zero");
   auto out = at::empty(p.out_sizes, self.options());
   if (out.numel() == 0) return out;
   auto x = contiguous(self);
@@ -408,7 +382,7 @@ at::Tensor adaptive_avg_pool_backward(const at::Tensor& grad_output, const at::T
                                                   at::IntArrayRef kernel_size, at::IntArrayRef stride,               \
                                                   at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode, \
                                                   const at::Tensor& indices) {                                       \
-    plan_window(self, D, kernel_size, stride, padding, dilation, ceil_mode, "max_pool" #D "d_backward");             \
+    checks::max_pool##D##d_with_indices_check(self, kernel_size, stride, padding, dilation, ceil_mode);              \
     return max_pool_backward(grad_output, self, indices, D, "aten::max_pool" #D "d_with_indices_backward");          \
   }                                                                                                                  \
   at::Tensor avg_pool##D##d(const at::Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef stride,             \
@@ -421,6 +395,8 @@ at::Tensor adaptive_avg_pool_backward(const at::Tensor& grad_output, const at::T
                                      at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,   \
                                      bool ceil_mode, bool count_include_pad,                                         \
                                      std::optional<int64_t> divisor_override) {                                      \
+    checks::avg_pool##D##d_check(self, kernel_size, stride, padding, ceil_mode, count_include_pad,                   \
+                                 divisor_override);                                                                  \
     auto p = plan_window(self, D, kernel_size, stride, padding, 1, ceil_mode, "avg_pool" #D "d_backward");           \
     return avg_pool_backward(grad_output, self, p, count_include_pad, divisor_override,                              \
                              "aten::avg_pool" #D "d_backward");                                                      \

@@ -168,6 +168,146 @@ def test_adaptive_pooling_to_an_impossible_size_raises(fn, assert_device_works):
     assert_device_works()
 
 
+# ---- pooling checks in CPU's order: window arguments, rank, each dim's output size, then the shape ------
+
+def _x(*shape):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(len(shape)))
+
+
+A = torch.ops.aten
+E = torch.empty
+POOL_CHECKS = {  # name: (input, call); the error of the first rule the call breaks
+    "max_pool1d negative padding before the empty batch": (
+        E(0, 1, 49), lambda t: F.max_pool1d(t, 2, 50, -1, return_indices=True)),
+    "max_pool1d padding past half the kernel": (_x(1, 1, 9), lambda t: F.max_pool1d(t, 2, 1, 2, return_indices=True)),
+    "max_pool2d negative padding before the 3-d shape": (
+        E(0, 1, 49), lambda t: F.max_pool2d(t, (3, 2), 50, -1, return_indices=True)),
+    "max_pool2d padding past half the kernel before the shape": (
+        E(0, 1, 49), lambda t: F.max_pool2d(t, 2, 50, 4, return_indices=True)),
+    "max_pool2d padding past half the dilated kernel": (_x(1, 4, 4), lambda t: F.max_pool2d(t, 3, 1, 2, dilation=2)),
+    "max_pool2d dilation without taps": (_x(1, 4, 4), lambda t: F.max_pool2d(t, 3, 1, 1, dilation=0)),
+    "max_pool2d zero stride": (_x(1, 4, 4), lambda t: F.max_pool2d(t, 2, 0)),
+    "max_pool2d negative stride": (_x(1, 4, 4), lambda t: F.max_pool2d(t, 2, -1)),
+    "max_pool2d zero kernel": (_x(1, 4, 4), lambda t: F.max_pool2d(t, 0, 1)),
+    "max_pool2d output too small": (_x(1, 1, 1), lambda t: F.max_pool2d(t, 2)),
+    "max_pool2d 2-d input": (_x(4, 4), lambda t: A.max_pool2d_with_indices(t, [2])),
+    "max_pool2d 5-d channels_last_3d input": (
+        _x(1, 2, 2, 2, 2).to(memory_format=torch.channels_last_3d), lambda t: A.max_pool2d_with_indices(t, [1])),
+    "max_pool2d three kernel sizes": (_x(1, 4, 4), lambda t: A.max_pool2d_with_indices(t, [1, 1, 1])),
+    "max_pool2d kernel beyond int before the padding's length": (
+        _x(1, 4, 4), lambda t: A.max_pool2d_with_indices(t, [2**33, 1], [1], [0, 0, 0])),
+    "max_pool3d negative padding before the empty batch": (
+        E(0, 1, 49, 50), lambda t: F.max_pool3d(t, (3, 2, 2), 50, -1, return_indices=True)),
+    "max_pool3d unbatched empty planes": (E(0, 1, 2, 10), lambda t: F.max_pool3d(t, 1)),
+    "max_pool3d unbatched empty width": (E(1, 2, 2, 0), lambda t: F.max_pool3d(t, 1)),
+    "max_pool3d 4-d channels_last input": (
+        _x(1, 2, 2, 2).to(memory_format=torch.channels_last), lambda t: A.max_pool3d_with_indices(t, [1])),
+    "max_pool3d two dilations": (_x(1, 3, 3, 3), lambda t: A.max_pool3d_with_indices(t, [1], [1], [0], [1, 1])),
+    "max_pool3d output too small": (_x(1, 3, 3, 3), lambda t: F.max_pool3d(t, 5)),
+    "avg_pool2d 1-d input": (_x(243), lambda t: F.avg_pool2d(t, 3, 1, 1, True, False, 2)),
+    "avg_pool2d 0-d input": (torch.tensor(1.5), lambda t: F.avg_pool2d(t, (4, 4), (2, 3), 1, True, False, 2)),
+    "avg_pool2d 2-d input": (_x(3, 3), lambda t: F.avg_pool2d(t, 3, 1, 1)),
+    "avg_pool2d zero divisor before the rank": (_x(3), lambda t: F.avg_pool2d(t, 1, divisor_override=0)),
+    "avg_pool2d negative padding": (_x(1, 3, 3), lambda t: F.avg_pool2d(t, 3, 1, -1)),
+    "avg_pool2d unbatched empty planes": (E(0, 3, 3), lambda t: F.avg_pool2d(t, 3)),
+    "avg_pool3d kernel larger than the input": (_x(1, 2, 4, 4, 4), lambda t: F.avg_pool3d(
+        t, 6, stride=1, padding=1, ceil_mode=True, count_include_pad=False, divisor_override=2)),
+    "avg_pool3d kernel deeper than the unbatched input": (_x(2, 4, 4, 4), lambda t: F.avg_pool3d(t, (5, 2, 2), 1)),
+    "avg_pool3d 3-d input before the divisor": (_x(4, 4, 4), lambda t: F.avg_pool3d(t, 2, divisor_override=0)),
+    "avg_pool3d zero divisor": (_x(1, 4, 4, 4), lambda t: F.avg_pool3d(t, 2, divisor_override=0)),
+    "avg_pool3d empty channels": (E(1, 0, 4, 4, 4), lambda t: F.avg_pool3d(t, 2)),
+    "avg_pool3d padding past half the kernel": (_x(1, 4, 4, 4), lambda t: F.avg_pool3d(t, 2, 1, 2)),
+    "avg_pool3d two kernel sizes": (_x(1, 3, 3, 3), lambda t: A.avg_pool3d(t, [1, 1])),
+    "adaptive_max_pool1d negative size": (_x(1, 1, 1), lambda t: F.adaptive_max_pool1d(t, -1)),
+    "adaptive_max_pool2d no size": (_x(1, 2, 3, 4), lambda t: F.adaptive_max_pool2d(t, ())),
+    "adaptive_max_pool2d negative size": (_x(1, 1, 1, 1), lambda t: F.adaptive_max_pool2d(t, (-1, 0))),
+    "adaptive_max_pool2d unbatched negative size": (_x(2, 3, 3), lambda t: F.adaptive_max_pool2d(t, (2, -3))),
+    "adaptive_max_pool2d 2-d input": (_x(2, 2), lambda t: A.adaptive_max_pool2d(t, [1, 1])),
+    "adaptive_max_pool2d empty channels before the size": (E(2, 0, 2, 2), lambda t: A.adaptive_max_pool2d(t, [])),
+    "adaptive_max_pool3d no size": (_x(1, 2, 3, 4), lambda t: F.adaptive_max_pool3d(t, ())),
+    "adaptive_max_pool3d negative size": (_x(1, 1, 1, 1, 1), lambda t: F.adaptive_max_pool3d(t, (-1, 0, 2))),
+    "adaptive_max_pool3d 3-d input": (_x(2, 2, 2), lambda t: A.adaptive_max_pool3d(t, [1, 1, 1])),
+    "_adaptive_avg_pool2d no size before the rank": (_x(2), lambda t: A._adaptive_avg_pool2d(t, [])),
+    "_adaptive_avg_pool2d 1-d input": (_x(2), lambda t: A._adaptive_avg_pool2d(t, [1, 1])),
+    "_adaptive_avg_pool3d 1-d input": (_x(2), lambda t: A._adaptive_avg_pool3d(t, [1, 1, 1])),
+}
+
+
+@pytest.mark.parametrize("name", POOL_CHECKS)
+def test_pooling_checks_run_in_cpus_order(name, assert_device_works):
+    x, fn = POOL_CHECKS[name]
+    _assert_raises_like_cpu(fn, x)
+    assert_device_works()
+
+
+POOL_RESULTS = {  # name: (input, call, device op); calls CPU's checks let through
+    "max_pool2d empty batch": (E(0, 2, 3, 3), lambda t: F.max_pool2d(t, 2, return_indices=True),
+                               "aten::max_pool2d_with_indices"),
+    "max_pool2d padding at half the dilated kernel": (
+        _x(1, 3, 3), lambda t: F.max_pool2d(t, 2, 1, 1, 2, return_indices=True), "aten::max_pool2d_with_indices"),
+    "max_pool3d empty batch": (E(0, 1, 1, 2, 10), lambda t: F.max_pool3d(t, 1, return_indices=True),
+                               "aten::max_pool3d_with_indices"),
+    "avg_pool3d empty batch": (E(0, 2, 3, 3, 3), lambda t: F.avg_pool3d(t, 2), "aten::avg_pool3d"),
+    "_adaptive_avg_pool2d empty channels": (E(2, 0, 3, 3), lambda t: A._adaptive_avg_pool2d(t, [1, 1]),
+                                            "aten::_adaptive_avg_pool2d"),
+    "_adaptive_avg_pool2d unbatched empty planes": (E(0, 3, 3), lambda t: A._adaptive_avg_pool2d(t, [1, 2]),
+                                                    "aten::_adaptive_avg_pool2d"),
+    "adaptive_max_pool2d empty output": (_x(1, 2, 3, 3), lambda t: F.adaptive_max_pool2d(t, (0, 2), True),
+                                         "aten::adaptive_max_pool2d"),
+    "adaptive_max_pool2d unbatched empty planes": (E(0, 2, 2), lambda t: F.adaptive_max_pool2d(t, (1, 2), True),
+                                                   "aten::adaptive_max_pool2d"),
+}
+
+
+@pytest.mark.parametrize("name", POOL_RESULTS)
+def test_pooling_calls_cpu_accepts_run_on_the_device(name):
+    x, fn, op = POOL_RESULTS[name]
+    _assert_same(_on_device(fn, x, ops={op}), fn(x))
+
+
+# ---- where CPU's kernels differ from CUDA's, rbln does what CUDA does ---------------------------------
+
+BOOL_CONVS = {
+    "conv3d": ((1, 1, 4, 4, 4), (1, 1, 1, 1, 1), lambda x, w: F.conv3d(x, w, padding="same")),
+    "conv_transpose1d": ((1, 3, 4), (3, 3, 3), lambda x, w: F.conv_transpose1d(x, w, stride=2, output_padding=1)),
+}
+
+
+@pytest.mark.parametrize("name", BOOL_CONVS)
+def test_convolution_of_a_bool_input_checks_the_weight_type_as_cuda(name, assert_device_works):
+    # CPU's slow kernels raise NotImplementedError for bool; CUDA's cuDNN path first checks that input and
+    # weight types agree (Convolution.cpp's check_input_same_type_as_parameters), a RuntimeError.
+    x_shape, w_shape, conv = BOOL_CONVS[name]
+    x, w = torch.ones(x_shape, dtype=torch.bool), _x(*w_shape)
+    with pytest.raises(NotImplementedError, match="not implemented for 'Bool'"):
+        conv(x, w)
+    with pytest.raises(RuntimeError, match=r"^Input type \(rblnBoolType\) and weight type \(rblnFloatType\) "
+                                           r"should be the same$"):
+        conv(x.rbln(), w.rbln())
+    assert_device_works()
+
+
+def test_max_unpool_of_int64_runs_on_the_device_as_cuda():
+    # CPU's kernel takes floating types only; CUDA's takes every type (MaxUnpooling.cu).
+    x = torch.tensor([[[[7, -3], [8, 2]]]])
+    indices = torch.tensor([[[[0, 3], [9, 14]]]])
+    with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
+        F.max_unpool2d(x, indices, 2)
+    out = _on_device(lambda a, i: F.max_unpool2d(a, i, 2), x, indices, ops={"aten::max_unpool2d"})
+    assert out.dtype == torch.int64
+    assert torch.equal(out, F.max_unpool2d(x.double(), indices, 2).long())
+
+
+def test_pixel_unshuffle_of_an_empty_input_has_cudas_shape():
+    # CPU's kernel returns an empty input unchanged; CUDA runs the composite (PyTorch's reference), which
+    # reshapes it.
+    import torch._refs.nn.functional as refs
+
+    x = torch.empty(1, 1, 6, 0)
+    assert F.pixel_unshuffle(x, 3).shape == (1, 1, 6, 0)
+    assert F.pixel_unshuffle(x.rbln(), 3).shape == refs.pixel_unshuffle(x, 3).shape == (1, 9, 2, 0)
+
+
 # ---- nonzero and everything built on it, with permuted and strided masks -----------------------------
 
 def _masks():
