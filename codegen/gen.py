@@ -40,6 +40,12 @@ def _elementwise_body(e: Entry, v: Variant, root: str) -> list[str]:
     operands = tensors[:arity] if len(tensors) >= arity else [a for a in args.flat_non_out if is_operand(a)][:arity]
     params = [a.name for a in args.flat_non_out if a not in operands]
     lines, refs = _device_check(v), []
+    # A NoCheck op whose functional form is composite upstream (logical_and) allocates its result on self's
+    # device: a CPU self beside device tensors fails CUDA's TensorIterator device check.
+    if v.kind == "functional" and v.func.has_composite_explicit_autograd_kernel and len(tensors) >= 2:
+        self_arg, other = tensors[0].name, tensors[1].name
+        lines += [f"TORCH_CHECK(!{self_arg}.is_cpu(), \"Expected all tensors to be on the same device, but found at least two \"",
+                  f"            \"devices, cpu and \", {other}.device(), \"!\");"]
     # A functor's argument check (`<functor>_check` in Functors.h), as CPU's meta functions check.
     if f"{e.functor}_check" in _functor_checks(root):
         lines.append(f"rbln::functors::{e.functor}_check({', '.join(a.name for a in args.flat_non_out)});")

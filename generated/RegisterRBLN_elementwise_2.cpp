@@ -1532,6 +1532,8 @@ at::Tensor & wrapper_le_Tensor_out(const at::Tensor & self, const at::Tensor & o
 }
 
 at::Tensor wrapper_logical_xor(const at::Tensor & self, const at::Tensor & other) {
+  TORCH_CHECK(!self.is_cpu(), "Expected all tensors to be on the same device, but found at least two "
+              "devices, cpu and ", other.device(), "!");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::compare_iter(result, self, other);

@@ -169,16 +169,10 @@ void copy_to_host(std::vector<Slot>& slots) {
     }
     const at::Tensor& any = group.front()->device;
     auto bytes = at::empty({0}, any.options().dtype(at::kByte)).set_(any.storage(), lo, {hi - lo}, {1}).to(at::kCPU);
-    // One tensor passed twice (out= the input) stays one host tensor: resizing the output resizes the input, as on CPU.
-    std::map<const c10::TensorImpl*, at::Tensor> hosts;
     for (Slot* s : group) {
-      auto& host = hosts[s->device.unsafeGetTensorImpl()];
-      if (!host.defined()) {
-        host = at::empty({0}, s->device.options().device(at::kCPU))
-                   .set_(bytes.storage(), (byte_extent(s->device).first - lo) / s->device.element_size(),
-                         s->device.sizes(), s->device.strides());
-      }
-      s->host = host;
+      s->host = at::empty({0}, s->device.options().device(at::kCPU))
+                    .set_(bytes.storage(), (byte_extent(s->device).first - lo) / s->device.element_size(),
+                          s->device.sizes(), s->device.strides());
     }
   }
 }
