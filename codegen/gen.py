@@ -3,22 +3,23 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import tempfile
 
 import jinja2
 from torchgen.model import DeviceCheckType
 
-from .registry import (CHECKS_HEADER, DTYPE_GROUPS, DTYPES, FAMILIES, FUNCTOR_HEADER, KERNEL_HEADERS, ROOT, Entry,
-                       Variant, _declared_names, is_operand, unchecked_cpu_ops)
+from .registry import DTYPE_GROUPS, DTYPES, FAMILIES, ROOT, Entry, Variant, is_operand, unchecked_cpu_ops
 
 ELEMENTWISE_SHARDS = 4  # generated elementwise files, compiled in parallel
+FUNCTOR_HEADER = "kernels/Functors.h"  # `<functor>_check` / `<functor>_out_check` argument checks
+CHECKS_HEADER = "kernels/Checks.h"  # `<kernel>_check` functions the wrappers call before hand-written kernels
 
 
-def _qualified_kernel(name: str, root: str) -> str:
-    kernels_h, ops_h = KERNEL_HEADERS
-    if name in _declared_names(root, [kernels_h], r"\b(\w+)\s*\("):
-        return "rbln::kernels::" + name
-    return "rbln::" + name
+def _declared_names(root: str, path: str, pattern: str) -> set[str]:
+    """The optional argument checks a header defines (a wrapper calls them when they exist)."""
+    path = os.path.join(root, path)
+    return set(re.findall(pattern, open(path).read())) if os.path.exists(path) else set()
 
 
 def _fallback_call(v: Variant, fn: str) -> str:
@@ -28,7 +29,7 @@ def _fallback_call(v: Variant, fn: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _functor_checks(root: str) -> set[str]:
-    return _declared_names(root, [FUNCTOR_HEADER], r"\b(\w+_check)\s*\(")
+    return _declared_names(root, FUNCTOR_HEADER, r"\b(\w+_check)\s*\(")
 
 
 def _elementwise_body(e: Entry, v: Variant, root: str) -> list[str]:
@@ -97,13 +98,13 @@ def _device_check(v: Variant) -> list[str]:
 
 @functools.lru_cache(maxsize=None)
 def _kernel_checks(root: str) -> set[str]:
-    return _declared_names(root, [CHECKS_HEADER], r"\b(\w+_check)\s*\(")
+    return _declared_names(root, CHECKS_HEADER, r"\b(\w+_check)\s*\(")
 
 
 def _kernel_body(e: Entry, v: Variant, root: str) -> list[str]:
     lines = _device_check(v)
-    if not e.structured and f"{e.kernel}_check" in _kernel_checks(root):  # CPU's argument checks, first
-        lines.append(f"rbln::checks::{e.kernel}_check({', '.join(v.arg_names)});")
+    if not e.structured and f"{e.kernel_name}_check" in _kernel_checks(root):  # CPU's argument checks, first
+        lines.append(f"rbln::checks::{e.kernel_name}_check({', '.join(v.arg_names)});")
     tensors = [a for a in v.func.func.arguments.flat_all if str(a.type) == "Tensor"]
     if tensors:
         lines.append(f"const c10::OptionalDeviceGuard guard(at::device_of({tensors[0].name}));")
@@ -122,14 +123,14 @@ def _kernel_body(e: Entry, v: Variant, root: str) -> list[str]:
         args.append("result")
     elif e.structured and v.kind == "inplace":
         args.append(v.func.func.arguments.self_arg.argument.name)
-    lines.append(f"return {_qualified_kernel(e.kernel, root)}({', '.join(args)});")
+    lines.append(f"return {e.qualified_kernel}({', '.join(args)});")
     return lines
 
 
 def _body(e: Entry, v: Variant, root: str) -> list[str]:
     if e.strategy == "fallback":
         if e.kernel:  # a hand-written wrapper that runs the CPU and counts the fallback itself
-            return _device_check(v) + [f"return {_qualified_kernel(e.kernel, root)}({', '.join(v.arg_names)});"]
+            return _device_check(v) + [f"return {e.qualified_kernel}({', '.join(v.arg_names)});"]
         return [f"return {_fallback_call(v, 'fallback_listed')};"]
     if e.family:
         return _elementwise_body(e, v, root)
@@ -157,6 +158,12 @@ def render(entries: list[Entry], root: str = ROOT) -> dict[str, str]:
         headers = sorted({v.func.root_name for e in group for v in e.variants})
         out[path] = template.render(wrappers=wrappers, headers=headers, elementwise=any(e.family for e in group),
                                     unchecked=[] if any(e.family for e in group) else unchecked_cpu_ops())
+    namespaces: dict[str, list[str]] = {}
+    for e in registered:
+        if e.kernel_decl and e.kernel_decl not in namespaces.setdefault(e.kernel_namespace, []):
+            namespaces[e.kernel_namespace].append(e.kernel_decl)
+    out["generated/RBLNNativeFunctions.h"] = env.get_template("RBLNNativeFunctions.h.j2").render(
+        namespaces=sorted(namespaces.items()))
     groups = {tuple(v): k for k, v in DTYPE_GROUPS.items()}
     out["docs/supported_ops.md"] = env.get_template("supported_ops.md.j2").render(
         entries=sorted(entries, key=lambda e: e.func), dtypes=lambda e: groups.get(tuple(e.dtypes), ", ".join(e.dtypes)),

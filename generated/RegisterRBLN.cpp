@@ -219,9 +219,8 @@
 #include <ATen/ops/where_ops.h>
 #include <ATen/ops/zero_ops.h>
 
+#include "generated/RBLNNativeFunctions.h"
 #include "kernels/Checks.h"
-#include "kernels/Kernels.h"
-#include "runtime/RBLNOps.h"
 #include "runtime/RBLNFallback.h"
 
 namespace rbln::generated {

@@ -12,10 +12,10 @@
 #include <array>
 #include <cmath>
 
+#include "generated/RBLNNativeFunctions.h"
 #include "kernels/Common.h"
 #include "kernels/Elementwise.h"
 #include "kernels/Functors.h"
-#include "kernels/Kernels.h"
 #include "kernels/vec/VecKernels.h"
 
 namespace rbln::kernels {

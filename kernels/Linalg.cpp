@@ -17,9 +17,9 @@
 #include <limits>
 #include <vector>
 
+#include "generated/RBLNNativeFunctions.h"
 #include "kernels/Blas.h"
 #include "kernels/Common.h"
-#include "kernels/Kernels.h"
 
 extern "C" {
 void strsm_(const char* side, const char* uplo, const char* transa, const char* diag, const int* m, const int* n,

@@ -17,8 +17,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "generated/RBLNNativeFunctions.h"
 #include "kernels/Common.h"
-#include "kernels/Kernels.h"
 
 namespace rbln::kernels {
 namespace {

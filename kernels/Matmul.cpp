@@ -6,10 +6,10 @@
 
 #include <vector>
 
+#include "generated/RBLNNativeFunctions.h"
 #include "kernels/Blas.h"
 #include "kernels/Common.h"
 #include "kernels/Elementwise.h"
-#include "kernels/Kernels.h"
 
 namespace rbln::kernels {
 namespace {

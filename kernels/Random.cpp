@@ -17,8 +17,8 @@
 #include <vector>
 #include <mutex>
 
+#include "generated/RBLNNativeFunctions.h"
 #include "kernels/Common.h"
-#include "kernels/Kernels.h"
 #include "runtime/RBLNGenerator.h"
 
 namespace rbln::kernels {

@@ -13,8 +13,8 @@
 #include <limits>
 #include <vector>
 
+#include "generated/RBLNNativeFunctions.h"
 #include "kernels/Common.h"
-#include "kernels/Kernels.h"
 #include "kernels/Parallel.h"
 #include "kernels/Reduce.h"
 #include "kernels/vec/VecKernels.h"

@@ -8,8 +8,8 @@
 #include <cmath>
 #include <limits>
 
+#include "generated/RBLNNativeFunctions.h"
 #include "kernels/Common.h"
-#include "kernels/Kernels.h"
 #include "kernels/Reduce.h"
 #include "kernels/vec/VecKernels.h"
 
