@@ -118,8 +118,8 @@ def _kernel_body(e: Entry, v: Variant, root: str) -> list[str]:
                   f"  return {_fallback_call(v, 'fallback_dtype')};", "}"]
     lines.append(f"RBLN_COUNT_DEVICE_OP(\"aten::{v.name}\");")
     args = list(v.arg_names)
-    if e.structured and v.kind == "functional":  # the out= kernel resizes an empty result
-        lines.append(f"at::Tensor result = at::empty({{0}}, {tensors[0].name}.options());")
+    if e.structured and v.kind == "functional":  # the out= kernel allocates an undefined result
+        lines.append("at::Tensor result;")
         args.append("result")
     elif e.structured and v.kind == "inplace":
         args.append(v.func.func.arguments.self_arg.argument.name)

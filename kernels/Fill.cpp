@@ -290,14 +290,7 @@ at::Tensor& clamp_out(const at::Tensor& self, const std::optional<at::Scalar>& m
   return out;
 }
 
-at::Tensor clamp(const at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max) {
-  at::Tensor out;
-  return clamp_out(self, min, max, out);
-}
 
-at::Tensor& clamp_(at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max) {
-  return clamp_out(self, min, max, self);
-}
 
 at::Tensor& clamp_Tensor_out(const at::Tensor& self, const std::optional<at::Tensor>& min,
                              const std::optional<at::Tensor>& max, at::Tensor& out) {

@@ -409,28 +409,16 @@ at::Tensor& scan_out(const at::Tensor& self, int64_t dim, std::optional<at::Scal
   return out;
 }
 
-at::ScalarType scan_dtype(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
-  return dtype.value_or(at::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type());
-}
-
 }  // namespace
 
 at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
   return scan_out(self, dim, dtype, out, Scan::sum, "cumsum", "aten::cumsum");
-}
-at::Tensor cumsum(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
-  at::Tensor out = at::empty({0}, self.options().dtype(scan_dtype(self, dtype)));
-  return cumsum_out(self, dim, out.scalar_type(), out);
 }
 at::Tensor& cumprod_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
   return scan_out(self, dim, dtype, out, Scan::product, "cumprod", "aten::cumprod");
 }
 at::Tensor& _logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
   return scan_out(self, dim, self.scalar_type(), out, Scan::logsumexp, "logcumsumexp", "aten::_logcumsumexp");
-}
-at::Tensor cumprod(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
-  at::Tensor out = at::empty({0}, self.options().dtype(scan_dtype(self, dtype)));
-  return cumprod_out(self, dim, out.scalar_type(), out);
 }
 
 at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
