@@ -5,13 +5,14 @@ import functools
 import os
 import re
 import tempfile
+import zlib
 
 import jinja2
 from torchgen.model import DeviceCheckType
 
 from .registry import DTYPE_GROUPS, DTYPES, FAMILIES, ROOT, Entry, Variant, is_operand, unchecked_cpu_ops
 
-ELEMENTWISE_SHARDS = 4  # generated elementwise files, compiled in parallel
+ELEMENTWISE_SHARDS = 16  # generated elementwise files: small, so one edited entry recompiles little
 FUNCTOR_HEADER = "kernels/Functors.h"  # `<functor>_check` / `<functor>_out_check` argument checks
 CHECKS_HEADER = "kernels/Checks.h"  # `<kernel>_check` functions the wrappers call before hand-written kernels
 
@@ -141,6 +142,12 @@ def _base(overload: str) -> str:
     return overload.split(".")[0].rstrip("_")
 
 
+def shard(e: Entry) -> int:
+    """An elementwise entry's shard, by a stable hash of its op: adding or editing one entry rewrites (and
+    rebuilds) only its own shard, not every shard after it."""
+    return zlib.crc32(e.func.encode()) % ELEMENTWISE_SHARDS
+
+
 def render(entries: list[Entry], root: str = ROOT) -> dict[str, str]:
     """Returns {relative path: contents} for every generated file."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(root, "templates")),
@@ -148,9 +155,8 @@ def render(entries: list[Entry], root: str = ROOT) -> dict[str, str]:
                              undefined=jinja2.StrictUndefined)
     registered = [e for e in entries if e.strategy in ("kernel", "fallback")]
     shards = {"generated/RegisterRBLN.cpp": [e for e in registered if not e.family]}
-    family = [e for e in registered if e.family]
     for i in range(ELEMENTWISE_SHARDS):
-        shards[f"generated/RegisterRBLN_elementwise_{i}.cpp"] = family[i::ELEMENTWISE_SHARDS]
+        shards[f"generated/RegisterRBLN_elementwise_{i}.cpp"] = [e for e in registered if e.family and shard(e) == i]
     out = {}
     template = env.get_template("RegisterRBLN.cpp.j2")
     for path, group in shards.items():
@@ -179,9 +185,19 @@ def render(entries: list[Entry], root: str = ROOT) -> dict[str, str]:
     return out
 
 
+def stale(files: dict[str, str], root: str) -> list[str]:
+    """Generated sources the build would compile that codegen no longer writes (a shard count lowered)."""
+    gen = os.path.join(root, "generated")
+    present = {f"generated/{n}" for n in os.listdir(gen)} if os.path.isdir(gen) else set()
+    return sorted(p for p in present if p.endswith((".cpp", ".h")) and p not in files)
+
+
 def write(files: dict[str, str], root: str) -> list[str]:
-    """Writes atomically, only files whose content changed; returns those."""
+    """Writes atomically, only files whose content changed, and removes stale ones; returns those."""
     changed = []
+    for rel in stale(files, root):
+        os.remove(os.path.join(root, rel))
+        changed.append(rel)
     for rel, text in files.items():
         path = os.path.join(root, rel)
         if os.path.exists(path) and open(path).read() == text:

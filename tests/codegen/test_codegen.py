@@ -97,3 +97,18 @@ def test_one_yaml_entry_adds_registration_docs_row_and_tests(tmp_path):
     assert "| `fix` | fix, fix_, fix.out | floating | kernel | unary/trunc |" in files["docs/supported_ops.md"]
     assert '("fix", ["fix", "fix.out", "fix_"], ["fix"]' in files["generated/test_ops_generated.py"]
 
+
+def test_one_elementwise_entry_changes_at_most_two_generated_files(tmp_path):
+    # Shards are chosen by a stable hash of the op, so a new entry rewrites its own shard (and the
+    # generated tests), not every shard after it; the build then recompiles one shard.
+    base_dir, edited_dir = tmp_path / "base", tmp_path / "edited"
+    edited = write_ops(tmp_path, open(OPS).read() + "- {func: fix, kernel: unary, functor: trunc, dtypes: floating}\n")
+    for ops, out in ((OPS, base_dir), (edited, edited_dir)):
+        result = codegen("--ops", ops, "--out", str(out))
+        assert result.returncode == 0, result.stderr
+    changed = sorted(str(p.relative_to(edited_dir)) for p in edited_dir.rglob("*")
+                     if p.is_file() and p.read_text() != (base_dir / p.relative_to(edited_dir)).read_text())
+    generated = [p for p in changed if p.startswith("generated/")]
+    assert len(generated) <= 2, changed
+    assert [p for p in generated if p.endswith(".cpp")] == [p for p in generated if "RegisterRBLN_elementwise_" in p]
+    assert len([p for p in generated if p.endswith(".cpp")]) == 1, changed
