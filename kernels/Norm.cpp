@@ -375,6 +375,9 @@ at::Tensor& scan_out(const at::Tensor& self, int64_t dim, std::optional<at::Scal
   auto type = dtype.value_or(out.defined() ? out.scalar_type()
                                            : (at::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type()));
   dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  // cumsum_/cumprod_ (out is self): CPU's structured in-place check, before its kernel runs.
+  TORCH_CHECK(!out.is_same(self) || type == self.scalar_type(), "Bad in-place call: input tensor dtype ", self.dtype(),
+              " and output tensor dtype ", c10::scalarTypeToTypeMeta(type), " should match");
   // CPU's scans take no bool result (a bool input scans in int64).
   TORCH_CHECK_NOT_IMPLEMENTED(type != at::kBool, "\"", op, "_out_cpu\" not implemented for 'Bool'");
   prepare_out(out, self.sizes(), type, self, op);
