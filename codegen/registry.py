@@ -167,7 +167,7 @@ def is_operand(arg) -> bool:
     return isinstance(t, BaseType) and t.name in (BaseTy.Tensor, BaseTy.Scalar)
 
 
-def load(path: str, root: str = ROOT) -> list[Entry]:
+def load(path: str) -> list[Entry]:
     name = os.path.basename(path)
     try:
         raw = yaml.load(open(path).read(), Loader=_LineLoader)
