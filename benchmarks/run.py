@@ -379,7 +379,8 @@ def render(meta, rows) -> str:
                       f"{b['codegen_s']:.1f} s"
                   + (f"; incremental rebuild after a one-entry ops.yaml edit {b['rebuild_after_edit_s']:.0f} s, "
                      f"after restoring it {b['rebuild_after_restore_s']:.0f} s"
-                     f" (tree restored: {'yes' if b.get('tree_restored') else 'NO'})."
+                     f" (tree restored: {'yes' if b.get('tree_restored') else 'NO'}"
+                     + (f"; load average {b['load_average_1min']}" if "load_average_1min" in b else "") + ")."
                      if "rebuild_after_edit_s" in b else ".")]
     lines += ["", open(os.path.join(ROOT, "benchmarks", "ANALYSIS.md")).read().rstrip()]
     return "\n".join(lines) + "\n"

@@ -3,7 +3,7 @@ import argparse
 import os
 import sys
 
-from .gen import render, write
+from .gen import render, stale, write
 from .registry import ROOT, OpsYamlError, load
 
 
@@ -19,11 +19,12 @@ def main() -> int:
         print(f"error: invalid ops registry\n{e}", file=sys.stderr)
         return 1
     if args.check:
-        stale = [rel for rel, text in files.items()
-                 if not os.path.exists(os.path.join(args.out, rel)) or open(os.path.join(args.out, rel)).read() != text]
-        for rel in stale:
+        outdated = [rel for rel, text in files.items()
+                    if not os.path.exists(os.path.join(args.out, rel)) or open(os.path.join(args.out, rel)).read() != text]
+        outdated += stale(files, args.out)
+        for rel in outdated:
             print(f"stale: {rel} differs from what codegen produces; run `python -m codegen`", file=sys.stderr)
-        return 1 if stale else 0
+        return 1 if outdated else 0
     for rel in write(files, args.out):
         print(f"codegen: wrote {rel}")
     return 0

@@ -3,22 +3,24 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import tempfile
+import zlib
 
 import jinja2
 from torchgen.model import DeviceCheckType
 
-from .registry import (CHECKS_HEADER, DTYPE_GROUPS, DTYPES, FAMILIES, FUNCTOR_HEADER, KERNEL_HEADERS, ROOT, Entry,
-                       Variant, _declared_names, is_operand, unchecked_cpu_ops)
+from .registry import DTYPE_GROUPS, DTYPES, FAMILIES, ROOT, Entry, Variant, is_operand, unchecked_cpu_ops
 
-ELEMENTWISE_SHARDS = 4  # generated elementwise files, compiled in parallel
+ELEMENTWISE_SHARDS = 16  # generated elementwise files: small, so one edited entry recompiles little
+FUNCTOR_HEADER = "kernels/Functors.h"  # `<functor>_check` / `<functor>_out_check` argument checks
+CHECKS_HEADER = "kernels/Checks.h"  # `<kernel>_check` functions the wrappers call before hand-written kernels
 
 
-def _qualified_kernel(name: str, root: str) -> str:
-    kernels_h, ops_h = KERNEL_HEADERS
-    if name in _declared_names(root, [kernels_h], r"\b(\w+)\s*\("):
-        return "rbln::kernels::" + name
-    return "rbln::" + name
+def _declared_names(root: str, path: str, pattern: str) -> set[str]:
+    """The optional argument checks a header defines (a wrapper calls them when they exist)."""
+    path = os.path.join(root, path)
+    return set(re.findall(pattern, open(path).read())) if os.path.exists(path) else set()
 
 
 def _fallback_call(v: Variant, fn: str) -> str:
@@ -28,7 +30,7 @@ def _fallback_call(v: Variant, fn: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _functor_checks(root: str) -> set[str]:
-    return _declared_names(root, [FUNCTOR_HEADER], r"\b(\w+_check)\s*\(")
+    return _declared_names(root, FUNCTOR_HEADER, r"\b(\w+_check)\s*\(")
 
 
 def _elementwise_body(e: Entry, v: Variant, root: str) -> list[str]:
@@ -103,13 +105,13 @@ def _device_check(v: Variant) -> list[str]:
 
 @functools.lru_cache(maxsize=None)
 def _kernel_checks(root: str) -> set[str]:
-    return _declared_names(root, [CHECKS_HEADER], r"\b(\w+_check)\s*\(")
+    return _declared_names(root, CHECKS_HEADER, r"\b(\w+_check)\s*\(")
 
 
 def _kernel_body(e: Entry, v: Variant, root: str) -> list[str]:
     lines = _device_check(v)
-    if not e.structured and f"{e.kernel}_check" in _kernel_checks(root):  # CPU's argument checks, first
-        lines.append(f"rbln::checks::{e.kernel}_check({', '.join(v.arg_names)});")
+    if not e.structured and f"{e.kernel_name}_check" in _kernel_checks(root):  # CPU's argument checks, first
+        lines.append(f"rbln::checks::{e.kernel_name}_check({', '.join(v.arg_names)});")
     tensors = [a for a in v.func.func.arguments.flat_all if str(a.type) == "Tensor"]
     if tensors:
         lines.append(f"const c10::OptionalDeviceGuard guard(at::device_of({tensors[0].name}));")
@@ -123,19 +125,19 @@ def _kernel_body(e: Entry, v: Variant, root: str) -> list[str]:
                   f"  return {_fallback_call(v, 'fallback_dtype')};", "}"]
     lines.append(f"RBLN_COUNT_DEVICE_OP(\"aten::{v.name}\");")
     args = list(v.arg_names)
-    if e.structured and v.kind == "functional":  # the out= kernel resizes an empty result
-        lines.append(f"at::Tensor result = at::empty({{0}}, {tensors[0].name}.options());")
+    if e.structured and v.kind == "functional":  # the out= kernel allocates an undefined result
+        lines.append("at::Tensor result;")
         args.append("result")
     elif e.structured and v.kind == "inplace":
         args.append(v.func.func.arguments.self_arg.argument.name)
-    lines.append(f"return {_qualified_kernel(e.kernel, root)}({', '.join(args)});")
+    lines.append(f"return {e.qualified_kernel}({', '.join(args)});")
     return lines
 
 
 def _body(e: Entry, v: Variant, root: str) -> list[str]:
     if e.strategy == "fallback":
         if e.kernel:  # a hand-written wrapper that runs the CPU and counts the fallback itself
-            return _device_check(v) + [f"return {_qualified_kernel(e.kernel, root)}({', '.join(v.arg_names)});"]
+            return _device_check(v) + [f"return {e.qualified_kernel}({', '.join(v.arg_names)});"]
         # A check CUDA's kernel makes and CPU's does not (`<op>_check` in Checks.h), before the CPU runs it.
         check = f"{v.func.func.name.name}_check"
         lines = [f"rbln::checks::{check}({', '.join(v.arg_names)});"] if check in _kernel_checks(root) else []
@@ -149,6 +151,12 @@ def _base(overload: str) -> str:
     return overload.split(".")[0].rstrip("_")
 
 
+def shard(e: Entry) -> int:
+    """An elementwise entry's shard, by a stable hash of its op: adding or editing one entry rewrites (and
+    rebuilds) only its own shard, not every shard after it."""
+    return zlib.crc32(e.func.encode()) % ELEMENTWISE_SHARDS
+
+
 def render(entries: list[Entry], root: str = ROOT) -> dict[str, str]:
     """Returns {relative path: contents} for every generated file."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(root, "templates")),
@@ -156,9 +164,8 @@ def render(entries: list[Entry], root: str = ROOT) -> dict[str, str]:
                              undefined=jinja2.StrictUndefined)
     registered = [e for e in entries if e.strategy in ("kernel", "fallback")]
     shards = {"generated/RegisterRBLN.cpp": [e for e in registered if not e.family]}
-    family = [e for e in registered if e.family]
     for i in range(ELEMENTWISE_SHARDS):
-        shards[f"generated/RegisterRBLN_elementwise_{i}.cpp"] = family[i::ELEMENTWISE_SHARDS]
+        shards[f"generated/RegisterRBLN_elementwise_{i}.cpp"] = [e for e in registered if e.family and shard(e) == i]
     out = {}
     template = env.get_template("RegisterRBLN.cpp.j2")
     for path, group in shards.items():
@@ -166,6 +173,12 @@ def render(entries: list[Entry], root: str = ROOT) -> dict[str, str]:
         headers = sorted({v.func.root_name for e in group for v in e.variants})
         out[path] = template.render(wrappers=wrappers, headers=headers, elementwise=any(e.family for e in group),
                                     unchecked=[] if any(e.family for e in group) else unchecked_cpu_ops())
+    namespaces: dict[str, list[str]] = {}
+    for e in registered:
+        if e.kernel_decl and e.kernel_decl not in namespaces.setdefault(e.kernel_namespace, []):
+            namespaces[e.kernel_namespace].append(e.kernel_decl)
+    out["generated/RBLNNativeFunctions.h"] = env.get_template("RBLNNativeFunctions.h.j2").render(
+        namespaces=sorted(namespaces.items()))
     groups = {tuple(v): k for k, v in DTYPE_GROUPS.items()}
     out["docs/supported_ops.md"] = env.get_template("supported_ops.md.j2").render(
         entries=sorted(entries, key=lambda e: e.func), dtypes=lambda e: groups.get(tuple(e.dtypes), ", ".join(e.dtypes)),
@@ -181,9 +194,19 @@ def render(entries: list[Entry], root: str = ROOT) -> dict[str, str]:
     return out
 
 
+def stale(files: dict[str, str], root: str) -> list[str]:
+    """Generated sources the build would compile that codegen no longer writes (a shard count lowered)."""
+    gen = os.path.join(root, "generated")
+    present = {f"generated/{n}" for n in os.listdir(gen)} if os.path.isdir(gen) else set()
+    return sorted(p for p in present if p.endswith((".cpp", ".h")) and p not in files)
+
+
 def write(files: dict[str, str], root: str) -> list[str]:
-    """Writes atomically, only files whose content changed; returns those."""
+    """Writes atomically, only files whose content changed, and removes stale ones; returns those."""
     changed = []
+    for rel in stale(files, root):
+        os.remove(os.path.join(root, rel))
+        changed.append(rel)
     for rel, text in files.items():
         path = os.path.join(root, rel)
         if os.path.exists(path) and open(path).read() == text:

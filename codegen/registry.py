@@ -52,9 +52,11 @@ FAMILIES = {
 STRATEGIES = ("kernel", "composite", "fallback", "compile")
 KEYS = {"func", "strategy", "kernel", "functor", "dtypes", "notes", "opinfo", "tolerance", "structured"}
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-KERNEL_HEADERS = ("kernels/Kernels.h", "runtime/RBLNOps.h")
-FUNCTOR_HEADER = "kernels/Functors.h"
-CHECKS_HEADER = "kernels/Checks.h"  # `<kernel>_check` functions the wrappers call before hand-written kernels
+# A hand-written kernel's C++ namespace unless its `kernel:` is qualified (`rbln::copy_`). The generator
+# declares every kernel in generated/RBLNNativeFunctions.h with its dispatcher signature, so the compiler
+# checks that a kernel exists and has its entry's signature.
+KERNEL_NAMESPACE = "rbln::kernels"
+CPP_NAME = re.compile(r"(?:[A-Za-z_]\w*::)*[A-Za-z_]\w*")
 
 
 class OpsYamlError(Exception):
@@ -86,6 +88,19 @@ class Entry:
     variants: list[Variant] = field(default_factory=list)
     tolerance: dict[str, list[float]] = field(default_factory=dict)  # dtype -> [atol, rtol] in the generated tests
     structured: bool = False  # kernel is the out= overload's; functional and in-place call it
+    kernel_decl: str | None = None  # the hand-written kernel's declaration (unqualified name), for the header
+
+    @property
+    def kernel_namespace(self) -> str:
+        return self.kernel.rpartition("::")[0] or KERNEL_NAMESPACE
+
+    @property
+    def kernel_name(self) -> str:
+        return self.kernel.rpartition("::")[2]
+
+    @property
+    def qualified_kernel(self) -> str:
+        return f"{self.kernel_namespace}::{self.kernel_name}"
 
     @property
     def family(self) -> str | None:
@@ -134,23 +149,17 @@ def _native_functions():
     return by_name, group_of, composite
 
 
-def _declared_names(root: str, paths, pattern: str) -> set[str]:
-    names = set()
-    for rel in paths:
-        path = os.path.join(root, rel)
-        if os.path.exists(path):
-            names |= set(re.findall(pattern, open(path).read()))
-    return names
-
-
-def _variant(f: NativeFunction) -> Variant:
+def _decl(f: NativeFunction, name: str) -> tuple[str, list[str]]:
     # The C++ types must be exactly the dispatcher's, as torchgen chooses them per op.
     with local.parametrize(use_const_ref_for_mutable_tensors=f.use_const_ref_for_mutable_tensors,
                            use_ilistref_for_tensor_lists=f.part_of_structured_group):
         sig = DispatcherSignature.from_schema(f.func)
-        cpp_name = "wrapper_" + f.func.name.unambiguous_name()
-        return Variant(str(f.func.name), f.func.kind().name, f, cpp_name, sig.decl(name=cpp_name),
-                       [a.name for a in sig.arguments()])
+        return sig.decl(name=name), [a.name for a in sig.arguments()]
+
+
+def _variant(f: NativeFunction) -> Variant:
+    cpp_name = "wrapper_" + f.func.name.unambiguous_name()
+    return Variant(str(f.func.name), f.func.kind().name, f, cpp_name, *_decl(f, cpp_name))
 
 
 def is_operand(arg) -> bool:
@@ -158,7 +167,7 @@ def is_operand(arg) -> bool:
     return isinstance(t, BaseType) and t.name in (BaseTy.Tensor, BaseTy.Scalar)
 
 
-def load(path: str, root: str = ROOT) -> list[Entry]:
+def load(path: str) -> list[Entry]:
     name = os.path.basename(path)
     try:
         raw = yaml.load(open(path).read(), Loader=_LineLoader)
@@ -170,8 +179,6 @@ def load(path: str, root: str = ROOT) -> list[Entry]:
         raise OpsYamlError(f"{name}:1: expected a list of op entries")
 
     by_name, group_of, composite = _native_functions()
-    kernels = _declared_names(root, KERNEL_HEADERS, r"\b(\w+)\s*\(")
-    functors = _declared_names(root, [FUNCTOR_HEADER], r"(?:struct\s+|RBLN_[A-Z]+\()(\w+)")
     errors: list[str] = []
     entries: list[Entry] = []
     seen: dict[str, int] = {}
@@ -208,24 +215,24 @@ def load(path: str, root: str = ROOT) -> list[Entry]:
                 err(f"strategy 'compile' for {func} is reserved for the torch.compile lowering, not implemented yet")
                 continue
             kernel, functor = item.get("kernel"), item.get("functor")
+            # Whether a kernel or functor exists, and its signature, the compiler checks (the generated
+            # declarations and wrappers name them); here only their spelling.
+            for what, name_ in (("kernel", kernel), ("functor", functor)):
+                if name_ is not None and not (isinstance(name_, str) and CPP_NAME.fullmatch(name_)):
+                    err(f"{func}: '{what}' must be a C++ name (optionally namespace-qualified), got {name_!r}")
             if strategy == "kernel":
                 if not kernel:
-                    err(f"{func}: strategy 'kernel' needs a 'kernel' (a family: {', '.join(FAMILIES)}; or a function in {' or '.join(KERNEL_HEADERS)})")
+                    err(f"{func}: strategy 'kernel' needs a 'kernel' (a family: {', '.join(FAMILIES)}; or a hand-written "
+                        f"function with the op's dispatcher signature, in {KERNEL_NAMESPACE} unless qualified)")
                     continue
-                if kernel in FAMILIES:
-                    if not functor:
-                        err(f"{func}: kernel family '{kernel}' needs a 'functor'")
-                        continue
-                    if functor not in functors:
-                        err(f"{func}: unknown functor '{functor}' (not a struct in {FUNCTOR_HEADER})")
-                        continue
-                elif kernel not in kernels:
-                    err(f"{func}: unknown kernel '{kernel}' (not a family and not declared in {' or '.join(KERNEL_HEADERS)})")
+                if kernel in FAMILIES and not functor:
+                    err(f"{func}: kernel family '{kernel}' needs a 'functor'")
+                    continue
+                if kernel not in FAMILIES and functor:
+                    err(f"{func}: 'functor' only applies to a kernel family ({', '.join(FAMILIES)})")
                     continue
             elif strategy == "fallback" and kernel and not functor:
-                if kernel not in kernels:
-                    err(f"{func}: unknown fallback wrapper '{kernel}' (not declared in {' or '.join(KERNEL_HEADERS)})")
-                    continue
+                pass
             elif kernel or functor:
                 err(f"{func}: 'kernel'/'functor' only apply to strategy 'kernel' (or a hand-written fallback wrapper)")
                 continue
@@ -274,6 +281,8 @@ def load(path: str, root: str = ROOT) -> list[Entry]:
                 variants = [f]
             entry = Entry(func, line, strategy, kernel, functor, dtypes, str(item.get("notes", "")).strip(),
                           _opinfo_names(item, func), [_variant(v) for v in variants], tolerance, structured)
+            if kernel and kernel not in FAMILIES:  # the out= overload's signature for a structured kernel
+                entry.kernel_decl = _decl(group_of[func][SchemaKind.out] if structured else f, entry.kernel_name)[0]
             dup = [o for o in entry.overloads if o in seen]
             if dup:
                 err(f"duplicate entry: {', '.join(dup)} already registered by the entry at line {seen[dup[0]]}")

@@ -224,9 +224,8 @@
 #include <ATen/ops/where_ops.h>
 #include <ATen/ops/zero_ops.h>
 
+#include "generated/RBLNNativeFunctions.h"
 #include "kernels/Checks.h"
-#include "kernels/Kernels.h"
-#include "runtime/RBLNOps.h"
 #include "runtime/RBLNFallback.h"
 
 namespace rbln::generated {
@@ -476,7 +475,8 @@ at::Tensor wrapper_clamp(const at::Tensor & self, const ::std::optional<at::Scal
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp>::call(self, min, max);
   }
   RBLN_COUNT_DEVICE_OP("aten::clamp");
-  return rbln::kernels::clamp(self, min, max);
+  at::Tensor result;
+  return rbln::kernels::clamp_out(self, min, max, result);
 }
 
 at::Tensor & wrapper_clamp_(at::Tensor & self, const ::std::optional<at::Scalar> & min, const ::std::optional<at::Scalar> & max) {
@@ -486,7 +486,7 @@ at::Tensor & wrapper_clamp_(at::Tensor & self, const ::std::optional<at::Scalar>
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_>::call(self, min, max);
   }
   RBLN_COUNT_DEVICE_OP("aten::clamp_");
-  return rbln::kernels::clamp_(self, min, max);
+  return rbln::kernels::clamp_out(self, min, max, self);
 }
 
 at::Tensor & wrapper_clamp_out(const at::Tensor & self, const ::std::optional<at::Scalar> & min, const ::std::optional<at::Scalar> & max, at::Tensor & out) {
@@ -612,7 +612,8 @@ at::Tensor wrapper_amax(const at::Tensor & self, at::IntArrayRef dim, bool keepd
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::amax>::call(self, dim, keepdim);
   }
   RBLN_COUNT_DEVICE_OP("aten::amax");
-  return rbln::kernels::amax(self, dim, keepdim);
+  at::Tensor result;
+  return rbln::kernels::amax_out(self, dim, keepdim, result);
 }
 
 at::Tensor & wrapper_amax_out(const at::Tensor & self, at::IntArrayRef dim, bool keepdim, at::Tensor & out) {
@@ -635,7 +636,8 @@ at::Tensor wrapper_amin(const at::Tensor & self, at::IntArrayRef dim, bool keepd
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::amin>::call(self, dim, keepdim);
   }
   RBLN_COUNT_DEVICE_OP("aten::amin");
-  return rbln::kernels::amin(self, dim, keepdim);
+  at::Tensor result;
+  return rbln::kernels::amin_out(self, dim, keepdim, result);
 }
 
 at::Tensor & wrapper_amin_out(const at::Tensor & self, at::IntArrayRef dim, bool keepdim, at::Tensor & out) {
@@ -868,7 +870,8 @@ at::Tensor wrapper_var_correction(const at::Tensor & self, at::OptionalIntArrayR
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::var_correction>::call(self, dim, correction, keepdim);
   }
   RBLN_COUNT_DEVICE_OP("aten::var.correction");
-  return rbln::kernels::var_correction(self, dim, correction, keepdim);
+  at::Tensor result;
+  return rbln::kernels::var_correction_out(self, dim, correction, keepdim, result);
 }
 
 at::Tensor & wrapper_var_correction_out(const at::Tensor & self, at::OptionalIntArrayRef dim, const ::std::optional<at::Scalar> & correction, bool keepdim, at::Tensor & out) {
@@ -888,7 +891,8 @@ at::Tensor wrapper_std_correction(const at::Tensor & self, at::OptionalIntArrayR
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::std_correction>::call(self, dim, correction, keepdim);
   }
   RBLN_COUNT_DEVICE_OP("aten::std.correction");
-  return rbln::kernels::std_correction(self, dim, correction, keepdim);
+  at::Tensor result;
+  return rbln::kernels::std_correction_out(self, dim, correction, keepdim, result);
 }
 
 at::Tensor & wrapper_std_correction_out(const at::Tensor & self, at::OptionalIntArrayRef dim, const ::std::optional<at::Scalar> & correction, bool keepdim, at::Tensor & out) {
@@ -928,7 +932,8 @@ at::Tensor wrapper_linalg_vector_norm(const at::Tensor & self, const at::Scalar 
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_vector_norm>::call(self, ord, dim, keepdim, dtype);
   }
   RBLN_COUNT_DEVICE_OP("aten::linalg_vector_norm");
-  return rbln::kernels::linalg_vector_norm(self, ord, dim, keepdim, dtype);
+  at::Tensor result;
+  return rbln::kernels::linalg_vector_norm_out(self, ord, dim, keepdim, dtype, result);
 }
 
 at::Tensor & wrapper_linalg_vector_norm_out(const at::Tensor & self, const at::Scalar & ord, at::OptionalIntArrayRef dim, bool keepdim, ::std::optional<at::ScalarType> dtype, at::Tensor & out) {
@@ -951,7 +956,7 @@ at::Tensor wrapper_norm_ScalarOpt_dim(const at::Tensor & self, const ::std::opti
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::norm_ScalarOpt_dim>::call(self, p, dim, keepdim);
   }
   RBLN_COUNT_DEVICE_OP("aten::norm.ScalarOpt_dim");
-  at::Tensor result = at::empty({0}, self.options());
+  at::Tensor result;
   return rbln::kernels::norm_out(self, p, dim, keepdim, result);
 }
 
@@ -1002,7 +1007,8 @@ at::Tensor wrapper__softmax(const at::Tensor & self, int64_t dim, bool half_to_f
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_softmax>::call(self, dim, half_to_float);
   }
   RBLN_COUNT_DEVICE_OP("aten::_softmax");
-  return rbln::kernels::_softmax(self, dim, half_to_float);
+  at::Tensor result;
+  return rbln::kernels::_softmax_out(self, dim, half_to_float, result);
 }
 
 at::Tensor & wrapper__softmax_out(const at::Tensor & self, int64_t dim, bool half_to_float, at::Tensor & out) {
@@ -1025,7 +1031,8 @@ at::Tensor wrapper__log_softmax(const at::Tensor & self, int64_t dim, bool half_
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_log_softmax>::call(self, dim, half_to_float);
   }
   RBLN_COUNT_DEVICE_OP("aten::_log_softmax");
-  return rbln::kernels::_log_softmax(self, dim, half_to_float);
+  at::Tensor result;
+  return rbln::kernels::_log_softmax_out(self, dim, half_to_float, result);
 }
 
 at::Tensor & wrapper__log_softmax_out(const at::Tensor & self, int64_t dim, bool half_to_float, at::Tensor & out) {
@@ -1051,7 +1058,8 @@ at::Tensor wrapper__softmax_backward_data(const at::Tensor & grad_output, const 
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_softmax_backward_data>::call(grad_output, output, dim, input_dtype);
   }
   RBLN_COUNT_DEVICE_OP("aten::_softmax_backward_data");
-  return rbln::kernels::_softmax_backward_data(grad_output, output, dim, input_dtype);
+  at::Tensor result;
+  return rbln::kernels::_softmax_backward_data_out(grad_output, output, dim, input_dtype, result);
 }
 
 at::Tensor & wrapper__softmax_backward_data_out(const at::Tensor & grad_output, const at::Tensor & output, int64_t dim, at::ScalarType input_dtype, at::Tensor & grad_input) {
@@ -1078,7 +1086,8 @@ at::Tensor wrapper__log_softmax_backward_data(const at::Tensor & grad_output, co
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_log_softmax_backward_data>::call(grad_output, output, dim, input_dtype);
   }
   RBLN_COUNT_DEVICE_OP("aten::_log_softmax_backward_data");
-  return rbln::kernels::_log_softmax_backward_data(grad_output, output, dim, input_dtype);
+  at::Tensor result;
+  return rbln::kernels::_log_softmax_backward_data_out(grad_output, output, dim, input_dtype, result);
 }
 
 at::Tensor & wrapper__log_softmax_backward_data_out(const at::Tensor & grad_output, const at::Tensor & output, int64_t dim, at::ScalarType input_dtype, at::Tensor & out) {
@@ -1138,7 +1147,8 @@ at::Tensor wrapper_nll_loss_backward(const at::Tensor & grad_output, const at::T
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nll_loss_backward>::call(grad_output, self, target, weight, reduction, ignore_index, total_weight);
   }
   RBLN_COUNT_DEVICE_OP("aten::nll_loss_backward");
-  return rbln::kernels::nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight);
+  at::Tensor result;
+  return rbln::kernels::nll_loss_backward_grad_input(grad_output, self, target, weight, reduction, ignore_index, total_weight, result);
 }
 
 at::Tensor & wrapper_nll_loss_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, const at::Tensor & target, const ::std::optional<at::Tensor> & weight, int64_t reduction, c10::SymInt ignore_index, const at::Tensor & total_weight, at::Tensor & grad_input) {
@@ -1226,7 +1236,18 @@ at::Tensor wrapper_cumsum(const at::Tensor & self, int64_t dim, ::std::optional<
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::cumsum>::call(self, dim, dtype);
   }
   RBLN_COUNT_DEVICE_OP("aten::cumsum");
-  return rbln::kernels::cumsum(self, dim, dtype);
+  at::Tensor result;
+  return rbln::kernels::cumsum_out(self, dim, dtype, result);
+}
+
+at::Tensor & wrapper_cumsum_(at::Tensor & self, int64_t dim, ::std::optional<at::ScalarType> dtype) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::cumsum_>::call(self, dim, dtype);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::cumsum_");
+  return rbln::kernels::cumsum_out(self, dim, dtype, self);
 }
 
 at::Tensor & wrapper_cumsum_out(const at::Tensor & self, int64_t dim, ::std::optional<at::ScalarType> dtype, at::Tensor & out) {
@@ -1246,7 +1267,18 @@ at::Tensor wrapper_cumprod(const at::Tensor & self, int64_t dim, ::std::optional
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::cumprod>::call(self, dim, dtype);
   }
   RBLN_COUNT_DEVICE_OP("aten::cumprod");
-  return rbln::kernels::cumprod(self, dim, dtype);
+  at::Tensor result;
+  return rbln::kernels::cumprod_out(self, dim, dtype, result);
+}
+
+at::Tensor & wrapper_cumprod_(at::Tensor & self, int64_t dim, ::std::optional<at::ScalarType> dtype) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::cumprod_>::call(self, dim, dtype);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::cumprod_");
+  return rbln::kernels::cumprod_out(self, dim, dtype, self);
 }
 
 at::Tensor & wrapper_cumprod_out(const at::Tensor & self, int64_t dim, ::std::optional<at::ScalarType> dtype, at::Tensor & out) {
@@ -1266,7 +1298,7 @@ at::Tensor wrapper__logcumsumexp(const at::Tensor & self, int64_t dim) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_logcumsumexp>::call(self, dim);
   }
   RBLN_COUNT_DEVICE_OP("aten::_logcumsumexp");
-  at::Tensor result = at::empty({0}, self.options());
+  at::Tensor result;
   return rbln::kernels::_logcumsumexp_out(self, dim, result);
 }
 
@@ -1312,7 +1344,8 @@ at::Tensor wrapper_mm(const at::Tensor & self, const at::Tensor & mat2) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mm>::call(self, mat2);
   }
   RBLN_COUNT_DEVICE_OP("aten::mm");
-  return rbln::kernels::mm(self, mat2);
+  at::Tensor result;
+  return rbln::kernels::mm_out(self, mat2, result);
 }
 
 at::Tensor & wrapper_mm_out(const at::Tensor & self, const at::Tensor & mat2, at::Tensor & out) {
@@ -1339,7 +1372,8 @@ at::Tensor wrapper_bmm(const at::Tensor & self, const at::Tensor & mat2) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bmm>::call(self, mat2);
   }
   RBLN_COUNT_DEVICE_OP("aten::bmm");
-  return rbln::kernels::bmm(self, mat2);
+  at::Tensor result;
+  return rbln::kernels::bmm_out(self, mat2, result);
 }
 
 at::Tensor & wrapper_bmm_out(const at::Tensor & self, const at::Tensor & mat2, at::Tensor & out) {
@@ -1367,7 +1401,8 @@ at::Tensor wrapper_addmm(const at::Tensor & self, const at::Tensor & mat1, const
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addmm>::call(self, mat1, mat2, beta, alpha);
   }
   RBLN_COUNT_DEVICE_OP("aten::addmm");
-  return rbln::kernels::addmm(self, mat1, mat2, beta, alpha);
+  at::Tensor result;
+  return rbln::kernels::addmm_out(self, mat1, mat2, beta, alpha, result);
 }
 
 at::Tensor & wrapper_addmm_(at::Tensor & self, const at::Tensor & mat1, const at::Tensor & mat2, const at::Scalar & beta, const at::Scalar & alpha) {
@@ -1381,7 +1416,7 @@ at::Tensor & wrapper_addmm_(at::Tensor & self, const at::Tensor & mat1, const at
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addmm_>::call(self, mat1, mat2, beta, alpha);
   }
   RBLN_COUNT_DEVICE_OP("aten::addmm_");
-  return rbln::kernels::addmm_(self, mat1, mat2, beta, alpha);
+  return rbln::kernels::addmm_out(self, mat1, mat2, beta, alpha, self);
 }
 
 at::Tensor & wrapper_addmm_out(const at::Tensor & self, const at::Tensor & mat1, const at::Tensor & mat2, const at::Scalar & beta, const at::Scalar & alpha, at::Tensor & out) {
@@ -1436,7 +1471,8 @@ at::Tensor wrapper_addmv(const at::Tensor & self, const at::Tensor & mat, const 
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addmv>::call(self, mat, vec, beta, alpha);
   }
   RBLN_COUNT_DEVICE_OP("aten::addmv");
-  return rbln::kernels::addmv(self, mat, vec, beta, alpha);
+  at::Tensor result;
+  return rbln::kernels::addmv_out(self, mat, vec, beta, alpha, result);
 }
 
 at::Tensor & wrapper_addmv_(at::Tensor & self, const at::Tensor & mat, const at::Tensor & vec, const at::Scalar & beta, const at::Scalar & alpha) {
@@ -1450,7 +1486,7 @@ at::Tensor & wrapper_addmv_(at::Tensor & self, const at::Tensor & mat, const at:
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addmv_>::call(self, mat, vec, beta, alpha);
   }
   RBLN_COUNT_DEVICE_OP("aten::addmv_");
-  return rbln::kernels::addmv_(self, mat, vec, beta, alpha);
+  return rbln::kernels::addmv_out(self, mat, vec, beta, alpha, self);
 }
 
 at::Tensor & wrapper_addmv_out(const at::Tensor & self, const at::Tensor & mat, const at::Tensor & vec, const at::Scalar & beta, const at::Scalar & alpha, at::Tensor & out) {
@@ -1493,7 +1529,22 @@ at::Tensor wrapper_addr(const at::Tensor & self, const at::Tensor & vec1, const 
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addr>::call(self, vec1, vec2, beta, alpha);
   }
   RBLN_COUNT_DEVICE_OP("aten::addr");
-  return rbln::kernels::addr(self, vec1, vec2, beta, alpha);
+  at::Tensor result;
+  return rbln::kernels::addr_out(self, vec1, vec2, beta, alpha, result);
+}
+
+at::Tensor & wrapper_addr_(at::Tensor & self, const at::Tensor & vec1, const at::Tensor & vec2, const at::Scalar & beta, const at::Scalar & alpha) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_addr_", "self");
+  c10::impl::check_and_update_common_device(common_device, vec1, "wrapper_addr_", "vec1");
+  c10::impl::check_and_update_common_device(common_device, vec2, "wrapper_addr_", "vec2");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(vec1.scalar_type()) && dtype_ok(vec2.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addr_>::call(self, vec1, vec2, beta, alpha);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::addr_");
+  return rbln::kernels::addr_out(self, vec1, vec2, beta, alpha, self);
 }
 
 at::Tensor & wrapper_addr_out(const at::Tensor & self, const at::Tensor & vec1, const at::Tensor & vec2, const at::Scalar & beta, const at::Scalar & alpha, at::Tensor & out) {
@@ -1521,7 +1572,8 @@ at::Tensor wrapper_index_select(const at::Tensor & self, int64_t dim, const at::
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_select>::call(self, dim, index);
   }
   RBLN_COUNT_DEVICE_OP("aten::index_select");
-  return rbln::kernels::index_select(self, dim, index);
+  at::Tensor result;
+  return rbln::kernels::index_select_out(self, dim, index, result);
 }
 
 at::Tensor & wrapper_index_select_out(const at::Tensor & self, int64_t dim, const at::Tensor & index, at::Tensor & out) {
@@ -1549,7 +1601,8 @@ at::Tensor wrapper_index_copy(const at::Tensor & self, int64_t dim, const at::Te
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_copy>::call(self, dim, index, source);
   }
   RBLN_COUNT_DEVICE_OP("aten::index_copy");
-  return rbln::kernels::index_copy(self, dim, index, source);
+  at::Tensor result;
+  return rbln::kernels::index_copy_out(self, dim, index, source, result);
 }
 
 at::Tensor & wrapper_index_copy_(at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Tensor & source) {
@@ -1563,7 +1616,7 @@ at::Tensor & wrapper_index_copy_(at::Tensor & self, int64_t dim, const at::Tenso
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_copy_>::call(self, dim, index, source);
   }
   RBLN_COUNT_DEVICE_OP("aten::index_copy_");
-  return rbln::kernels::index_copy_(self, dim, index, source);
+  return rbln::kernels::index_copy_out(self, dim, index, source, self);
 }
 
 at::Tensor & wrapper_index_copy_out(const at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Tensor & source, at::Tensor & out) {
@@ -1665,7 +1718,7 @@ at::Tensor wrapper_gather(const at::Tensor & self, int64_t dim, const at::Tensor
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gather>::call(self, dim, index, sparse_grad);
   }
   RBLN_COUNT_DEVICE_OP("aten::gather");
-  at::Tensor result = at::empty({0}, self.options());
+  at::Tensor result;
   return rbln::kernels::gather_out(self, dim, index, sparse_grad, result);
 }
 
@@ -1694,7 +1747,7 @@ at::Tensor wrapper_scatter_src(const at::Tensor & self, int64_t dim, const at::T
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::scatter_src>::call(self, dim, index, src);
   }
   RBLN_COUNT_DEVICE_OP("aten::scatter.src");
-  at::Tensor result = at::empty({0}, self.options());
+  at::Tensor result;
   return rbln::kernels::scatter_src_out(self, dim, index, src, result);
 }
 
@@ -1737,7 +1790,7 @@ at::Tensor wrapper_scatter_value(const at::Tensor & self, int64_t dim, const at:
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::scatter_value>::call(self, dim, index, value);
   }
   RBLN_COUNT_DEVICE_OP("aten::scatter.value");
-  at::Tensor result = at::empty({0}, self.options());
+  at::Tensor result;
   return rbln::kernels::scatter_value_out(self, dim, index, value, result);
 }
 
@@ -1779,7 +1832,7 @@ at::Tensor wrapper_scatter_reduce(const at::Tensor & self, int64_t dim, const at
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::scatter_reduce>::call(self, dim, index, src, reduce);
   }
   RBLN_COUNT_DEVICE_OP("aten::scatter.reduce");
-  at::Tensor result = at::empty({0}, self.options());
+  at::Tensor result;
   return rbln::kernels::scatter_reduce_out(self, dim, index, src, reduce, result);
 }
 
@@ -1822,7 +1875,7 @@ at::Tensor wrapper_scatter_value_reduce(const at::Tensor & self, int64_t dim, co
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::scatter_value_reduce>::call(self, dim, index, value, reduce);
   }
   RBLN_COUNT_DEVICE_OP("aten::scatter.value_reduce");
-  at::Tensor result = at::empty({0}, self.options());
+  at::Tensor result;
   return rbln::kernels::scatter_value_reduce_out(self, dim, index, value, reduce, result);
 }
 
@@ -1864,7 +1917,7 @@ at::Tensor wrapper_scatter_add(const at::Tensor & self, int64_t dim, const at::T
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::scatter_add>::call(self, dim, index, src);
   }
   RBLN_COUNT_DEVICE_OP("aten::scatter_add");
-  at::Tensor result = at::empty({0}, self.options());
+  at::Tensor result;
   return rbln::kernels::scatter_add_out(self, dim, index, src, result);
 }
 
@@ -1908,7 +1961,7 @@ at::Tensor wrapper_scatter_reduce_two(const at::Tensor & self, int64_t dim, cons
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::scatter_reduce_two>::call(self, dim, index, src, reduce, include_self);
   }
   RBLN_COUNT_DEVICE_OP("aten::scatter_reduce.two");
-  at::Tensor result = at::empty({0}, self.options());
+  at::Tensor result;
   return rbln::kernels::scatter_reduce_two_out(self, dim, index, src, reduce, include_self, result);
 }
 
@@ -1952,7 +2005,7 @@ at::Tensor wrapper_index_add(const at::Tensor & self, int64_t dim, const at::Ten
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_add>::call(self, dim, index, source, alpha);
   }
   RBLN_COUNT_DEVICE_OP("aten::index_add");
-  at::Tensor result = at::empty({0}, self.options());
+  at::Tensor result;
   return rbln::kernels::index_add_out(self, dim, index, source, alpha, result);
 }
 
@@ -1996,7 +2049,7 @@ at::Tensor wrapper_index_reduce(const at::Tensor & self, int64_t dim, const at::
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_reduce>::call(self, dim, index, source, reduce, include_self);
   }
   RBLN_COUNT_DEVICE_OP("aten::index_reduce");
-  at::Tensor result = at::empty({0}, self.options());
+  at::Tensor result;
   return rbln::kernels::index_reduce_out(self, dim, index, source, reduce, include_self, result);
 }
 
@@ -2062,7 +2115,8 @@ at::Tensor wrapper_index_Tensor(const at::Tensor & self, const c10::List<::std::
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_Tensor>::call(self, indices);
   }
   RBLN_COUNT_DEVICE_OP("aten::index.Tensor");
-  return rbln::kernels::index_Tensor(self, indices);
+  at::Tensor result;
+  return rbln::kernels::index_Tensor_out(self, indices, result);
 }
 
 at::Tensor & wrapper_index_Tensor_out(const at::Tensor & self, const c10::List<::std::optional<at::Tensor>> & indices, at::Tensor & out) {
@@ -2092,7 +2146,8 @@ at::Tensor wrapper_nonzero(const at::Tensor & self) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nonzero>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::nonzero");
-  return rbln::kernels::nonzero(self);
+  at::Tensor result;
+  return rbln::kernels::nonzero_out(self, result);
 }
 
 at::Tensor & wrapper_nonzero_out(const at::Tensor & self, at::Tensor & out) {
@@ -2118,7 +2173,8 @@ at::Tensor wrapper_isin_Tensor_Tensor(const at::Tensor & elements, const at::Ten
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::isin_Tensor_Tensor>::call(elements, test_elements, assume_unique, invert);
   }
   RBLN_COUNT_DEVICE_OP("aten::isin.Tensor_Tensor");
-  return rbln::kernels::isin_Tensor_Tensor(elements, test_elements, assume_unique, invert);
+  at::Tensor result;
+  return rbln::kernels::isin_Tensor_Tensor_out(elements, test_elements, assume_unique, invert, result);
 }
 
 at::Tensor & wrapper_isin_Tensor_Tensor_out(const at::Tensor & elements, const at::Tensor & test_elements, bool assume_unique, bool invert, at::Tensor & out) {
@@ -2142,7 +2198,7 @@ at::Tensor wrapper_tril(const at::Tensor & self, c10::SymInt diagonal) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::tril>::call(self, diagonal);
   }
   RBLN_COUNT_DEVICE_OP("aten::tril");
-  at::Tensor result = at::empty({0}, self.options());
+  at::Tensor result;
   return rbln::kernels::tril_out(self, diagonal, result);
 }
 
@@ -2176,7 +2232,7 @@ at::Tensor wrapper_triu(const at::Tensor & self, c10::SymInt diagonal) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::triu>::call(self, diagonal);
   }
   RBLN_COUNT_DEVICE_OP("aten::triu");
-  at::Tensor result = at::empty({0}, self.options());
+  at::Tensor result;
   return rbln::kernels::triu_out(self, diagonal, result);
 }
 
@@ -2856,7 +2912,7 @@ at::Tensor wrapper_linalg_cross(const at::Tensor & self, const at::Tensor & othe
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_cross>::call(self, other, dim);
   }
   RBLN_COUNT_DEVICE_OP("aten::linalg_cross");
-  at::Tensor result = at::empty({0}, self.options());
+  at::Tensor result;
   return rbln::kernels::linalg_cross_out(self, other, dim, result);
 }
 
@@ -3001,7 +3057,7 @@ at::Tensor wrapper_upsample_linear1d(const at::Tensor & self, c10::SymIntArrayRe
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_linear1d>::call(self, output_size, align_corners, scales);
   }
   RBLN_COUNT_DEVICE_OP("aten::upsample_linear1d");
-  at::Tensor result = at::empty({0}, self.options());
+  at::Tensor result;
   return rbln::kernels::upsample_linear1d_out(self, output_size, align_corners, scales, result);
 }
 
@@ -3025,7 +3081,7 @@ at::Tensor wrapper_upsample_linear1d_backward(const at::Tensor & grad_output, c1
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_linear1d_backward>::call(grad_output, output_size, input_size, align_corners, scales);
   }
   RBLN_COUNT_DEVICE_OP("aten::upsample_linear1d_backward");
-  at::Tensor result = at::empty({0}, grad_output.options());
+  at::Tensor result;
   return rbln::kernels::upsample_linear1d_backward_out(grad_output, output_size, input_size, align_corners, scales, result);
 }
 
@@ -3049,7 +3105,7 @@ at::Tensor wrapper_upsample_bilinear2d(const at::Tensor & self, c10::SymIntArray
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_bilinear2d>::call(self, output_size, align_corners, scales_h, scales_w);
   }
   RBLN_COUNT_DEVICE_OP("aten::upsample_bilinear2d");
-  at::Tensor result = at::empty({0}, self.options());
+  at::Tensor result;
   return rbln::kernels::upsample_bilinear2d_out(self, output_size, align_corners, scales_h, scales_w, result);
 }
 
@@ -3073,7 +3129,7 @@ at::Tensor wrapper_upsample_bilinear2d_backward(const at::Tensor & grad_output, 
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_bilinear2d_backward>::call(grad_output, output_size, input_size, align_corners, scales_h, scales_w);
   }
   RBLN_COUNT_DEVICE_OP("aten::upsample_bilinear2d_backward");
-  at::Tensor result = at::empty({0}, grad_output.options());
+  at::Tensor result;
   return rbln::kernels::upsample_bilinear2d_backward_out(grad_output, output_size, input_size, align_corners, scales_h, scales_w, result);
 }
 
@@ -3097,7 +3153,7 @@ at::Tensor wrapper_upsample_trilinear3d(const at::Tensor & self, c10::SymIntArra
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_trilinear3d>::call(self, output_size, align_corners, scales_d, scales_h, scales_w);
   }
   RBLN_COUNT_DEVICE_OP("aten::upsample_trilinear3d");
-  at::Tensor result = at::empty({0}, self.options());
+  at::Tensor result;
   return rbln::kernels::upsample_trilinear3d_out(self, output_size, align_corners, scales_d, scales_h, scales_w, result);
 }
 
@@ -3121,7 +3177,7 @@ at::Tensor wrapper_upsample_trilinear3d_backward(const at::Tensor & grad_output,
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_trilinear3d_backward>::call(grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w);
   }
   RBLN_COUNT_DEVICE_OP("aten::upsample_trilinear3d_backward");
-  at::Tensor result = at::empty({0}, grad_output.options());
+  at::Tensor result;
   return rbln::kernels::upsample_trilinear3d_backward_out(grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w, result);
 }
 
@@ -3145,7 +3201,7 @@ at::Tensor wrapper_upsample_bicubic2d(const at::Tensor & self, c10::SymIntArrayR
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_bicubic2d>::call(self, output_size, align_corners, scales_h, scales_w);
   }
   RBLN_COUNT_DEVICE_OP("aten::upsample_bicubic2d");
-  at::Tensor result = at::empty({0}, self.options());
+  at::Tensor result;
   return rbln::kernels::upsample_bicubic2d_out(self, output_size, align_corners, scales_h, scales_w, result);
 }
 
@@ -3169,7 +3225,7 @@ at::Tensor wrapper_upsample_bicubic2d_backward(const at::Tensor & grad_output, c
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::upsample_bicubic2d_backward>::call(grad_output, output_size, input_size, align_corners, scales_h, scales_w);
   }
   RBLN_COUNT_DEVICE_OP("aten::upsample_bicubic2d_backward");
-  at::Tensor result = at::empty({0}, grad_output.options());
+  at::Tensor result;
   return rbln::kernels::upsample_bicubic2d_backward_out(grad_output, output_size, input_size, align_corners, scales_h, scales_w, result);
 }
 
@@ -3515,7 +3571,8 @@ at::Tensor wrapper_normal_Tensor_Tensor(const at::Tensor & mean, const at::Tenso
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::normal_Tensor_Tensor>::call(mean, std, generator);
   }
   RBLN_COUNT_DEVICE_OP("aten::normal.Tensor_Tensor");
-  return rbln::kernels::normal_Tensor_Tensor(mean, std, generator);
+  at::Tensor result;
+  return rbln::kernels::normal_Tensor_Tensor_out(mean, std, generator, result);
 }
 
 at::Tensor & wrapper_normal_Tensor_Tensor_out(const at::Tensor & mean, const at::Tensor & std, ::std::optional<at::Generator> generator, at::Tensor & out) {
@@ -3565,7 +3622,8 @@ at::Tensor wrapper_multinomial(const at::Tensor & self, c10::SymInt num_samples,
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::multinomial>::call(self, num_samples, replacement, generator);
   }
   RBLN_COUNT_DEVICE_OP("aten::multinomial");
-  return rbln::kernels::multinomial(self, num_samples, replacement, generator);
+  at::Tensor result;
+  return rbln::kernels::multinomial_out(self, num_samples, replacement, generator, result);
 }
 
 at::Tensor & wrapper_multinomial_out(const at::Tensor & self, c10::SymInt num_samples, bool replacement, ::std::optional<at::Generator> generator, at::Tensor & out) {
@@ -3604,7 +3662,8 @@ at::Tensor wrapper_linalg_solve_triangular(const at::Tensor & self, const at::Te
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_solve_triangular>::call(self, B, upper, left, unitriangular);
   }
   RBLN_COUNT_DEVICE_OP("aten::linalg_solve_triangular");
-  return rbln::kernels::linalg_solve_triangular(self, B, upper, left, unitriangular);
+  at::Tensor result;
+  return rbln::kernels::linalg_solve_triangular_out(self, B, upper, left, unitriangular, result);
 }
 
 at::Tensor & wrapper_linalg_solve_triangular_out(const at::Tensor & self, const at::Tensor & B, bool upper, bool left, bool unitriangular, at::Tensor & out) {
@@ -3674,7 +3733,8 @@ at::Tensor wrapper_cholesky(const at::Tensor & self, bool upper) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::cholesky>::call(self, upper);
   }
   RBLN_COUNT_DEVICE_OP("aten::cholesky");
-  return rbln::kernels::cholesky(self, upper);
+  at::Tensor result;
+  return rbln::kernels::cholesky_out(self, upper, result);
 }
 
 at::Tensor & wrapper_cholesky_out(const at::Tensor & self, bool upper, at::Tensor & out) {
@@ -3820,7 +3880,8 @@ at::Tensor wrapper_ormqr(const at::Tensor & self, const at::Tensor & input2, con
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ormqr>::call(self, input2, input3, left, transpose);
   }
   RBLN_COUNT_DEVICE_OP("aten::ormqr");
-  return rbln::kernels::ormqr(self, input2, input3, left, transpose);
+  at::Tensor result;
+  return rbln::kernels::ormqr_out(self, input2, input3, left, transpose, result);
 }
 
 at::Tensor & wrapper_ormqr_out(const at::Tensor & self, const at::Tensor & input2, const at::Tensor & input3, bool left, bool transpose, at::Tensor & out) {
@@ -3848,7 +3909,22 @@ at::Tensor wrapper_linalg_householder_product(const at::Tensor & input, const at
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_householder_product>::call(input, tau);
   }
   RBLN_COUNT_DEVICE_OP("aten::linalg_householder_product");
-  return rbln::kernels::linalg_householder_product(input, tau);
+  at::Tensor result;
+  return rbln::kernels::linalg_householder_product_out(input, tau, result);
+}
+
+at::Tensor & wrapper_linalg_householder_product_out(const at::Tensor & input, const at::Tensor & tau, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_linalg_householder_product_out", "out");
+  c10::impl::check_and_update_common_device(common_device, input, "wrapper_linalg_householder_product_out", "input");
+  c10::impl::check_and_update_common_device(common_device, tau, "wrapper_linalg_householder_product_out", "tau");
+  const c10::OptionalDeviceGuard guard(at::device_of(input));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(input.scalar_type()) && dtype_ok(tau.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_householder_product_out>::call(input, tau, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::linalg_householder_product.out");
+  return rbln::kernels::linalg_householder_product_out(input, tau, out);
 }
 
 ::std::tuple<at::Tensor &,at::Tensor &> wrapper_linalg_qr_out(const at::Tensor & A, c10::string_view mode, at::Tensor & Q, at::Tensor & R) {
@@ -3873,20 +3949,6 @@ at::Tensor wrapper_linalg_matrix_exp(const at::Tensor & self) {
   }
   RBLN_COUNT_DEVICE_OP("aten::linalg_matrix_exp");
   return rbln::kernels::linalg_matrix_exp(self);
-}
-
-at::Tensor & wrapper_linalg_householder_product_out(const at::Tensor & input, const at::Tensor & tau, at::Tensor & out) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, out, "wrapper_linalg_householder_product_out", "out");
-  c10::impl::check_and_update_common_device(common_device, input, "wrapper_linalg_householder_product_out", "input");
-  c10::impl::check_and_update_common_device(common_device, tau, "wrapper_linalg_householder_product_out", "tau");
-  const c10::OptionalDeviceGuard guard(at::device_of(input));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
-  if (!(dtype_ok(input.scalar_type()) && dtype_ok(tau.scalar_type()))) {
-    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_householder_product_out>::call(input, tau, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::linalg_householder_product.out");
-  return rbln::kernels::linalg_householder_product_out(input, tau, out);
 }
 
 ::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper__linalg_svd(const at::Tensor & A, bool full_matrices, bool compute_uv, ::std::optional<c10::string_view> driver) {
@@ -4453,8 +4515,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_group_norm", TORCH_FN(wrapper_native_group_norm));
   m.impl("native_group_norm_backward", TORCH_FN(wrapper_native_group_norm_backward));
   m.impl("cumsum", TORCH_FN(wrapper_cumsum));
+  m.impl("cumsum_", TORCH_FN(wrapper_cumsum_));
   m.impl("cumsum.out", TORCH_FN(wrapper_cumsum_out));
   m.impl("cumprod", TORCH_FN(wrapper_cumprod));
+  m.impl("cumprod_", TORCH_FN(wrapper_cumprod_));
   m.impl("cumprod.out", TORCH_FN(wrapper_cumprod_out));
   m.impl("_logcumsumexp", TORCH_FN(wrapper__logcumsumexp));
   m.impl("_logcumsumexp.out", TORCH_FN(wrapper__logcumsumexp_out));
@@ -4474,6 +4538,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addmv.out", TORCH_FN(wrapper_addmv_out));
   m.impl("mv.out", TORCH_FN(wrapper_mv_out));
   m.impl("addr", TORCH_FN(wrapper_addr));
+  m.impl("addr_", TORCH_FN(wrapper_addr_));
   m.impl("addr.out", TORCH_FN(wrapper_addr_out));
   m.impl("index_select", TORCH_FN(wrapper_index_select));
   m.impl("index_select.out", TORCH_FN(wrapper_index_select_out));
@@ -4663,9 +4728,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("ormqr", TORCH_FN(wrapper_ormqr));
   m.impl("ormqr.out", TORCH_FN(wrapper_ormqr_out));
   m.impl("linalg_householder_product", TORCH_FN(wrapper_linalg_householder_product));
+  m.impl("linalg_householder_product.out", TORCH_FN(wrapper_linalg_householder_product_out));
   m.impl("linalg_qr.out", TORCH_FN(wrapper_linalg_qr_out));
   m.impl("linalg_matrix_exp", TORCH_FN(wrapper_linalg_matrix_exp));
-  m.impl("linalg_householder_product.out", TORCH_FN(wrapper_linalg_householder_product_out));
   m.impl("_linalg_svd", TORCH_FN(wrapper__linalg_svd));
   m.impl("_linalg_eigh", TORCH_FN(wrapper__linalg_eigh));
   m.impl("segment_reduce", TORCH_FN(wrapper_segment_reduce));

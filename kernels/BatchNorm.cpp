@@ -8,8 +8,8 @@
 
 #include <cmath>
 
+#include "generated/RBLNNativeFunctions.h"
 #include "kernels/Common.h"
-#include "kernels/Kernels.h"
 
 namespace rbln::kernels {
 namespace {

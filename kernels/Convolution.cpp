@@ -18,9 +18,9 @@
 #include <algorithm>
 #include <vector>
 
+#include "generated/RBLNNativeFunctions.h"
 #include "kernels/Blas.h"
 #include "kernels/Common.h"
-#include "kernels/Kernels.h"
 #include "kernels/Parallel.h"
 #include "kernels/Window.h"
 #include "runtime/RBLNFallback.h"

@@ -7,9 +7,9 @@
 
 #include <optional>
 
+#include "generated/RBLNNativeFunctions.h"
 #include "kernels/Common.h"
 #include "kernels/Elementwise.h"
-#include "kernels/Kernels.h"
 #include "kernels/vec/VecKernels.h"
 
 namespace rbln::kernels {

@@ -12,10 +12,10 @@
 #include <array>
 #include <cmath>
 
+#include "generated/RBLNNativeFunctions.h"
 #include "kernels/Common.h"
 #include "kernels/Elementwise.h"
 #include "kernels/Functors.h"
-#include "kernels/Kernels.h"
 #include "kernels/vec/VecKernels.h"
 
 namespace rbln::kernels {
@@ -293,14 +293,7 @@ at::Tensor& clamp_out(const at::Tensor& self, const std::optional<at::Scalar>& m
   return out;
 }
 
-at::Tensor clamp(const at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max) {
-  at::Tensor out;
-  return clamp_out(self, min, max, out);
-}
 
-at::Tensor& clamp_(at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max) {
-  return clamp_out(self, min, max, self);
-}
 
 at::Tensor& clamp_Tensor_out(const at::Tensor& self, const std::optional<at::Tensor>& min,
                              const std::optional<at::Tensor>& max, at::Tensor& out) {

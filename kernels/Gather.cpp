@@ -22,8 +22,8 @@
 #include <cstring>
 #include <vector>
 
+#include "generated/RBLNNativeFunctions.h"
 #include "kernels/Common.h"
-#include "kernels/Kernels.h"
 #include "kernels/Positions.h"
 
 namespace rbln::kernels {
@@ -347,12 +347,9 @@ at::Tensor max_unpool3d(const at::Tensor& self, const at::Tensor& indices, c10::
   return max_unpool(self, indices, C10_AS_INTARRAYREF_SLOW(output_size), 3, "max_unpooling3d");
 }
 
-at::Tensor nonzero(const at::Tensor& self) {
-  auto out = at::empty({0}, self.options().dtype(at::kLong));
-  return nonzero_out(self, out);
-}
 
 at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
+  if (!out.defined()) out = at::empty({0}, self.options().dtype(at::kLong));  // the functional overload's result
   TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero: Expected out tensor to have scalar type Long but got scalar type",
               out.scalar_type());
   check_same_device({&self, &out});
@@ -408,11 +405,6 @@ at::Tensor& isin_Tensor_Tensor_out(const at::Tensor& elements, const at::Tensor&
   return out;
 }
 
-at::Tensor isin_Tensor_Tensor(const at::Tensor& elements, const at::Tensor& test_elements, bool assume_unique,
-                              bool invert) {
-  at::Tensor out;
-  return isin_Tensor_Tensor_out(elements, test_elements, assume_unique, invert, out);
-}
 
 namespace {
 
@@ -443,7 +435,8 @@ Indexing make_indexing(const at::Tensor& self, const c10::List<std::optional<at:
                           " at index ", j, " does not match the shape of the indexed tensor ", self.sizes(),
                           " at index ", d);
       }
-      auto where = kernels::nonzero(index.to(self.device()));
+      at::Tensor where;
+      kernels::nonzero_out(index.to(self.device()), where);
       for (int64_t j = 0; j < index.dim(); ++j) per_dim.push_back(where.select(1, j));
     } else {
       TORCH_CHECK_INDEX(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
@@ -551,10 +544,6 @@ at::Tensor& index_Tensor_out(const at::Tensor& self, const c10::List<std::option
   return out;
 }
 
-at::Tensor index_Tensor(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
-  at::Tensor out;
-  return index_Tensor_out(self, indices, out);
-}
 
 at::Tensor& _index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
                              const at::Tensor& values, bool accumulate, bool /*unsafe*/) {

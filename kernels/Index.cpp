@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "generated/RBLNNativeFunctions.h"
 #include "kernels/Common.h"
-#include "kernels/Kernels.h"
 
 namespace rbln::kernels {
 namespace {
@@ -80,10 +80,6 @@ at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tens
   return out;
 }
 
-at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
-  auto out = at::empty({0}, self.options());
-  return index_select_out(self, dim, index, out);
-}
 
 at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
                            at::Tensor& out) {
@@ -142,14 +138,7 @@ at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor
   return out;
 }
 
-at::Tensor index_copy(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source) {
-  auto out = at::empty({0}, self.options());
-  return index_copy_out(self, dim, index, source, out);
-}
 
-at::Tensor& index_copy_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source) {
-  return index_copy_out(self, dim, index, source, self);
-}
 
 // 1-d empty tensors are skipped by cat, as on CPU (legacy behaviour).
 static bool cat_skips(const at::Tensor& t) { return t.dim() == 1 && t.numel() == 0; }
@@ -349,7 +338,8 @@ at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
   }
   auto index = at::empty({static_cast<int64_t>(picked.size())}, host_mask.options().dtype(at::kLong));
   std::copy(picked.begin(), picked.end(), index.data_ptr<int64_t>());
-  return kernels::index_select(contiguous(self.expand(shape)).reshape({-1}), 0, index.to(self.device()));
+  at::Tensor out;
+  return kernels::index_select_out(contiguous(self.expand(shape)).reshape({-1}), 0, index.to(self.device()), out);
 }
 
 // Writes source's leading elements, in order, where the mask (broadcast to

@@ -17,9 +17,9 @@
 #include <limits>
 #include <vector>
 
+#include "generated/RBLNNativeFunctions.h"
 #include "kernels/Blas.h"
 #include "kernels/Common.h"
-#include "kernels/Kernels.h"
 
 extern "C" {
 void strsm_(const char* side, const char* uplo, const char* transa, const char* diag, const int* m, const int* n,
@@ -290,11 +290,6 @@ at::Tensor& linalg_solve_triangular_out(const at::Tensor& self, const at::Tensor
   assign(out, X, "linalg.solve_triangular");
   return out;
 }
-at::Tensor linalg_solve_triangular(const at::Tensor& self, const at::Tensor& B, bool upper, bool left,
-                                   bool unitriangular) {
-  at::Tensor out;
-  return linalg_solve_triangular_out(self, B, upper, left, unitriangular, out);
-}
 
 std::tuple<at::Tensor&, at::Tensor&> triangular_solve_X(const at::Tensor& self, const at::Tensor& A, bool upper,
                                                         bool transpose, bool unitriangular, at::Tensor& X,
@@ -509,10 +504,6 @@ at::Tensor& cholesky_out(const at::Tensor& self, bool upper, at::Tensor& out) {
   assign(out, f.first, "cholesky", /*castable=*/true);
   return out;
 }
-at::Tensor cholesky(const at::Tensor& self, bool upper) {
-  at::Tensor out;
-  return cholesky_out(self, upper, out);
-}
 
 std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> _linalg_solve_ex_result(
     const at::Tensor& A, const at::Tensor& B, bool left, bool check_errors, at::Tensor& result, at::Tensor& LU,
@@ -639,11 +630,6 @@ at::Tensor& ormqr_out(const at::Tensor& self, const at::Tensor& input2, const at
   assign(out, C, "ormqr");
   return out;
 }
-at::Tensor ormqr(const at::Tensor& self, const at::Tensor& input2, const at::Tensor& input3, bool left,
-                 bool transpose) {
-  at::Tensor out;
-  return ormqr_out(self, input2, input3, left, transpose, out);
-}
 
 at::Tensor& linalg_householder_product_out(const at::Tensor& input, const at::Tensor& tau, at::Tensor& out) {
   TORCH_CHECK(input.dim() >= 2, "torch.linalg.householder_product: input must have at least 2 dimensions.");
@@ -665,10 +651,6 @@ at::Tensor& linalg_householder_product_out(const at::Tensor& input, const at::Te
   orgqr_batch(Q, contiguous(tau));
   assign(out, Q, "torch.linalg.householder_product", /*castable=*/true);
   return out;
-}
-at::Tensor linalg_householder_product(const at::Tensor& input, const at::Tensor& tau) {
-  at::Tensor out;
-  return linalg_householder_product_out(input, tau, out);
 }
 
 std::tuple<at::Tensor&, at::Tensor&> linalg_qr_out(const at::Tensor& A, c10::string_view mode, at::Tensor& Q,

@@ -17,8 +17,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "generated/RBLNNativeFunctions.h"
 #include "kernels/Common.h"
-#include "kernels/Kernels.h"
 
 namespace rbln::kernels {
 namespace {
@@ -152,13 +152,6 @@ at::Tensor& nll_loss_backward_grad_input(const at::Tensor& grad_output, const at
   return grad_input;
 }
 
-at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
-                             const std::optional<at::Tensor>& weight, int64_t reduction, c10::SymInt ignore_index,
-                             const at::Tensor& total_weight) {
-  auto grad_input = at::empty({0}, self.options());
-  return nll_loss_backward_grad_input(grad_output, self, target, weight, reduction, ignore_index, total_weight,
-                                      grad_input);
-}
 
 namespace {
 
@@ -206,7 +199,9 @@ at::Tensor nll_loss2d_backward(const at::Tensor& grad_output, const at::Tensor& 
                                const at::Tensor& total_weight) {
   check_spatial(self, target);
   auto go = reduction == at::Reduction::None ? grad_output.reshape({-1}) : grad_output;
-  auto rows = nll_loss_backward(go, as_rows(self), target.reshape({-1}), weight, reduction, ignore_index, total_weight);
+  at::Tensor rows;
+  nll_loss_backward_grad_input(go, as_rows(self), target.reshape({-1}), weight, reduction, ignore_index, total_weight,
+                               rows);
   auto sizes = self.sizes().vec();
   std::rotate(sizes.begin() + 1, sizes.begin() + 2, sizes.end());  // [N, H, W, C]
   return contiguous(rows.view(sizes).movedim(-1, 1));

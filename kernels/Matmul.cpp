@@ -7,10 +7,10 @@
 
 #include <vector>
 
+#include "generated/RBLNNativeFunctions.h"
 #include "kernels/Blas.h"
 #include "kernels/Common.h"
 #include "kernels/Elementwise.h"
-#include "kernels/Kernels.h"
 
 namespace rbln::kernels {
 namespace {
@@ -142,19 +142,11 @@ at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& o
   matmul_into(out, self, mat2, 1, 0, "aten::mm");
   return out;
 }
-at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
-  auto out = at::empty({0}, self.options());
-  return mm_out(self, mat2, out);
-}
 at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
   check_matrices(self, mat2, 3, "bmm");
   prepare_out(out, {self.size(0), self.size(1), mat2.size(2)}, self.scalar_type(), self, "bmm");
   matmul_into(out, self, mat2, 1, 0, "aten::bmm");
   return out;
-}
-at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
-  auto out = at::empty({0}, self.options());
-  return bmm_out(self, mat2, out);
 }
 at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const at::Scalar& beta,
                       const at::Scalar& alpha, at::Tensor& out) {
@@ -173,15 +165,6 @@ at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::
   }
   matmul_into(out, mat1, mat2, alpha, beta, "aten::addmm");
   return out;
-}
-at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const at::Scalar& beta,
-                 const at::Scalar& alpha) {
-  auto out = at::empty({0}, mat1.options());
-  return addmm_out(self, mat1, mat2, beta, alpha, out);
-}
-at::Tensor& addmm_(at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const at::Scalar& beta,
-                   const at::Scalar& alpha) {
-  return addmm_out(self, mat1, mat2, beta, alpha, self);
 }
 
 at::Tensor& addmv_out(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta,
@@ -211,15 +194,6 @@ at::Tensor& addmv_out(const at::Tensor& self, const at::Tensor& mat, const at::T
 at::Tensor& mv_out(const at::Tensor& self, const at::Tensor& vec, at::Tensor& out) {
   if (self.dim() == 2) at::native::resize_output(out, {self.size(0)});
   return addmv_out(out, self, vec, 0, 1, out);
-}
-at::Tensor addmv(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta,
-                 const at::Scalar& alpha) {
-  auto out = at::empty({0}, mat.options());
-  return addmv_out(self, mat, vec, beta, alpha, out);
-}
-at::Tensor& addmv_(at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta,
-                   const at::Scalar& alpha) {
-  return addmv_out(self, mat, vec, beta, alpha, self);
 }
 
 // The outer product is elementwise over [n, m]: one pass, CPU's roundings (functors::addr).
@@ -252,11 +226,6 @@ at::Tensor& addr_out(const at::Tensor& self, const at::Tensor& vec1, const at::T
   });
   if (!out.defined()) out = iter.output();  // the functional overload's new tensor
   return out;
-}
-at::Tensor addr(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2, const at::Scalar& beta,
-                const at::Scalar& alpha) {
-  at::Tensor out;
-  return addr_out(self, vec1, vec2, beta, alpha, out);
 }
 
 at::Tensor dot(const at::Tensor& self, const at::Tensor& tensor) {

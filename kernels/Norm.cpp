@@ -10,8 +10,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "generated/RBLNNativeFunctions.h"
 #include "kernels/Common.h"
-#include "kernels/Kernels.h"
 #include "kernels/vec/VecKernels.h"
 
 namespace rbln::kernels {
@@ -375,6 +375,9 @@ at::Tensor& scan_out(const at::Tensor& self, int64_t dim, std::optional<at::Scal
   auto type = dtype.value_or(out.defined() ? out.scalar_type()
                                            : (at::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type()));
   dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  // cumsum_/cumprod_ (out is self): CPU's structured in-place check, before its kernel runs.
+  TORCH_CHECK(!out.is_same(self) || type == self.scalar_type(), "Bad in-place call: input tensor dtype ", self.dtype(),
+              " and output tensor dtype ", c10::scalarTypeToTypeMeta(type), " should match");
   // CPU's scans take no bool result (a bool input scans in int64).
   TORCH_CHECK_NOT_IMPLEMENTED(type != at::kBool, "\"", op, "_out_cpu\" not implemented for 'Bool'");
   prepare_out(out, self.sizes(), type, self, op);
@@ -409,28 +412,16 @@ at::Tensor& scan_out(const at::Tensor& self, int64_t dim, std::optional<at::Scal
   return out;
 }
 
-at::ScalarType scan_dtype(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
-  return dtype.value_or(at::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type());
-}
-
 }  // namespace
 
 at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
   return scan_out(self, dim, dtype, out, Scan::sum, "cumsum", "aten::cumsum");
-}
-at::Tensor cumsum(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
-  at::Tensor out = at::empty({0}, self.options().dtype(scan_dtype(self, dtype)));
-  return cumsum_out(self, dim, out.scalar_type(), out);
 }
 at::Tensor& cumprod_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
   return scan_out(self, dim, dtype, out, Scan::product, "cumprod", "aten::cumprod");
 }
 at::Tensor& _logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
   return scan_out(self, dim, self.scalar_type(), out, Scan::logsumexp, "logcumsumexp", "aten::_logcumsumexp");
-}
-at::Tensor cumprod(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
-  at::Tensor out = at::empty({0}, self.options().dtype(scan_dtype(self, dtype)));
-  return cumprod_out(self, dim, out.scalar_type(), out);
 }
 
 at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {

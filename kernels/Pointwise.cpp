@@ -7,8 +7,8 @@
 #include <ATen/ops/sigmoid.h>
 #include <ATen/ops/where.h>
 
+#include "generated/RBLNNativeFunctions.h"
 #include "kernels/Common.h"
-#include "kernels/Kernels.h"
 
 namespace rbln::kernels {
 namespace {

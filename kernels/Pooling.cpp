@@ -9,9 +9,9 @@
 #include <cmath>
 #include <limits>
 
+#include "generated/RBLNNativeFunctions.h"
 #include "kernels/Checks.h"
 #include "kernels/Common.h"
-#include "kernels/Kernels.h"
 #include "kernels/Window.h"
 
 namespace rbln::kernels {

@@ -17,8 +17,8 @@
 #include <vector>
 #include <mutex>
 
+#include "generated/RBLNNativeFunctions.h"
 #include "kernels/Common.h"
-#include "kernels/Kernels.h"
 #include "runtime/RBLNGenerator.h"
 
 namespace rbln::kernels {
@@ -211,10 +211,6 @@ at::Tensor& normal_Tensor_Tensor_out(const at::Tensor& mean, const at::Tensor& s
     return mp[i] + sp[i] * standard_normal(r);
   });
 }
-at::Tensor normal_Tensor_Tensor(const at::Tensor& mean, const at::Tensor& std, std::optional<at::Generator> generator) {
-  at::Tensor out;
-  return normal_Tensor_Tensor_out(mean, std, generator, out);
-}
 at::Tensor normal_Tensor_float(const at::Tensor& mean, double std, std::optional<at::Generator> generator) {
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
   at::Tensor out;
@@ -265,6 +261,7 @@ at::Tensor& multinomial_out(const at::Tensor& self, c10::SymInt samples, bool re
   const int64_t categories = self.size(-1), rows = self.dim() == 1 ? 1 : self.size(0);
   TORCH_CHECK(replacement || num_samples <= categories, "cannot sample n_sample > prob_dist.size(-1) samples without ",
               "replacement");
+  if (!out.defined()) out = at::empty({0}, self.options().dtype(at::kLong));  // the functional overload's result
   TORCH_CHECK(out.scalar_type() == at::kLong, "multinomial: out must be int64, got ", out.scalar_type());
   check_same_device({&self, &out});
   // CPU's multinomial resizes out= without resize_output's warning.
@@ -315,11 +312,6 @@ at::Tensor& multinomial_out(const at::Tensor& self, c10::SymInt samples, bool re
   return out;
 }
 
-at::Tensor multinomial(const at::Tensor& self, c10::SymInt num_samples, bool replacement,
-                       std::optional<at::Generator> generator) {
-  auto out = at::empty({0}, self.options().dtype(at::kLong));
-  return multinomial_out(self, num_samples, replacement, generator, out);
-}
 
 std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p, std::optional<bool> train) {
   TORCH_CHECK(p >= 0 && p <= 1, "dropout probability has to be between 0 and 1, but got ", p);

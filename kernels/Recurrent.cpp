@@ -8,8 +8,8 @@
 #include <ATen/ops/tanh.h>
 #include <ATen/ops/zeros_like.h>
 
+#include "generated/RBLNNativeFunctions.h"
 #include "kernels/Common.h"
-#include "kernels/Kernels.h"
 
 namespace rbln::kernels {
 namespace {

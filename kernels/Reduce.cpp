@@ -13,8 +13,8 @@
 #include <limits>
 #include <vector>
 
+#include "generated/RBLNNativeFunctions.h"
 #include "kernels/Common.h"
-#include "kernels/Kernels.h"
 #include "kernels/Parallel.h"
 #include "kernels/Reduce.h"
 #include "kernels/vec/VecKernels.h"
@@ -392,17 +392,9 @@ at::Tensor& amax_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, 
   check_reduced_nonempty(self, dim, "amax");
   return reduce_into(self, dim, keepdim, self.scalar_type(), out, Op::kMax, "amax");
 }
-at::Tensor amax(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
-  auto out = at::empty({0}, self.options());
-  return amax_out(self, dim, keepdim, out);
-}
 at::Tensor& amin_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
   check_reduced_nonempty(self, dim, "amin");
   return reduce_into(self, dim, keepdim, self.scalar_type(), out, Op::kMin, "amin");
-}
-at::Tensor amin(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
-  auto out = at::empty({0}, self.options());
-  return amin_out(self, dim, keepdim, out);
 }
 at::Tensor max(const at::Tensor& self) { return full_extremum(self, Op::kMax, "max"); }
 at::Tensor min(const at::Tensor& self) { return full_extremum(self, Op::kMin, "min"); }

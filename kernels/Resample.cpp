@@ -12,8 +12,8 @@
 #include <sstream>
 #include <vector>
 
+#include "generated/RBLNNativeFunctions.h"
 #include "kernels/Common.h"
-#include "kernels/Kernels.h"
 #include "kernels/vec/VecKernels.h"
 
 namespace rbln::kernels {

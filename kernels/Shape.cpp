@@ -8,8 +8,8 @@
 #include <cstring>
 #include <vector>
 
+#include "generated/RBLNNativeFunctions.h"
 #include "kernels/Common.h"
-#include "kernels/Kernels.h"
 #include "kernels/Positions.h"
 
 namespace rbln::kernels {

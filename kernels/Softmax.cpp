@@ -4,8 +4,8 @@
 
 #include <cmath>
 
+#include "generated/RBLNNativeFunctions.h"
 #include "kernels/Common.h"
-#include "kernels/Kernels.h"
 #include "kernels/vec/VecKernels.h"
 
 namespace rbln::kernels {
@@ -128,34 +128,16 @@ at::Tensor& _softmax_backward_data_out(const at::Tensor& grad_output, const at::
                                        at::ScalarType input_dtype, at::Tensor& grad_input) {
   return softmax_backward_into(grad_output, output, dim, grad_input, false, "aten::_softmax_backward_data");
 }
-at::Tensor _softmax_backward_data(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
-                                  at::ScalarType input_dtype) {
-  auto out = at::empty({0}, output.options());
-  return _softmax_backward_data_out(grad_output, output, dim, input_dtype, out);
-}
 at::Tensor& _log_softmax_backward_data_out(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
                                            at::ScalarType input_dtype, at::Tensor& out) {
   return softmax_backward_into(grad_output, output, dim, out, true, "aten::_log_softmax_backward_data");
-}
-at::Tensor _log_softmax_backward_data(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
-                                      at::ScalarType input_dtype) {
-  auto out = at::empty({0}, output.options());
-  return _log_softmax_backward_data_out(grad_output, output, dim, input_dtype, out);
 }
 
 at::Tensor& _softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) {
   return softmax_into(self, dim, half_to_float, out, false, "softmax");
 }
-at::Tensor _softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
-  auto out = at::empty({0}, self.options());
-  return _softmax_out(self, dim, half_to_float, out);
-}
 at::Tensor& _log_softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) {
   return softmax_into(self, dim, half_to_float, out, true, "log_softmax");
-}
-at::Tensor _log_softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
-  auto out = at::empty({0}, self.options());
-  return _log_softmax_out(self, dim, half_to_float, out);
 }
 
 }  // namespace rbln::kernels

@@ -11,8 +11,8 @@
 #include <numeric>
 #include <vector>
 
+#include "generated/RBLNNativeFunctions.h"
 #include "kernels/Common.h"
-#include "kernels/Kernels.h"
 
 namespace rbln::kernels {
 namespace {

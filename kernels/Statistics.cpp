@@ -8,8 +8,8 @@
 #include <cmath>
 #include <limits>
 
+#include "generated/RBLNNativeFunctions.h"
 #include "kernels/Common.h"
-#include "kernels/Kernels.h"
 #include "kernels/Reduce.h"
 #include "kernels/vec/VecKernels.h"
 
@@ -197,20 +197,10 @@ at::Tensor& var_correction_out(const at::Tensor& self, at::OptionalIntArrayRef d
   variance_into(self, dim, correction, keepdim, false, out, nullptr);
   return out;
 }
-at::Tensor var_correction(const at::Tensor& self, at::OptionalIntArrayRef dim,
-                          const std::optional<at::Scalar>& correction, bool keepdim) {
-  auto out = at::empty({0}, self.options());
-  return var_correction_out(self, dim, correction, keepdim, out);
-}
 at::Tensor& std_correction_out(const at::Tensor& self, at::OptionalIntArrayRef dim,
                                const std::optional<at::Scalar>& correction, bool keepdim, at::Tensor& out) {
   variance_into(self, dim, correction, keepdim, true, out, nullptr);
   return out;
-}
-at::Tensor std_correction(const at::Tensor& self, at::OptionalIntArrayRef dim,
-                          const std::optional<at::Scalar>& correction, bool keepdim) {
-  auto out = at::empty({0}, self.options());
-  return std_correction_out(self, dim, correction, keepdim, out);
 }
 std::tuple<at::Tensor, at::Tensor> var_mean_correction(const at::Tensor& self, at::OptionalIntArrayRef dim,
                                                        const std::optional<at::Scalar>& correction, bool keepdim) {
@@ -285,11 +275,6 @@ at::Tensor norm_dtype(const at::Tensor& self, const std::optional<at::Scalar>& p
                       at::ScalarType dtype) {
   auto out = at::empty({0}, self.options().dtype(dtype));
   return linalg_vector_norm_out(self, p.value_or(2), dim, keepdim, dtype, out);
-}
-at::Tensor linalg_vector_norm(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim,
-                              bool keepdim, std::optional<at::ScalarType> dtype) {
-  auto out = at::empty({0}, self.options().dtype(dtype.value_or(self.scalar_type())));
-  return linalg_vector_norm_out(self, ord, dim, keepdim, dtype, out);
 }
 
 }  // namespace rbln::kernels

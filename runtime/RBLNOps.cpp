@@ -24,7 +24,8 @@
 
 #include <cstring>
 
-#include "kernels/Kernels.h"
+#include "generated/RBLNNativeFunctions.h"
+#include "kernels/Common.h"
 #include "runtime/RBLNFunctions.h"
 #include "runtime/RBLNTrace.h"
 
