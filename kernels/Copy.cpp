@@ -55,8 +55,7 @@ void device_copy(const at::Tensor& dst, const at::Tensor& src) {
     auto* d = static_cast<char*>(dst.data_ptr());
     const auto* s = static_cast<const char*>(src.const_data_ptr());
     if (d == s) return;
-    auto* stream = current_stream(dst.device().index());
-    driver_call([&] { driver::memcpy_async(d, s, dst.nbytes(), stream); });
+    memcpy_async(d, s, dst.nbytes(), dst.device().index());
     return;
   }
   if (auto kind = conversion(src.scalar_type(), dst.scalar_type()); kind && same_shape && dense && apart) {

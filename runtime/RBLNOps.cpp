@@ -153,7 +153,7 @@ void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
   auto new_data = impl->allocator()->allocate(new_bytes);
   auto copy = std::min(new_bytes, impl->nbytes());
   if (copy > 0) {
-    driver_call([&] { driver::memcpy_async(new_data.get(), impl->data(), copy, current_stream(device.index())); });
+    memcpy_async(new_data.get(), impl->data(), copy, device.index());
   }
   // The old block returns to the cache; stream order keeps the copy safe.
   impl->set_data_ptr_noswap(std::move(new_data));
