@@ -12,6 +12,7 @@
 #include <initializer_list>
 
 #include "kernels/Kernels.h"
+#include "runtime/RBLNCopy.h"
 #include "runtime/RBLNFunctions.h"
 
 // Every dtype a device kernel may see: what ops.yaml can declare.

@@ -14,11 +14,6 @@
 
 namespace rbln::kernels {
 
-// dst <- src on one device: dtype conversion, broadcasting, any strides.
-void device_copy(const at::Tensor& dst, const at::Tensor& src);
-// The tensor itself when it is contiguous, else a contiguous device copy.
-at::Tensor contiguous(const at::Tensor& t);
-
 // fills and selection
 at::Tensor& fill_Scalar(at::Tensor& self, const at::Scalar& value);
 at::Tensor& fill_Tensor(at::Tensor& self, const at::Tensor& value);

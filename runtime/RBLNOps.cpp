@@ -24,7 +24,7 @@
 
 #include <cstring>
 
-#include "kernels/Kernels.h"
+#include "runtime/RBLNCopy.h"
 #include "runtime/RBLNFunctions.h"
 #include "runtime/RBLNTrace.h"
 
@@ -209,6 +209,13 @@ at::Tensor& set_(at::Tensor& self) {
   return set_source_Storage_storage_offset(self, storage, 0, {0}, {});
 }
 
+at::Tensor contiguous(const at::Tensor& t) {
+  if (t.is_contiguous()) return t;
+  auto out = at::empty(t.sizes(), t.options());
+  device_copy(out, t);
+  return out;
+}
+
 namespace {
 
 // The same data without the lazy conjugate/negative bits.
@@ -249,7 +256,7 @@ at::Tensor& copy_values(at::Tensor& self, const at::Tensor& src, bool non_blocki
     at::assert_no_internal_overlap(self);  // CPU's overlap errors
     at::assert_no_partial_overlap(self, src);
     const c10::DeviceGuard guard(self.device());
-    kernels::device_copy(self, expanded);
+    device_copy(self, expanded);
     return self;
   }
   if (to_device && from_device) {
@@ -257,7 +264,7 @@ at::Tensor& copy_values(at::Tensor& self, const at::Tensor& src, bool non_blocki
     at::Tensor staged;
     {
       const c10::DeviceGuard guard(src.device());
-      staged = kernels::contiguous(expanded);
+      staged = contiguous(expanded);
       if (staged.scalar_type() != self.scalar_type()) staged = staged.to(self.scalar_type()).contiguous();
     }
     const c10::DeviceGuard guard(self.device());
@@ -269,7 +276,7 @@ at::Tensor& copy_values(at::Tensor& self, const at::Tensor& src, bool non_blocki
     // Both waits precede the copy; self's stream still has work when a device copy into self follows.
     trace::report_host_wait(current_stream(self.device().index()), dst.is_same(self));
     trace::report_host_wait(current_stream(src.device().index()), true);
-    if (!dst.is_same(self)) kernels::device_copy(self, dst);
+    if (!dst.is_same(self)) device_copy(self, dst);
     return self;
   }
   if (to_device) {
@@ -279,11 +286,11 @@ at::Tensor& copy_values(at::Tensor& self, const at::Tensor& src, bool non_blocki
     host = host.contiguous();
     auto dst = is_dense_contiguous(self) ? self : at::empty(self.sizes(), self.options());
     upload(dst, host, non_blocking);
-    if (!dst.is_same(self)) kernels::device_copy(self, dst);
+    if (!dst.is_same(self)) device_copy(self, dst);
     return self;
   }
   const c10::DeviceGuard guard(src.device());
-  auto staged = kernels::contiguous(expanded);
+  auto staged = contiguous(expanded);
   bool direct = is_dense_contiguous(self) && self.scalar_type() == src.scalar_type();
   auto host = direct ? self : at::empty(self.sizes(), src.options().device(at::kCPU));
   download(host, staged, non_blocking && direct);
