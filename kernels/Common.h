@@ -11,6 +11,7 @@
 
 #include <initializer_list>
 
+#include "runtime/RBLNCopy.h"
 #include "runtime/RBLNFunctions.h"
 
 // Every dtype a device kernel may see: what ops.yaml can declare.
@@ -24,11 +25,6 @@
 namespace rbln::kernels {
 
 constexpr int64_t kGrainSize = 32768;  // elements per thread before splitting
-
-// dst <- src on one device: dtype conversion, broadcasting, any strides.
-void device_copy(const at::Tensor& dst, const at::Tensor& src);
-// The tensor itself when it is contiguous, else a contiguous device copy.
-at::Tensor contiguous(const at::Tensor& t);
 
 // CUDA's wording, so code written for cuda reads the same error.
 inline void check_same_device(std::initializer_list<const at::Tensor*> tensors) {

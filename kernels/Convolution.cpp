@@ -21,7 +21,7 @@
 #include "generated/RBLNNativeFunctions.h"
 #include "kernels/Blas.h"
 #include "kernels/Common.h"
-#include "kernels/Parallel.h"
+#include "runtime/RBLNParallel.h"
 #include "kernels/Window.h"
 #include "runtime/RBLNFallback.h"
 

@@ -45,9 +45,7 @@ void transpose_copy(E* dst, const E* src, int64_t rows, int64_t cols, int64_t ld
   });
 }
 
-}  // namespace
-
-void device_copy(const at::Tensor& dst, const at::Tensor& src) {
+void copy_kernel(const at::Tensor& dst, const at::Tensor& src) {
   if (dst.numel() == 0) return;
   const bool same_shape = dst.sizes() == src.sizes(), dense = dst.is_contiguous() && src.is_contiguous();
   const bool apart = !dst.storage().is_alias_of(src.storage());  // the fast paths below read and write in blocks
@@ -55,8 +53,7 @@ void device_copy(const at::Tensor& dst, const at::Tensor& src) {
     auto* d = static_cast<char*>(dst.data_ptr());
     const auto* s = static_cast<const char*>(src.const_data_ptr());
     if (d == s) return;
-    auto* stream = current_stream(dst.device().index());
-    driver_call([&] { driver::memcpy_async(d, s, dst.nbytes(), stream); });
+    memcpy_async(d, s, dst.nbytes(), dst.device().index());
     return;
   }
   if (auto kind = conversion(src.scalar_type(), dst.scalar_type()); kind && same_shape && dense && apart) {
@@ -99,12 +96,7 @@ void device_copy(const at::Tensor& dst, const at::Tensor& src) {
   });
 }
 
-at::Tensor contiguous(const at::Tensor& t) {
-  if (t.is_contiguous()) return t;
-  auto out = at::empty(t.sizes(), t.options());
-  device_copy(out, t);
-  return out;
-}
+}  // namespace
 
 void prepare_out(at::Tensor& out, at::IntArrayRef sizes, at::ScalarType dtype, const at::Tensor& like,
                  const char* op, bool castable) {
@@ -127,3 +119,6 @@ void check_no_overlap(const at::Tensor& out, std::initializer_list<const at::Ten
 }
 
 }  // namespace rbln::kernels
+
+// The glue's device copy (runtime/RBLNCopy.h) is this backend's copy kernel.
+void rbln::device_copy(const at::Tensor& dst, const at::Tensor& src) { kernels::copy_kernel(dst, src); }

@@ -239,6 +239,12 @@ struct fill {
 };
 
 // ---- binary ----------------------------------------------------------------
+#define RBLN_BINARY(name, expr)                    \
+  template <class T>                               \
+  struct name {                                    \
+    using C = at::opmath_type<T>;                  \
+    C operator()(C a, C b) const { return expr; }  \
+  };
 // CPU's alpha rules for add and sub.
 template <class T>
 void check_alpha(const at::Scalar& alpha) {
@@ -433,28 +439,17 @@ inline void heaviside_out_check(const at::Tensor& self, const at::Tensor&, const
   TORCH_CHECK(out.dtype() == self.dtype(), "heaviside is not yet implemented for tensors with different dtypes.");
 }
 
-template <class T>
-struct maximum {
-  using C = at::opmath_type<T>;
-  C operator()(C a, C b) const { return is_nan(a) ? a : (is_nan(b) ? b : (a > b ? a : b)); }
-};
+// NaN rules as CPU's: maximum and minimum propagate a NaN, fmax and fmin ignore one.
+RBLN_BINARY(maximum, is_nan(a) ? a : (is_nan(b) ? b : (a > b ? a : b)))
+RBLN_BINARY(minimum, is_nan(a) ? a : (is_nan(b) ? b : (a < b ? a : b)))
+RBLN_BINARY(fmax, is_nan(a) ? b : (is_nan(b) ? a : (a > b ? a : b)))
+RBLN_BINARY(fmin, is_nan(a) ? b : (is_nan(b) ? a : (a < b ? a : b)))
+RBLN_BINARY(atan2, std::atan2(a, b))
+RBLN_BINARY(hypot, std::hypot(a, b))
+RBLN_BINARY(copysign, std::copysign(a, b))
+RBLN_BINARY(xlogy, is_nan(b) ? b : a == C(0) ? C(0) : C(a * std::log(b)))
+RBLN_BINARY(logaddexp, (std::isinf(a) && a == b) ? a : C(std::max(a, b) + std::log1p(std::exp(-std::abs(a - b)))))
 
-template <class T>
-struct minimum {
-  using C = at::opmath_type<T>;
-  C operator()(C a, C b) const { return is_nan(a) ? a : (is_nan(b) ? b : (a < b ? a : b)); }
-};
-
-template <class T>
-struct atan2 {
-  using C = at::opmath_type<T>;
-  C operator()(C a, C b) const { return std::atan2(a, b); }
-};
-template <class T>
-struct hypot {
-  using C = at::opmath_type<T>;
-  C operator()(C a, C b) const { return std::hypot(a, b); }
-};
 template <class T>
 struct fmod {
   using C = at::opmath_type<T>;
@@ -465,39 +460,6 @@ struct fmod {
       return a % b;
     }
   }
-};
-template <class T>
-struct copysign {
-  using C = at::opmath_type<T>;
-  C operator()(C a, C b) const { return std::copysign(a, b); }
-};
-template <class T>
-struct xlogy {
-  using C = at::opmath_type<T>;
-  C operator()(C x, C y) const {
-    if (std::isnan(y)) return y;
-    if (x == C(0)) return C(0);
-    return x * std::log(y);
-  }
-};
-template <class T>
-struct logaddexp {
-  using C = at::opmath_type<T>;
-  C operator()(C a, C b) const {
-    if (std::isinf(a) && a == b) return a;
-    C m = std::max(a, b);
-    return m + std::log1p(std::exp(-std::abs(a - b)));
-  }
-};
-template <class T>
-struct fmax {
-  using C = at::opmath_type<T>;
-  C operator()(C a, C b) const { return is_nan(a) ? b : (is_nan(b) ? a : (a > b ? a : b)); }
-};
-template <class T>
-struct fmin {
-  using C = at::opmath_type<T>;
-  C operator()(C a, C b) const { return is_nan(a) ? b : (is_nan(b) ? a : (a < b ? a : b)); }
 };
 template <class T>
 struct floor_divide_op {
@@ -817,12 +779,6 @@ C hermite_polynomial(C x, C degree, bool physicists) {
   return r;
 }
 
-#define RBLN_BINARY(name, expr)                    \
-  template <class T>                               \
-  struct name {                                    \
-    using C = at::opmath_type<T>;                  \
-    C operator()(C a, C b) const { return expr; }  \
-  };
 RBLN_BINARY(special_xlog1py, is_nan(b) ? b : a == C(0) ? C(0) : C(a * std::log1p(b)))
 RBLN_BINARY(special_zeta, C(zeta(a, b)))
 RBLN_BINARY(igamma, C(calc_igamma(a, b)))

@@ -15,7 +15,7 @@
 
 #include "generated/RBLNNativeFunctions.h"
 #include "kernels/Common.h"
-#include "kernels/Parallel.h"
+#include "runtime/RBLNParallel.h"
 #include "kernels/Reduce.h"
 #include "kernels/vec/VecKernels.h"
 

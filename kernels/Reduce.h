@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "kernels/Common.h"
-#include "kernels/Parallel.h"
+#include "runtime/RBLNParallel.h"
 
 namespace rbln::kernels {
 

@@ -24,6 +24,16 @@ c10::DeviceIndex device_count() noexcept {
   return static_cast<c10::DeviceIndex>(driver::device_count());
 }
 
+std::string device_count_error() { return driver::device_count_error(); }
+
+size_t device_capacity(c10::DeviceIndex device) {
+  return driver_call([&] { return driver::device_capacity(resolve_device(device)); });
+}
+
+bool launch_blocking() { return driver::launch_blocking(); }
+
+bool strict_mode() { return driver::strict_mode(); }
+
 c10::DeviceIndex resolve_device(c10::DeviceIndex device) {
   if (device < 0) return tl_device;
   driver_call([&] { driver::check_device(device); });
@@ -57,6 +67,11 @@ void set_current_stream(const c10::Stream& stream) {
 driver::Stream* to_driver(const c10::Stream& stream) {
   TORCH_CHECK(stream.device_type() == kRBLN, "Expected an rbln stream, got ", stream);
   return driver_call([&] { return driver::stream_from_id(resolve_device(stream.device_index()), stream.id()); });
+}
+
+void memcpy_async(void* dst, const void* src, size_t bytes, c10::DeviceIndex device) {
+  auto* stream = current_stream(device);
+  driver_call([&] { driver::memcpy_async(dst, src, bytes, stream); });
 }
 
 c10::Stream to_c10(driver::Stream* stream) {

@@ -6,7 +6,9 @@
 #include <c10/core/Stream.h>
 #include <c10/util/Exception.h>
 
+#include <cstddef>
 #include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "runtime/driver/rbln_driver.h"
@@ -16,6 +18,10 @@ namespace rbln {
 constexpr c10::DeviceType kRBLN = c10::DeviceType::PrivateUse1;
 
 c10::DeviceIndex device_count() noexcept;
+std::string device_count_error();  // why device_count() is 0, or empty
+size_t device_capacity(c10::DeviceIndex device);  // bytes of device memory
+bool launch_blocking();  // RBLN_LAUNCH_BLOCKING=1
+bool strict_mode();      // RBLN_STRICT=1
 c10::DeviceIndex current_device();
 void set_device(c10::DeviceIndex device);
 // -1 means the current device; anything else is range-checked.
@@ -38,6 +44,10 @@ auto driver_call(F&& f) -> decltype(f()) {
     rethrow(e);
   }
 }
+
+// Queues a copy of `bytes` contiguous bytes between device (or pinned host)
+// addresses on the current stream of `device`.
+void memcpy_async(void* dst, const void* src, size_t bytes, c10::DeviceIndex device);
 
 // Queues `task` (a callable, constructed in place in the stream's launch
 // ring: no allocation) on the current stream of `device`. `name` must be static.

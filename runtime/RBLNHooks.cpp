@@ -8,10 +8,10 @@
 
 #include <algorithm>
 
-#include "kernels/Parallel.h"
 #include "runtime/RBLNFunctions.h"
 #include "runtime/RBLNGenerator.h"
 #include "runtime/RBLNOps.h"
+#include "runtime/RBLNParallel.h"
 
 namespace rbln {
 namespace {
@@ -51,8 +51,8 @@ struct RBLNHooks final : at::PrivateUse1HooksInterface {
 // copy_ does, with threads claiming the pieces.
 void parallel_pieces(size_t pieces, void* ctx, void (*body)(void*, size_t, size_t)) {
   const auto n = static_cast<int64_t>(pieces);
-  kernels::parallel_claim(n, std::min<int64_t>(at::get_num_threads(), n),
-                          [&](int64_t piece, int64_t) { body(ctx, piece, piece + 1); });
+  parallel_claim(n, std::min<int64_t>(at::get_num_threads(), n),
+                 [&](int64_t piece, int64_t) { body(ctx, piece, piece + 1); });
 }
 
 const bool registered = [] {

@@ -25,7 +25,7 @@
 #include <cstring>
 
 #include "generated/RBLNNativeFunctions.h"
-#include "kernels/Common.h"
+#include "runtime/RBLNCopy.h"
 #include "runtime/RBLNFunctions.h"
 #include "runtime/RBLNTrace.h"
 
@@ -154,7 +154,7 @@ void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
   auto new_data = impl->allocator()->allocate(new_bytes);
   auto copy = std::min(new_bytes, impl->nbytes());
   if (copy > 0) {
-    driver_call([&] { driver::memcpy_async(new_data.get(), impl->data(), copy, current_stream(device.index())); });
+    memcpy_async(new_data.get(), impl->data(), copy, device.index());
   }
   // The old block returns to the cache; stream order keeps the copy safe.
   impl->set_data_ptr_noswap(std::move(new_data));
@@ -210,6 +210,13 @@ at::Tensor& set_(at::Tensor& self) {
   return set_source_Storage_storage_offset(self, storage, 0, {0}, {});
 }
 
+at::Tensor contiguous(const at::Tensor& t) {
+  if (t.is_contiguous()) return t;
+  auto out = at::empty(t.sizes(), t.options());
+  device_copy(out, t);
+  return out;
+}
+
 namespace {
 
 // The same data without the lazy conjugate/negative bits.
@@ -250,7 +257,7 @@ at::Tensor& copy_values(at::Tensor& self, const at::Tensor& src, bool non_blocki
     at::assert_no_internal_overlap(self);  // CPU's overlap errors
     at::assert_no_partial_overlap(self, src);
     const c10::DeviceGuard guard(self.device());
-    kernels::device_copy(self, expanded);
+    device_copy(self, expanded);
     return self;
   }
   if (to_device && from_device) {
@@ -258,7 +265,7 @@ at::Tensor& copy_values(at::Tensor& self, const at::Tensor& src, bool non_blocki
     at::Tensor staged;
     {
       const c10::DeviceGuard guard(src.device());
-      staged = kernels::contiguous(expanded);
+      staged = contiguous(expanded);
       if (staged.scalar_type() != self.scalar_type()) staged = staged.to(self.scalar_type()).contiguous();
     }
     const c10::DeviceGuard guard(self.device());
@@ -270,7 +277,7 @@ at::Tensor& copy_values(at::Tensor& self, const at::Tensor& src, bool non_blocki
     // Both waits precede the copy; self's stream still has work when a device copy into self follows.
     trace::report_host_wait(current_stream(self.device().index()), dst.is_same(self));
     trace::report_host_wait(current_stream(src.device().index()), true);
-    if (!dst.is_same(self)) kernels::device_copy(self, dst);
+    if (!dst.is_same(self)) device_copy(self, dst);
     return self;
   }
   if (to_device) {
@@ -280,11 +287,11 @@ at::Tensor& copy_values(at::Tensor& self, const at::Tensor& src, bool non_blocki
     host = host.contiguous();
     auto dst = is_dense_contiguous(self) ? self : at::empty(self.sizes(), self.options());
     upload(dst, host, non_blocking);
-    if (!dst.is_same(self)) kernels::device_copy(self, dst);
+    if (!dst.is_same(self)) device_copy(self, dst);
     return self;
   }
   const c10::DeviceGuard guard(src.device());
-  auto staged = kernels::contiguous(expanded);
+  auto staged = contiguous(expanded);
   bool direct = is_dense_contiguous(self) && self.scalar_type() == src.scalar_type();
   auto host = direct ? self : at::empty(self.sizes(), src.options().device(at::kCPU));
   download(host, staged, non_blocking && direct);

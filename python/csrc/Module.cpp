@@ -87,7 +87,7 @@ py::dict stat_dict(const c10::CachingDeviceAllocator::DeviceStats& s) {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch-rbln native module: emulated RBLN NPU runtime bindings";
   m.def("_device_count", [] { return static_cast<int>(rbln::device_count()); });
-  m.def("_device_count_error", [] { return rbln::driver::device_count_error(); });
+  m.def("_device_count_error", [] { return rbln::device_count_error(); });
   m.def("_current_device", [] { return static_cast<int>(rbln::current_device()); });
   m.def("_set_device", [](int device) { translate([&] { rbln::set_device(static_cast<c10::DeviceIndex>(device)); }); });
   m.def("_quiesce_autograd_threads", [] { translate(quiesce_autograd_threads); });
@@ -97,10 +97,10 @@ PYBIND11_MODULE(_C, m) {
     translate([&] { c10::impl::getDeviceGuardImpl(rbln::kRBLN)->synchronizeDevice(static_cast<c10::DeviceIndex>(device)); });
   });
   m.def("_device_capacity", [](int device) {
-    return translate([&] { return rbln::driver_call([&] { return rbln::driver::device_capacity(rbln::resolve_device(device)); }); });
+    return translate([&] { return rbln::device_capacity(static_cast<c10::DeviceIndex>(device)); });
   });
-  m.def("_launch_blocking", [] { return rbln::driver::launch_blocking(); });
-  m.def("_strict_mode", [] { return rbln::driver::strict_mode(); });
+  m.def("_launch_blocking", [] { return rbln::launch_blocking(); });
+  m.def("_strict_mode", [] { return rbln::strict_mode(); });
 
   m.def("_memory_stats", [](int device) { return translate([&] { return stat_dict(c10::getDeviceAllocator(rbln::kRBLN)->getDeviceStats(device)); }); });
   m.def("_reset_peak_memory_stats", [](int device) { translate([&] { c10::getDeviceAllocator(rbln::kRBLN)->resetPeakStats(device); }); });

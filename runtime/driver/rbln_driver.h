@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -59,76 +60,44 @@ int stream_device(const Stream* stream);
 int64_t stream_id(const Stream* stream);  // 0 for the default stream
 Stream* stream_from_id(int device, int64_t id);  // throws kInvalid if unknown
 
-// Queue `task` (any callable, void()) on `stream`. `name` (a string literal or
-// otherwise static string, e.g. "aten::add.Tensor") names the work in errors.
-// A task that throws marks the stream failed: the next synchronizing call on it
-// throws kKernel with "<name>: <what>", then the stream is usable again.
-// With launch_blocking(), launch waits for the task and throws at once.
-//
-// The callable is constructed in place in a slot of the stream's launch ring
-// (a lock-free multi-producer ring, kTaskInlineBytes per slot), so a launch
-// allocates nothing; a callable larger than a slot is boxed on the heap.
-template <class F>
-void launch(Stream* stream, const char* name, F&& task);
+// How launch() moves and runs a callable it is handed: `move` constructs it
+// at `to` (size bytes aligned to align) from the caller's object at `from`;
+// `run(task)` runs it there and destroys it, also when it throws.
+// TaskOf<F>::type describes a callable passed as F&&.
+struct TaskType {
+  size_t size, align;
+  void (*move)(void* from, void* to);
+  void (*run)(void* task);
+};
 
-namespace detail {
-constexpr size_t kTaskInlineBytes = 480;
-constexpr size_t kTaskAlign = 16;
-using TaskFn = void (*)(void* storage, bool run);  // run and/or destroy the callable in storage
-// Reserves the next slot of the stream's ring (waiting while the ring is
-// full) and returns its storage, kTaskInlineBytes aligned to kTaskAlign.
-void* reserve_slot(Stream* stream, uint64_t* ticket);
-// Publishes a reserved slot; fn(storage, true) runs the task, fn(storage, false) only destroys it.
-void commit_slot(Stream* stream, uint64_t ticket, const char* name, TaskFn fn, bool touches_memory);
-void after_launch(Stream* stream, uint64_t ticket);  // launch_blocking(): wait and rethrow
-
-template <class D>
-void inline_task(void* storage, bool run) {
-  D* f = std::launder(static_cast<D*>(storage));
-  struct Destroy {
-    D* f;
-    ~Destroy() { f->~D(); }
-  } destroy{f};
-  if (run) (*f)();
-}
-template <class D>
-void boxed_task(void* storage, bool run) {
-  D* f = *static_cast<D**>(storage);
-  struct Destroy {
-    D* f;
-    ~Destroy() { delete f; }
-  } destroy{f};
-  if (run) (*f)();
-}
-inline void noop_task(void*, bool) {}
+// Queue the callable at `callable` (void(), of type `type`) on `stream`. The
+// driver moves it into storage of its own before returning. `name` (a string
+// literal or otherwise static string, e.g. "aten::add.Tensor") names the work
+// in errors. A task that throws marks the stream failed: the next
+// synchronizing call on it throws kKernel with "<name>: <what>", then the
+// stream is usable again. With launch_blocking(), launch waits for the task
+// and throws at once.
+void launch(Stream* stream, const char* name, void* callable, const TaskType& type);
 
 template <class F>
-uint64_t enqueue(Stream* stream, const char* name, F&& task, bool touches_memory) {
+struct TaskOf {
   using D = std::decay_t<F>;
-  uint64_t ticket;
-  void* storage = reserve_slot(stream, &ticket);
-  TaskFn fn = noop_task;
-  try {
-    if constexpr (sizeof(D) <= kTaskInlineBytes && alignof(D) <= kTaskAlign) {
-      ::new (storage) D(std::forward<F>(task));
-      fn = inline_task<D>;
-    } else {
-      *static_cast<D**>(storage) = new D(std::forward<F>(task));
-      fn = boxed_task<D>;
-    }
-  } catch (...) {
-    commit_slot(stream, ticket, name, noop_task, false);  // the slot must still be published
-    throw;
+  static void move(void* from, void* to) { ::new (to) D(std::forward<F>(*static_cast<std::remove_reference_t<F>*>(from))); }
+  static void run(void* task) {
+    D* f = std::launder(static_cast<D*>(task));
+    struct Destroy {
+      D* f;
+      ~Destroy() { f->~D(); }
+    } destroy{f};
+    (*f)();
   }
-  commit_slot(stream, ticket, name, fn, touches_memory);
-  return ticket;
-}
-}  // namespace detail
+  static constexpr TaskType type{sizeof(D), alignof(D), move, run};
+};
 
+// launch() for any callable: moved (an lvalue: copied) into the stream's storage.
 template <class F>
 void launch(Stream* stream, const char* name, F&& task) {
-  uint64_t ticket = detail::enqueue(stream, name, std::forward<F>(task), true);
-  if (launch_blocking()) detail::after_launch(stream, ticket);
+  launch(stream, name, const_cast<void*>(static_cast<const void*>(std::addressof(task))), TaskOf<F>::type);
 }
 
 void stream_synchronize(Stream* stream);

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 #include <utility>
@@ -84,6 +85,11 @@ bool may_block_for_notify() {
   return false;
 }
 
+// A task is moved into its ring slot's storage, so a launch allocates
+// nothing, unless it is larger or more aligned than that: then it is boxed.
+constexpr size_t kTaskInlineBytes = 480;
+constexpr size_t kTaskAlign = 16;
+
 // One slot of a stream's launch ring. `seq` is Vyukov's sequence number: a
 // slot at ring position p is free for the producer holding ticket p + 1 when
 // seq == p, published when seq == p + 1, and handed back to the producers of
@@ -91,9 +97,10 @@ bool may_block_for_notify() {
 struct alignas(64) Slot {
   std::atomic<uint64_t> seq{0};
   const char* name = nullptr;
-  detail::TaskFn fn = nullptr;
-  bool touches_memory = false;  // launches and copies, which strict mode must unprotect for
-  alignas(detail::kTaskAlign) unsigned char storage[detail::kTaskInlineBytes];
+  const TaskType* type = nullptr;  // nullptr: nothing to run (the task's move threw)
+  bool boxed = false;              // storage holds a pointer to the task
+  bool touches_memory = false;     // launches and copies, which strict mode must unprotect for
+  alignas(kTaskAlign) unsigned char storage[kTaskInlineBytes];
 };
 // Slots per stream. A producer that finds the ring full waits for the worker;
 // the ring is allocated when the stream first gets work.
@@ -207,13 +214,25 @@ struct MemoryTaskScope {
   ~MemoryTaskScope() { internal::end_memory_task(); }
 };
 
+// Runs and destroys a slot's task (and frees its box).
+void run_in_slot(Slot& slot) {
+  if (!slot.type) return;
+  if (!slot.boxed) return slot.type->run(slot.storage);
+  struct Free {
+    void* box;
+    std::align_val_t align;
+    ~Free() { ::operator delete(box, align); }
+  } box{*reinterpret_cast<void**>(slot.storage), std::align_val_t(slot.type->align)};
+  slot.type->run(box.box);
+}
+
 void run_task(Stream* stream, Slot& slot) {
   try {
     if (slot.touches_memory && strict_mode()) {
       MemoryTaskScope scope;
-      slot.fn(slot.storage, true);
+      run_in_slot(slot);
     } else {
-      slot.fn(slot.storage, true);
+      run_in_slot(slot);
     }
   } catch (const std::exception& e) {
     record_error(stream, slot.name, e.what());
@@ -331,12 +350,6 @@ void start_worker(Stream* stream) {
   stream->worker_started.store(true, std::memory_order_release);
 }
 
-// Copy work to the ring with the same ordering as a launched task.
-template <class F>
-uint64_t enqueue(Stream* stream, const char* name, F&& fn, bool touches_memory) {
-  return detail::enqueue(stream, name, std::forward<F>(fn), touches_memory);
-}
-
 void synchronize(Stream* stream) {
   check_not_forked(stream);
   wait_completed(stream, stream->enqueued.load(std::memory_order_acquire), /*help=*/true);
@@ -394,9 +407,11 @@ Stream* stream_from_id(int device, int64_t id) {
   return streams.streams[id].get();
 }
 
-namespace detail {
+namespace {
 
-void* reserve_slot(Stream* stream, uint64_t* ticket) {
+// Reserves the next slot of the stream's ring, waiting while the ring is full;
+// *ticket is its position + 1.
+Slot& reserve_slot(Stream* stream, uint64_t* ticket) {
   check_not_forked(stream);
   if (!stream->worker_started.load(std::memory_order_acquire)) start_worker(stream);
   uint64_t pos = stream->enqueued.fetch_add(1, std::memory_order_acq_rel);
@@ -407,14 +422,10 @@ void* reserve_slot(Stream* stream, uint64_t* ticket) {
                while (slot.seq.load(std::memory_order_acquire) != pos) std::this_thread::sleep_for(std::chrono::microseconds(50));
              });
   *ticket = pos + 1;
-  return slot.storage;
+  return slot;
 }
 
-void commit_slot(Stream* stream, uint64_t ticket, const char* name, TaskFn fn, bool touches_memory) {
-  Slot& slot = stream->ring[(ticket - 1) % kRingSize];
-  slot.name = name;
-  slot.fn = fn;
-  slot.touches_memory = touches_memory;
+void commit_slot(Stream* stream, Slot& slot, uint64_t ticket) {
   // Either the worker sees `seq` or we see worker_parked (see may_block_for_notify).
   if (g_asymmetric_fence.load(std::memory_order_relaxed)) {
     slot.seq.store(ticket, std::memory_order_release);
@@ -428,12 +439,43 @@ void commit_slot(Stream* stream, uint64_t ticket, const char* name, TaskFn fn, b
   }
 }
 
-void after_launch(Stream* stream, uint64_t ticket) {
-  wait_completed(stream, ticket, /*help=*/true);
-  throw_pending_error(stream);
+// Moves the callable into the next slot (or a box) and publishes it; returns its ticket.
+uint64_t enqueue(Stream* stream, const char* name, void* callable, const TaskType& type, bool touches_memory) {
+  uint64_t ticket;
+  Slot& slot = reserve_slot(stream, &ticket);
+  slot.name = name;
+  slot.boxed = type.size > kTaskInlineBytes || type.align > kTaskAlign;
+  slot.touches_memory = touches_memory;
+  void* box = nullptr;
+  try {
+    if (slot.boxed) *reinterpret_cast<void**>(slot.storage) = box = ::operator new(type.size, std::align_val_t(type.align));
+    type.move(callable, slot.boxed ? box : slot.storage);
+  } catch (...) {
+    if (box) ::operator delete(box, std::align_val_t(type.align));
+    slot.type = nullptr;
+    commit_slot(stream, slot, ticket);  // the slot must still be published
+    throw;
+  }
+  slot.type = &type;
+  commit_slot(stream, slot, ticket);
+  return ticket;
 }
 
-}  // namespace detail
+// Driver work queued with the same ordering as a launched task.
+template <class F>
+uint64_t enqueue(Stream* stream, const char* name, F&& fn, bool touches_memory) {
+  return enqueue(stream, name, std::addressof(fn), TaskOf<F>::type, touches_memory);
+}
+
+}  // namespace
+
+void launch(Stream* stream, const char* name, void* callable, const TaskType& type) {
+  uint64_t ticket = enqueue(stream, name, callable, type, /*touches_memory=*/true);
+  if (launch_blocking()) {  // wait and rethrow
+    wait_completed(stream, ticket, /*help=*/true);
+    throw_pending_error(stream);
+  }
+}
 
 void stream_synchronize(Stream* stream) {
   synchronize(stream);

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -330,6 +331,61 @@ TEST(Streams, TasksRunInOrder) {
   std::vector<int> expected(1000);
   std::iota(expected.begin(), expected.end(), 0);
   EXPECT_EQ(order, expected);
+}
+
+// A task of `Bytes` payload aligned to `Align`, counting its live copies and runs.
+template <size_t Bytes, size_t Align>
+struct alignas(Align) CountedTask {
+  std::atomic<int>* live;
+  std::atomic<int>* runs;
+  std::atomic<int>* misaligned;
+  unsigned char payload[Bytes] = {};
+  CountedTask(std::atomic<int>* l, std::atomic<int>* r, std::atomic<int>* m) : live(l), runs(r), misaligned(m) { ++*live; }
+  CountedTask(const CountedTask& o) : live(o.live), runs(o.runs), misaligned(o.misaligned) { ++*live; }
+  ~CountedTask() { --*live; }
+  void operator()() const {
+    ++*runs;
+    if (reinterpret_cast<uintptr_t>(this) % Align != 0) ++*misaligned;
+  }
+};
+
+// Whatever its size and alignment (in a ring slot or boxed on the heap), a task
+// is moved, or copied from an lvalue, into the stream, run once and destroyed.
+TEST(Streams, TasksOfAnySizeRunOnceAndAreDestroyed) {
+  Stream* stream = create_stream(0);
+  std::atomic<int> live{0}, runs{0}, misaligned{0};
+  launch(stream, "small", CountedTask<8, 8>(&live, &runs, &misaligned));
+  launch(stream, "large", CountedTask<4096, 8>(&live, &runs, &misaligned));
+  launch(stream, "aligned", CountedTask<8, 128>(&live, &runs, &misaligned));
+  const CountedTask<600, 8> lvalue(&live, &runs, &misaligned);
+  launch(stream, "copied", lvalue);
+  stream_synchronize(stream);
+  EXPECT_EQ(runs.load(), 4);
+  EXPECT_EQ(misaligned.load(), 0);
+  EXPECT_EQ(live.load(), 1);  // `lvalue` itself
+}
+
+template <size_t Bytes>
+struct UnmovableTask {
+  bool* ran;
+  unsigned char payload[Bytes] = {};
+  explicit UnmovableTask(bool* r) : ran(r) {}
+  UnmovableTask(UnmovableTask&&) { throw std::runtime_error("cannot move"); }
+  void operator()() const { *ran = true; }
+};
+
+// A task whose move throws is not queued: launch rethrows, and the stream runs
+// what comes next with no error pending.
+TEST(Streams, LaunchOfATaskThatCannotMoveThrowsAndTheStreamGoesOn) {
+  Stream* stream = create_stream(0);
+  bool ran_small = false, ran_large = false, after = false;
+  EXPECT_THROW(launch(stream, "unmovable", UnmovableTask<8>(&ran_small)), std::runtime_error);
+  EXPECT_THROW(launch(stream, "unmovable", UnmovableTask<4096>(&ran_large)), std::runtime_error);
+  launch(stream, "after", [&] { after = true; });
+  stream_synchronize(stream);
+  EXPECT_FALSE(ran_small);
+  EXPECT_FALSE(ran_large);
+  EXPECT_TRUE(after);
 }
 
 TEST(Streams, LaunchIsAsynchronous) {

@@ -1,4 +1,6 @@
-"""float32 kernels whose rounding follows CPU's own algorithm, so results equal CPU's bit for bit."""
+"""Results that equal CPU's bit for bit: float32 kernels whose rounding follows CPU's own algorithm,
+and the NaN, signed-zero and infinity rules of the binary functors."""
+import pytest
 import torch
 
 
@@ -61,3 +63,37 @@ def test_row_sums_follow_cpus_inner_sum():
         x = _randn(20 + seed, rows, n, scale=3)
         _exact(lambda t: t.sum(-1), x, ops={"aten::sum.dim_IntList"})
         _exact(lambda t: t.sum(), x, ops={"aten::sum.dim_IntList"})
+
+
+SPECIAL = [0.0, -0.0, 1.5, -2.0, float("inf"), -float("inf"), float("nan")]
+BINARY_FUNCTORS = {"maximum": "aten::maximum", "minimum": "aten::minimum", "fmax": "aten::fmax", "fmin": "aten::fmin",
+                   "atan2": "aten::atan2", "hypot": "aten::hypot", "copysign": "aten::copysign.Tensor",
+                   "xlogy": "aten::xlogy.Tensor", "logaddexp": "aten::logaddexp"}
+MIN_MAX = ["maximum", "minimum", "fmax", "fmin"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("name", BINARY_FUNCTORS)
+def test_binary_functors_special_values(name, dtype):
+    # Every pair of special values, contiguous (float32 maximum/minimum: the vector loop) and at stride 2 (the functor).
+    a = torch.tensor(SPECIAL).repeat_interleave(len(SPECIAL)).to(dtype)
+    b = torch.tensor(SPECIAL).repeat(len(SPECIAL)).to(dtype)
+    fn = getattr(torch, name)
+    for x, y in ((a, b), (torch.stack([a, a], -1)[:, 0], torch.stack([b, b], -1)[:, 0])):
+        expected = fn(x, y)
+        with torch.rbln.explain() as ex:
+            actual = fn(x.rbln(), y.rbln()).cpu()
+        assert not ex.fallback_ops and BINARY_FUNCTORS[name] in ex.device_ops, ex.fallback_reasons
+        torch.testing.assert_close(actual, expected, equal_nan=True)
+        if name not in MIN_MAX:  # which zero a tie of 0.0 and -0.0 gives, CPU's own vector and scalar loops differ on
+            numbers = ~expected.isnan()
+            assert torch.equal(actual[numbers].signbit(), expected[numbers].signbit()), (x, y, actual, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.bool])
+@pytest.mark.parametrize("name", MIN_MAX)
+def test_min_max_functors_integral(name, dtype):
+    g = torch.Generator().manual_seed(0)
+    a, b = (torch.randint(-5, 5, (64,), generator=g).to(dtype) for _ in range(2))
+    _exact(getattr(torch, name), a, b, ops={BINARY_FUNCTORS[name]})
+

@@ -1,4 +1,5 @@
-// Work splitting for cores shared with other processes.
+// Work splitting for cores shared with other processes: the kernels' and the
+// driver copies' (through the hook runtime/RBLNHooks.cpp installs).
 #pragma once
 
 #include <ATen/Parallel.h>
@@ -6,7 +7,7 @@
 #include <atomic>
 #include <cstdint>
 
-namespace rbln::kernels {
+namespace rbln {
 
 // Runs body(item, chunk) for each item in [0, items) on `chunks` intra-op
 // threads that claim items from a shared counter: a thread the OS delays
@@ -23,4 +24,4 @@ void parallel_claim(int64_t items, int64_t chunks, F&& body) {
   });
 }
 
-}  // namespace rbln::kernels
+}  // namespace rbln

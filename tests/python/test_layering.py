@@ -1,0 +1,97 @@
+"""The vendor seam (docs/porting.md), checked on the tree's sources.
+
+A vendor replaces runtime/driver/ and kernels/ and keeps the rest, so:
+runtime/ includes nothing from kernels/ or generated/; the driver includes no
+torch and nothing from above it; outside runtime/ no code names `driver::` or
+includes a driver header (it goes through the glue); and the driver's public
+header shows only what a vendor implements (no launch-ring internals).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = (".h", ".cpp", ".inl")
+INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^">]+)[">]', re.M)
+DRIVER_USE = re.compile(r"\bdriver::")
+DRIVER_HEADER = "runtime/driver/rbln_driver.h"
+
+
+def sources(*dirs: str, recursive: bool = True) -> list[Path]:
+    files = []
+    for d in dirs:
+        pattern = "**/*" if recursive else "*"
+        files += [p for p in sorted((ROOT / d).glob(pattern)) if p.suffix in SOURCES]
+    assert files, f"no C++ sources under {dirs}"  # a moved directory must not make the rules vacuous
+    return files
+
+
+def code(text: str) -> str:
+    """The text without comments and string literals (a comment may name driver:: freely)."""
+    return re.sub(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"', " ", text, flags=re.S)
+
+
+def includes(path: Path) -> list[str]:
+    return INCLUDE.findall(path.read_text())
+
+
+def rel(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def test_runtime_includes_nothing_from_kernels_or_generated():
+    bad = [(rel(p), h) for p in sources("runtime") for h in includes(p)
+           if h.startswith(("kernels/", "generated/"))]
+    assert not bad, f"the glue a vendor keeps must not depend on the kernels it replaces: {bad}"
+
+
+def test_driver_depends_on_no_torch_and_nothing_above_it():
+    bad = [(rel(p), h) for p in sources("runtime/driver") for h in includes(p)
+           if h.split("/")[0] in ("ATen", "c10", "torch", "kernels", "generated", "python")
+           or (h.startswith("runtime/") and not h.startswith("runtime/driver/"))]
+    assert not bad, bad
+
+
+def test_glue_uses_only_the_drivers_public_header():
+    glue = [p for p in sources("runtime") if "driver" not in p.relative_to(ROOT / "runtime").parts]
+    bad = [(rel(p), h) for p in glue for h in includes(p) if h.startswith("runtime/driver/") and h != DRIVER_HEADER]
+    assert not bad, bad
+    # The glue is what reaches the driver: the check above must be looking at real users of it.
+    assert any(DRIVER_HEADER in includes(p) for p in glue)
+
+
+@pytest.mark.parametrize("tree", ["kernels", "generated", "python/csrc"])
+def test_code_outside_the_glue_reaches_the_driver_through_it(tree):
+    files = sources(tree)
+    bad_includes = [(rel(p), h) for p in files for h in includes(p) if h.startswith("runtime/driver/")]
+    bad_uses = [f"{rel(p)}:{code(p.read_text())[:m.start()].count(chr(10)) + 1}"
+                for p in files for m in DRIVER_USE.finditer(code(p.read_text()))]
+    assert not bad_includes and not bad_uses, (
+        f"{tree} must call the glue (runtime/RBLNFunctions.h, runtime/RBLNCopy.h), not the driver: "
+        f"includes {bad_includes}, driver:: at {bad_uses}")
+
+
+def test_driver_header_shows_only_what_a_vendor_implements():
+    text = code((ROOT / DRIVER_HEADER).read_text())
+    assert "namespace detail" not in text, "launch-ring internals belong in runtime/driver/*.cpp"
+    assert not re.search(r"\bconstexpr\s+(?:size_t|u?int\w*|unsigned|long|auto|bool|double|float)\b", text), \
+        "ring sizes and other tuning constants are the driver's own"
+    # Templates only type-erase a callable for the one non-template launch().
+    declared = re.findall(r"template\s*<[^>]*>\s*(?:struct|class|void|inline)?\s*(\w+)", text)
+    assert declared and set(declared) <= {"TaskOf", "launch"}, declared
+    assert re.search(r"\bvoid\s+launch\s*\(\s*Stream\s*\*\s*\w+\s*,\s*const\s+char\s*\*\s*\w+\s*,\s*void\s*\*", text), \
+        "the non-template launch(stream, name, callable, type) a vendor implements"
+
+
+@pytest.mark.parametrize("snippet,found", [
+    ("x = rbln::driver::device_capacity(0);", True),
+    ("driver::memcpy_async(d, s, n, stream);", True),
+    ("// driver::memcpy_async is queued\nx = 1;", False),
+    ('m.doc() = "driver::x";', False),
+    ("driver_call([&] { f(); });", False),
+])
+def test_driver_use_scan(snippet, found):
+    assert bool(DRIVER_USE.search(code(snippet))) == found
