@@ -13,6 +13,7 @@
 #include <cstring>
 #include <utility>
 
+#include "runtime/RBLNCompiledKernels.h"
 #include "runtime/RBLNFallback.h"
 #include "runtime/RBLNFunctions.h"
 #include "runtime/RBLNGenerator.h"
@@ -136,6 +137,10 @@ PYBIND11_MODULE(_C, m) {
     }
     return out;
   });
+
+  // torch.compile's kernels (runtime/RBLNCompiledKernels.h): addresses the generated code calls with.
+  m.def("_compiled_kernel", [](const std::string& name) { return reinterpret_cast<uintptr_t>(rbln::compiled_kernel(name.c_str())); });
+  m.def("_compiled_kernel_launcher", [] { return reinterpret_cast<uintptr_t>(&rbln::rbln_launch_compiled_kernel); });
 
   m.def("_device_op_counts", [] { return rbln::device_op_counts(); });
   m.def("_fallback_counts", [] { return rbln::fallback_counts(); });

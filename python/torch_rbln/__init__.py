@@ -16,6 +16,11 @@ def _autoload():
 import atexit  # noqa: E402
 import os  # noqa: E402
 
+# torch.compile's on-disk caches (docs/compile.md): TORCH_RBLN_CACHE_DIR names Inductor's cache
+# directory unless TORCHINDUCTOR_CACHE_DIR already does; by default Inductor's per-user directory.
+if os.environ.get("TORCH_RBLN_CACHE_DIR"):
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.environ["TORCH_RBLN_CACHE_DIR"])
+
 import torch  # noqa: E402
 
 from . import _C  # noqa: F401  (loads the runtime and the op registrations)
@@ -39,6 +44,7 @@ if os.environ.get("TORCH_RBLN_SANITIZER", "0") not in ("", "0"):
     sanitizer.enable()
 
 explain = _rbln_module.explain
+compile_stats = _rbln_module.compile_stats
 
 
 @atexit.register  # registered early, so it runs after the user's own handlers
@@ -52,4 +58,4 @@ def _quiesce_autograd_threads():
         except Exception:  # e.g. a forked child may not use the device
             pass
 
-__all__ = ["explain"]
+__all__ = ["compile_stats", "explain"]

@@ -276,12 +276,38 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
     return True
 
 
+# ---- torch.compile -----------------------------------------------------------------
+_INDUCTOR_HOOKS = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen")
+
+
+def __getattr__(name: str):
+    """Inductor looks up `torch.rbln.Scheduling` and friends when it first compiles for rbln:
+    the compile backend (torch_rbln/_inductor) is imported and registered then, not at import."""
+    if name in _INDUCTOR_HOOKS:
+        from . import _inductor
+
+        _inductor.register()
+        return getattr(_inductor, name)
+    raise AttributeError(f"module 'torch.rbln' has no attribute {name!r}")
+
+
+def compile_stats():
+    """What torch.compile did in this process: frames compiled, rbln graphs and kernels generated,
+    graph breaks and recompiles with their reasons, compile time, FX graph and AOTAutograd cache
+    hits and misses (a `CompileStats`, see docs/compile.md)."""
+    from ._inductor.stats import compile_stats
+
+    return compile_stats()
+
+
 # ---- op accounting -----------------------------------------------------------------
 @dataclass
 class Explanation:
-    """What ran inside `explain()`: ATen overload name -> call count."""
+    """What ran inside `explain()`: ATen overload name -> call count. A torch.compile kernel counts as
+    device work under "graph <id> <aot graph>:<kernel>"; `compiled_graphs` sums its launches per graph."""
 
     device_ops: dict[str, int] = field(default_factory=dict)
+    compiled_graphs: dict[str, int] = field(default_factory=dict)
     fallback_ops: dict[str, int] = field(default_factory=dict)
     fallback_reasons: dict[str, dict[str, int]] = field(default_factory=dict)
 
@@ -303,6 +329,9 @@ def explain():
             delta = count - device_before.get(name, 0)
             if delta:
                 result.device_ops[name] = delta
+                if name.startswith("graph "):
+                    graph = name.rpartition(":")[0]
+                    result.compiled_graphs[graph] = result.compiled_graphs.get(graph, 0) + delta
         for name, reasons in _C._fallback_counts().items():
             before = fallback_before.get(name, {})
             deltas = {r: c - before.get(r, 0) for r, c in reasons.items() if c - before.get(r, 0)}

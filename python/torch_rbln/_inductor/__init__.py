@@ -1,0 +1,66 @@
+"""torch.compile for rbln: Inductor's C++ kernels, launched on the rbln stream.
+
+Registered lazily, the first time Inductor looks for the rbln backend
+(`torch.rbln.Scheduling`, see torch_rbln/rbln.py) or `backend="rbln"` is used,
+because importing Inductor costs seconds. docs/compile.md explains the design.
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+from pathlib import Path
+
+import torch
+from torch._dynamo.device_interface import register_interface_for_device
+from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
+from torch._inductor.codegen.cpp import CppScheduling
+from torch._inductor.custom_graph_pass import CustomGraphModulePass
+
+from . import upstream_patches
+from .device_interface import RBLNInterface
+from .wrapper import RBLNDeviceOpOverrides, RBLNWrapperCodegen
+
+_DEVICE_TYPE = "rbln"
+
+
+def _backend_version() -> str:
+    """Hash of this package's compile sources: a changed backend never reads code the old one cached."""
+    digest = hashlib.sha256(torch.__version__.encode())
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+class BackendVersion(CustomGraphModulePass):
+    """A no-op post-grad pass whose uuid() Inductor hashes into every FX graph cache key."""
+
+    version = _backend_version()
+
+    def __call__(self, gm: torch.fx.GraphModule) -> None:
+        pass
+
+    def uuid(self) -> str:
+        return f"torch_rbln-inductor-{self.version}"
+
+
+Scheduling = CppScheduling
+PythonWrapperCodegen = RBLNWrapperCodegen
+CppWrapperCodegen = None  # cpp_wrapper / AOTInductor: not supported on rbln (docs/compile.md)
+
+_lock = threading.Lock()
+_registered = False
+
+
+def register() -> None:
+    """Registers the rbln device with Dynamo and Inductor (idempotent, thread-safe)."""
+    global _registered
+    with _lock:
+        if _registered:
+            return
+        register_interface_for_device(_DEVICE_TYPE, RBLNInterface)
+        for index in range(torch.rbln.device_count()):
+            register_interface_for_device(f"{_DEVICE_TYPE}:{index}", RBLNInterface)
+        register_device_op_overrides(_DEVICE_TYPE, RBLNDeviceOpOverrides())
+        register_backend_for_device(_DEVICE_TYPE, Scheduling, PythonWrapperCodegen, device_custom_pass=BackendVersion())
+        upstream_patches.install()
+        _registered = True

@@ -1,0 +1,52 @@
+"""The two places where Inductor decides by device type with no extension point.
+
+Each replacement answers exactly as upstream does for every device but rbln, so
+a CPU (or any other) compile in the same process generates the same code; for
+rbln it gives CPU's answer, since rbln kernels are Inductor's C++ kernels.
+Installed once, under a lock, when the rbln backend registers. docs/compile.md
+lists them with the upstream change that would remove each.
+"""
+from __future__ import annotations
+
+import threading
+
+from torch._inductor import scheduler, utils
+from torch._inductor.codegen import common
+from torch._inductor.virtualized import V
+
+_DEVICE_TYPE = "rbln"
+_lock = threading.Lock()
+_installed = False
+
+
+def _current_device_type(device_type: str | None) -> str:
+    return device_type or V.graph.get_current_device_or_throw().type
+
+
+def install() -> None:
+    global _installed
+    with _lock:
+        if _installed:
+            return
+        _installed = True
+
+        # utils.get_current_backend returns config.cuda_backend ("triton") for any device it does not
+        # know, and codegen then skips the C++ dtype fixes (KeyError: None on torch.where with int64).
+        upstream_backend = utils.get_current_backend
+
+        def get_current_backend(device_type: str | None = None) -> str:
+            if _current_device_type(device_type) == _DEVICE_TYPE:
+                return utils.config.cpu_backend
+            return upstream_backend(device_type)
+
+        utils.get_current_backend = common.get_current_backend = get_current_backend
+
+        # BaseSchedulerNode.is_cpu() keeps the loop reordering that Inductor has validated only for
+        # SIMD kernels away from C++ kernels; on rbln nodes it said "not cpu" and softmax crashed.
+        upstream_is_cpu = scheduler.BaseSchedulerNode.is_cpu
+
+        def is_cpu(self) -> bool:
+            device = self.get_device()
+            return (device is not None and device.type == _DEVICE_TYPE) or upstream_is_cpu(self)
+
+        scheduler.BaseSchedulerNode.is_cpu = is_cpu

@@ -1,0 +1,284 @@
+"""torch.compile on rbln (docs/compile.md): both backends, kernels on the device stream, errors,
+no effect on CPU compiles, dynamic shapes, training, the persistent cache and deployment.
+
+Every compiled result is checked against CPU eager; "ran on the device" is read from
+torch.rbln.explain(), which counts each compiled kernel launch under its graph.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from conftest import ROOT
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def mixed(x, y, i):
+    """Pointwise, reductions, softmax, int64 where, indexing: the paths that broke on an unknown device."""
+    n = torch.arange(x.shape[-1], device=x.device)
+    return (torch.softmax(x, -1) * y.sum(0) + torch.where(n > 3, n, 2 * n))[i], (x.long() // 3).amax(-1)
+
+
+def mixed_inputs():
+    gen = torch.Generator().manual_seed(0)
+    return torch.randn(6, 16, generator=gen) * 4, torch.randn(6, 16, generator=gen), torch.tensor([0, 5, 2])
+
+
+def assert_ran_on_device(ex):
+    assert not ex.fallback_ops, ex.fallback_reasons
+    assert ex.compiled_graphs and all(n > 0 for n in ex.compiled_graphs.values()), ex.device_ops
+
+
+@pytest.mark.parametrize("backend", ["inductor", "rbln"])
+def test_both_backends_match_cpu_on_the_device(backend):
+    inputs = mixed_inputs()
+    compiled = torch.compile(mixed, backend=backend)
+    with torch.rbln.explain() as ex:
+        out = compiled(*(t.rbln() for t in inputs))
+    for got, want in zip(out, mixed(*inputs)):
+        assert got.device.type == "rbln"
+        torch.testing.assert_close(got.cpu(), want)
+    assert_ran_on_device(ex)
+
+
+def test_rbln_backend_is_found_through_its_entry_point():
+    proc = subprocess.run([sys.executable, "-c", "import torch; print('rbln' in torch._dynamo.list_backends())"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0 and proc.stdout.split()[-1] == "True", proc.stderr
+
+
+def test_compiled_kernel_reads_queued_eager_output(square, busy):
+    """The kernel is queued behind the eager matmuls on the stream; on the host thread it would read them unfinished."""
+    def f(x):
+        return torch.relu(x) * 2 + 1
+
+    compiled = torch.compile(f)
+    for _ in range(5):
+        with torch.rbln.explain() as ex:
+            queued = busy(square.rbln())
+            out = compiled(queued)
+        torch.testing.assert_close(out.cpu(), f(busy(square)), rtol=1e-4, atol=1e-6)
+        assert_ran_on_device(ex)
+        assert ex.device_ops.get("aten::mm", 0) >= 4
+
+
+def test_compiled_model_runs_in_strict_mode(run_python):
+    """RBLN_STRICT=1 keeps device memory unreadable outside launches: a host-thread kernel would segfault."""
+    result = run_python("""
+        import copy
+        torch.manual_seed(0)
+        cpu = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+        dev = torch.compile(copy.deepcopy(cpu).rbln())
+        x = torch.randn(5, 8)
+        with torch.rbln.explain() as ex:
+            out = dev(x.rbln()).cpu()
+        print(json.dumps({"strict": torch_rbln._C._strict_mode(), "err": (out - cpu(x)).abs().max().item(),
+                          "graphs": len(ex.compiled_graphs), "fallbacks": len(ex.fallback_ops)}))
+    """, RBLN_STRICT="1")
+    assert result["strict"] and result["graphs"] == 1 and result["fallbacks"] == 0
+    assert result["err"] < 1e-5
+
+
+@pytest.mark.parametrize("case", ["index", "integer_division"])
+def test_kernel_error_surfaces_at_the_next_sync_naming_graph_and_kernel(case, assert_device_works):
+    if case == "index":
+        fn, args, message = (lambda x, i: x[i] + 1), (torch.arange(4.0), torch.tensor([0, 9])), "index out of bounds"
+    else:
+        fn, args, message = (lambda a, b: a // b), (torch.arange(4), torch.zeros(4, dtype=torch.long)), "ZeroDivisionError"
+    compiled = torch.compile(fn)
+    compiled(*(t.rbln() for t in args))  # queued: returns before the kernel runs
+    with pytest.raises(RuntimeError, match=rf"graph \d+/\d+ inference:cpp_\w+: .*{message}"):
+        torch.rbln.synchronize()
+    assert_device_works()
+
+
+def generated_code(fn, *args):
+    from torch._inductor import config
+    from torch._inductor.utils import run_and_get_code
+
+    torch._dynamo.reset()
+    with config.patch(fx_graph_cache=False):
+        _, code = run_and_get_code(torch.compile(fn), *args)
+    return [re.sub(r"# AOT ID: .*", "", c) for c in code]  # the graph counter differs by design
+
+
+def test_cpu_compile_is_unchanged_by_an_rbln_compile():
+    inputs = mixed_inputs()
+    before = generated_code(mixed, *inputs)
+    rbln_code = generated_code(mixed, *(t.rbln() for t in inputs))
+    assert "rbln_cpp_pybinding" in rbln_code[0]
+    assert generated_code(mixed, *inputs) == before
+
+
+def test_buffers_and_kernels_on_the_inputs_device():
+    x = torch.randn(4, 8)
+    torch.rbln.set_device(0)
+    before = torch.rbln.memory_stats(1)["allocation.all.allocated"]
+    out = torch.compile(lambda t: torch.softmax(t, -1) * 3)(x.to("rbln:1"))
+    assert out.device == torch.device("rbln:1")
+    torch.testing.assert_close(out.cpu(), torch.softmax(x, -1) * 3)
+    assert torch.rbln.memory_stats(1)["allocation.all.allocated"] > before
+
+
+def frames_compiled():
+    return torch.rbln.compile_stats().frames_compiled
+
+
+@pytest.mark.parametrize("how", ["automatic", "mark_dynamic", "dynamic=True"])
+def test_six_lengths_cost_at_most_two_compiles(how):
+    def f(x):
+        return torch.softmax(x * 2, -1).sum(-1)
+
+    compiled = torch.compile(f, dynamic=True if how == "dynamic=True" else None)
+    before = frames_compiled()
+    for n in (3, 5, 7, 9, 11, 13):
+        x = torch.randn(2, n)
+        d = x.rbln()
+        if how == "mark_dynamic":
+            torch._dynamo.mark_dynamic(d, 1)
+        torch.testing.assert_close(compiled(d).cpu(), f(x))
+    assert frames_compiled() - before <= (2 if how == "automatic" else 1)
+
+
+def mlp():
+    return nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 4))
+
+
+@pytest.mark.parametrize("optimizer", [torch.optim.SGD, torch.optim.Adam, torch.optim.AdamW])
+def test_compiled_training_step_matches_cpu(optimizer):
+    """Compiled forward and backward (AOTAutograd) and a compiled optimizer step, against CPU eager."""
+    torch.manual_seed(0)
+    cpu = mlp()
+    dev = copy.deepcopy(cpu).rbln()
+    opt_cpu, opt_dev = optimizer(cpu.parameters(), lr=0.01), optimizer(dev.parameters(), lr=0.01)
+    model = torch.compile(dev)
+    step = torch.compile(opt_dev.step)
+    with torch.rbln.explain() as ex:
+        for _ in range(3):
+            x, target = torch.randn(8, 16), torch.randint(0, 4, (8,))
+            loss_cpu = F.cross_entropy(cpu(x), target)
+            opt_cpu.zero_grad(), loss_cpu.backward(), opt_cpu.step()
+            loss_dev = F.cross_entropy(model(x.rbln()), target.rbln())
+            opt_dev.zero_grad(), loss_dev.backward(), step()
+            torch.testing.assert_close(loss_dev.cpu(), loss_cpu, rtol=1e-4, atol=1e-5)
+    for p_cpu, p_dev in zip(cpu.parameters(), dev.parameters()):
+        torch.testing.assert_close(p_dev.cpu(), p_cpu, rtol=1e-4, atol=1e-5)
+    assert_ran_on_device(ex)
+    roles = {g.split()[-1] for g in ex.compiled_graphs}
+    assert {"forward", "backward"} <= roles, ex.compiled_graphs
+
+
+def test_explain_and_compile_stats_report_graphs_breaks_and_recompiles():
+    def f(x):
+        y = x.sin()
+        print("graph break")  # noqa: T201  (a graph break Dynamo names)
+        return y.cos()
+
+    compiled = torch.compile(f)
+    before = torch.rbln.compile_stats()
+    with torch.rbln.explain() as ex:
+        compiled(torch.randn(4).rbln())
+        compiled(torch.randn(4, 2).rbln())  # another rank: a recompile
+    stats = torch.rbln.compile_stats()
+    assert len(ex.compiled_graphs) >= 2 and not ex.fallback_ops
+    assert any("print" in reason for reason in stats.graph_breaks), stats.graph_breaks
+    assert len(stats.recompiles) > len(before.recompiles)
+    assert stats.frames_compiled > before.frames_compiled and stats.compile_time_s > before.compile_time_s
+
+
+SCRIPT = """
+import json, sys, torch, torch_rbln
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+x = torch.randn(3, 8)
+mode = sys.argv[1]
+if mode == "changed-backend":
+    from torch_rbln import _inductor
+    _inductor.BackendVersion.version = "a different backend"
+if mode == "load":
+    torch.compiler.load_cache_artifacts(open(sys.argv[2], "rb").read())
+out = torch.compile(model.rbln())(x.rbln()).cpu()
+if mode == "save":
+    artifacts, _ = torch.compiler.save_cache_artifacts()
+    open(sys.argv[2], "wb").write(artifacts)
+stats = torch.rbln.compile_stats()
+print(json.dumps({"err": (out - model.cpu()(x)).abs().max().item(), "generated": stats.graphs_generated,
+                  "hits": stats.fx_graph_cache_hits}))
+"""
+
+
+def cache_env(cache_dir):
+    """This process's environment with the cache under cache_dir (Inductor exports its own dir once used)."""
+    env = {**os.environ, "TORCH_RBLN_CACHE_DIR": str(cache_dir)}
+    env.pop("TORCHINDUCTOR_CACHE_DIR", None)
+    return env
+
+
+def run_script(cache_dir, *args):
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, *args], env=cache_env(cache_dir), capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["err"] < 1e-5
+    return result
+
+
+def test_second_process_compiles_nothing_and_a_changed_backend_recompiles(tmp_path):
+    first = run_script(tmp_path, "plain")
+    assert first["generated"] == 1 and (tmp_path / "fxgraph").is_dir()
+    second = run_script(tmp_path, "plain")
+    assert second["generated"] == 0 and second["hits"] == 1
+    assert run_script(tmp_path, "changed-backend")["generated"] == 1
+
+
+def test_cache_is_shared_by_concurrent_processes_and_survives_corruption(tmp_path):
+    procs = [subprocess.Popen([sys.executable, "-c", SCRIPT, "plain"], env=cache_env(tmp_path), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, cwd=ROOT) for _ in range(2)]
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-3000:]
+        assert json.loads(out.strip().splitlines()[-1])["err"] < 1e-5
+    entries = [p for p in (tmp_path / "fxgraph").rglob("*") if p.is_file()]
+    assert entries
+    for entry in entries:
+        entry.write_bytes(b"not a cache entry")
+    rebuilt = run_script(tmp_path, "plain")
+    assert rebuilt["generated"] == 1
+
+
+def test_cache_artifacts_carry_to_a_fresh_process(tmp_path):
+    artifacts = tmp_path / "artifacts.bin"
+    assert run_script(tmp_path / "a", "save", str(artifacts))["generated"] == 1
+    assert artifacts.stat().st_size > 0
+    assert run_script(tmp_path / "b", "load", str(artifacts))["generated"] == 0
+
+
+def test_exported_program_runs_and_compiles_on_rbln():
+    torch.manual_seed(0)
+    model = mlp().eval()
+    x = torch.randn(5, 16)
+    exported = torch.export.export(copy.deepcopy(model).rbln(), (x.rbln(),))
+    module = exported.module()
+    with torch.rbln.explain() as ex:
+        eager = module(x.rbln())
+        compiled = torch.compile(module)(x.rbln())
+    expected = model(x)
+    torch.testing.assert_close(eager.cpu(), expected)
+    torch.testing.assert_close(compiled.cpu(), expected)
+    assert_ran_on_device(ex)
