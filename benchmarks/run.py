@@ -290,25 +290,27 @@ def main() -> int:
         return step
     rows.append(compare("Llama-shaped decode step, batch 1, KV cache", "model", decode, reps, 1.2))
 
-    def train_step(device):
+    def train_step(device, compiled=False):
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)).to(device)
         opt = torch.optim.Adam(model.parameters())
         x, y = torch.randn(128, 256, device=device), torch.randint(0, 10, (128,), device=device)
+        forward, update = (torch.compile(model), torch.compile(opt.step)) if compiled else (model, opt.step)
         def step():
             opt.zero_grad()
-            F.cross_entropy(model(x), y).backward()
-            opt.step()
+            F.cross_entropy(forward(x), y).backward()
+            update()
         return step
     rows.append(compare("MLP training step (Adam), batch 128", "model", train_step, reps, 1.2))
 
-    def resnet18(device):
+    def resnet18(device, compiled=False):
         from transformers import ResNetConfig, ResNetForImageClassification
 
         torch.manual_seed(0)
         config = ResNetConfig(embedding_size=64, hidden_sizes=[64, 128, 256, 512], depths=[2, 2, 2, 2],
                               layer_type="basic", num_labels=1000)
         model = ResNetForImageClassification(config).eval().to(device)
+        model = torch.compile(model) if compiled else model
         x = torch.randn(8, 3, 224, 224, device=device)
         def forward():
             with torch.no_grad():
@@ -330,6 +332,22 @@ def main() -> int:
         return forward
     rows.append(compare("BERT-base encoder forward, batch 1, seq 128", "model", bert_base, reps, 1.2))
 
+    # ---- torch.compile (docs/compile.md): compiled rbln against compiled CPU and against eager rbln ----
+    for name, make, target in (("MLP block forward, batch 64, d 512", mlp_block, 1.1),
+                               ("transformer block forward, batch 8, seq 128, d 256", transformer_block, 1.1),
+                               ("ResNet-18 inference, batch 8, 224x224", resnet18, 1.1)):
+        rows.append(compare(f"{name}: compiled rbln / compiled CPU", "compile",
+                            lambda device, make=make: make(device, compiled=True), reps, target, reference="cpu compiled"))
+    for name, make in (("transformer block forward, batch 8, seq 128, d 256", transformer_block),
+                       ("MLP training step (Adam), batch 128", train_step)):
+        rows.append(compare_fns(f"{name}: compiled / eager", "compile",
+                                lambda make=make: {"eager": make("rbln"), "compiled": make("rbln", compiled=True)},
+                                reps, 0.8, reference="rbln eager", labels=("eager", "compiled")))
+    rows.append(value_row("cold compile time, transformer block forward: rbln / CPU", "compile",
+                          cold_compile_ratio, 1.2, reference="cpu compile time"))
+    rows.append(value_row("graphs compiled in a warm second process", "compile", warm_process_compiles, 0,
+                          reference="count"))
+
     if ONLY:
         print(f"--only: {len(rows)} rows measured; benchmarks/results.json and docs/performance.md left as they are")
         return 0 if rows else 1
@@ -341,6 +359,84 @@ def main() -> int:
     with open(os.path.join(ROOT, "docs", "performance.md"), "w") as f:
         f.write(render(meta, rows))
     return 0
+
+
+class MLPBlock(torch.nn.Module):
+    def __init__(self, d=512):
+        super().__init__()
+        self.norm, self.up, self.down = torch.nn.LayerNorm(d), torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        return x + self.down(F.gelu(self.up(self.norm(x))))
+
+
+class TransformerBlock(torch.nn.Module):
+    """A pre-norm causal block written in plain ops, as models write it: what Inductor fuses."""
+
+    def __init__(self, d=256, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+        self.qkv, self.proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+        self.up, self.down = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        causal = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+        attn = ((q @ k.transpose(-1, -2)) / (d // self.heads) ** 0.5).masked_fill(causal, float("-inf"))
+        x = x + self.proj((attn.softmax(-1) @ v).transpose(1, 2).reshape(b, t, d))
+        return x + self.down(F.gelu(self.up(self.norm2(x))))
+
+
+def forward_of(module, shape):
+    def make(device, compiled=False):
+        torch.manual_seed(0)
+        model = module().eval().to(device)
+        model = torch.compile(model) if compiled else model
+        x = torch.randn(*shape, device=device)
+        def forward():
+            with torch.no_grad():
+                model(x)
+        return forward
+    return make
+
+
+mlp_block = forward_of(MLPBlock, (64, 512))
+transformer_block = forward_of(TransformerBlock, (8, 128, 256))
+
+
+def in_fresh_process(statement: str, cache_dir: str) -> str:
+    """Runs `statement` (this module imported as `run`) in a new interpreter with its own compile cache; its stdout."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+    env.update(TORCH_RBLN_CACHE_DIR=cache_dir, PYTHONPATH=os.path.dirname(os.path.abspath(__file__)))
+    return subprocess.run([sys.executable, "-c", f"import torch, torch_rbln, run; {statement}"], env=env,
+                          capture_output=True, text=True, check=True).stdout
+
+
+def cold_compile_ratio() -> float:
+    """First-call time (trace, codegen, C++ build; empty caches) of the transformer block: rbln / CPU,
+    each in a fresh process, interleaved, median of 3."""
+    import tempfile
+
+    def cold(device):
+        with tempfile.TemporaryDirectory() as cache:
+            statement = f"print(run.timed(run.transformer_block({device!r}, compiled=True), {device!r}))"
+            return float(in_fresh_process(statement, cache).split()[-1])
+    return statistics.median(cold("rbln") / cold("cpu") for _ in range(3))
+
+
+def warm_process_compiles() -> float:
+    """Graphs whose code a second process generates for the transformer block, after a first one filled the cache."""
+    import tempfile
+
+    statement = "run.transformer_block('rbln', compiled=True)(); print(torch.rbln.compile_stats().graphs_generated)"
+    with tempfile.TemporaryDirectory() as cache:
+        counts = [int(in_fresh_process(statement, cache).split()[-1]) for _ in range(2)]
+    assert counts[0] > 0, counts  # the first process did compile: the second one's 0 means something
+    return counts[1]
 
 
 class _Rows(list):

@@ -108,6 +108,19 @@ def test_kernel_error_surfaces_at_the_next_sync_naming_graph_and_kernel(case, as
     assert_device_works()
 
 
+def test_control_flow_subgraphs_run_on_the_device():
+    def f(x):
+        return torch.cond(x.sum() > 0, lambda t: (t * 2).sin(), lambda t: (t - 1).cos(), (x,))
+
+    compiled = torch.compile(f)
+    for sign in (1, -1):
+        x = torch.rand(8) * sign
+        with torch.rbln.explain() as ex:
+            out = compiled(x.rbln())
+        torch.testing.assert_close(out.cpu(), f(x))
+        assert_ran_on_device(ex)
+
+
 def generated_code(fn, *args):
     from torch._inductor import config
     from torch._inductor.utils import run_and_get_code

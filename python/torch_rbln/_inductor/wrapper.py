@@ -1,7 +1,7 @@
 """The Python wrapper Inductor generates for an rbln graph, and its device code snippets.
 
-Subclasses of Inductor's classes, registered for "rbln"; they differ from CPU's
-wrapper in three places only: kernels are bound through `kernels.cpp_pybinding`
+Subclasses of Inductor's classes (of the graph's wrapper and of a control-flow
+subgraph's), registered for "rbln"; they differ from CPU's wrapper in three places only: kernels are bound through `kernels.cpp_pybinding`
 (launched on the stream), kernel calls are emitted as plain calls (Inductor's
 own helper refuses non-Triton kernels on devices other than cpu and mps), and
 buffers are allocated on the graph's device index, not on the current device.
@@ -13,7 +13,7 @@ import re
 import torch
 from torch._guards import CompileContext
 from torch._inductor.codegen.common import DeviceOpOverrides
-from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
 from torch._inductor.virtualized import V
 
 from .stats import generated
@@ -29,17 +29,8 @@ def graph_name() -> str:
     return f"graph {CompileContext.current_compile_id() or '?'}" + (f" {role[0]}" if role else "")
 
 
-class RBLNWrapperCodegen(PythonWrapperCodegen):
-    @staticmethod
-    def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
-        if is_subgraph:
-            return PythonWrapperCodegen.create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures)
-        generated["graphs"] += 1
-        return RBLNWrapperCodegen()
-
-    def write_header(self) -> None:
-        super().write_header()
-        self.imports.writeline("from torch_rbln._inductor.kernels import cpp_pybinding as rbln_cpp_pybinding")
+class _RBLNKernels:
+    """What an rbln wrapper, of a graph or of a control-flow subgraph, does differently from CPU's."""
 
     def define_kernel(self, kernel_name, kernel_body, metadata=None, gpu=False, cpp_definition=None):
         if kernel_body.startswith(_CPU_BINDING):
@@ -61,6 +52,23 @@ class RBLNWrapperCodegen(PythonWrapperCodegen):
             index = device.index if device.index is not None else torch.rbln.current_device()
             line = line.replace(f"device='{_DEVICE_TYPE}'", f"device='{_DEVICE_TYPE}:{index}'", 1)
         return line
+
+
+class RBLNSubgraphWrapperCodegen(_RBLNKernels, SubgraphPythonWrapperCodegen):
+    pass
+
+
+class RBLNWrapperCodegen(_RBLNKernels, PythonWrapperCodegen):
+    @staticmethod
+    def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+        if is_subgraph:
+            return RBLNSubgraphWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
+        generated["graphs"] += 1
+        return RBLNWrapperCodegen()
+
+    def write_header(self) -> None:
+        super().write_header()
+        self.imports.writeline("from torch_rbln._inductor.kernels import cpp_pybinding as rbln_cpp_pybinding")
 
 
 class RBLNDeviceOpOverrides(DeviceOpOverrides):
