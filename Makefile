@@ -48,7 +48,7 @@ test-py: install
 
 test: test-cpp test-py
 
-# Ratios against CPU eager: benchmarks/results.json and docs/performance.md.
+# Ratios against CPU (eager, and compiled for torch.compile): benchmarks/results.json and docs/performance.md.
 bench: install
 	$(PY) benchmarks/build_time.py --build-dir $(BUILD)
 	$(PY) benchmarks/run.py
