@@ -61,6 +61,7 @@ at::Tensor & eye_out(c10::SymInt n, at::Tensor & out);
 at::Tensor where_self(const at::Tensor & condition, const at::Tensor & self, const at::Tensor & other);
 at::Tensor & where_self_out(const at::Tensor & condition, const at::Tensor & self, const at::Tensor & other, at::Tensor & out);
 at::Tensor & arange_start_out(const at::Scalar & start, const at::Scalar & end, const at::Scalar & step, at::Tensor & out);
+at::Tensor & linspace_out(const at::Scalar & start, const at::Scalar & end, int64_t steps, at::Tensor & out);
 at::Tensor & clamp_out(const at::Tensor & self, const ::std::optional<at::Scalar> & min, const ::std::optional<at::Scalar> & max, at::Tensor & out);
 at::Tensor clamp_Tensor(const at::Tensor & self, const ::std::optional<at::Tensor> & min, const ::std::optional<at::Tensor> & max);
 at::Tensor & clamp__Tensor(at::Tensor & self, const ::std::optional<at::Tensor> & min, const ::std::optional<at::Tensor> & max);
@@ -105,6 +106,7 @@ at::Tensor argmax(const at::Tensor & self, ::std::optional<int64_t> dim, bool ke
 at::Tensor argmin(const at::Tensor & self, ::std::optional<int64_t> dim, bool keepdim);
 at::Tensor & _softmax_out(const at::Tensor & self, int64_t dim, bool half_to_float, at::Tensor & out);
 at::Tensor & _log_softmax_out(const at::Tensor & self, int64_t dim, bool half_to_float, at::Tensor & out);
+bool equal(const at::Tensor & self, const at::Tensor & other);
 at::Tensor & _softmax_backward_data_out(const at::Tensor & grad_output, const at::Tensor & output, int64_t dim, at::ScalarType input_dtype, at::Tensor & grad_input);
 at::Tensor & _log_softmax_backward_data_out(const at::Tensor & grad_output, const at::Tensor & output, int64_t dim, at::ScalarType input_dtype, at::Tensor & out);
 ::std::tuple<at::Tensor,at::Tensor> nll_loss_forward(const at::Tensor & self, const at::Tensor & target, const ::std::optional<at::Tensor> & weight, int64_t reduction, c10::SymInt ignore_index);
@@ -117,8 +119,6 @@ at::Tensor & nll_loss_backward_grad_input(const at::Tensor & grad_output, const 
 at::Tensor & cumsum_out(const at::Tensor & self, int64_t dim, ::std::optional<at::ScalarType> dtype, at::Tensor & out);
 at::Tensor & cumprod_out(const at::Tensor & self, int64_t dim, ::std::optional<at::ScalarType> dtype, at::Tensor & out);
 at::Tensor & _logcumsumexp_out(const at::Tensor & self, int64_t dim, at::Tensor & out);
-at::Tensor & linspace_out(const at::Scalar & start, const at::Scalar & end, int64_t steps, at::Tensor & out);
-bool equal(const at::Tensor & self, const at::Tensor & other);
 at::Tensor & mm_out(const at::Tensor & self, const at::Tensor & mat2, at::Tensor & out);
 at::Tensor & bmm_out(const at::Tensor & self, const at::Tensor & mat2, at::Tensor & out);
 at::Tensor & addmm_out(const at::Tensor & self, const at::Tensor & mat1, const at::Tensor & mat2, const at::Scalar & beta, const at::Scalar & alpha, at::Tensor & out);
@@ -129,13 +129,13 @@ at::Tensor & mv_out(const at::Tensor & self, const at::Tensor & vec, at::Tensor 
 at::Tensor & addr_out(const at::Tensor & self, const at::Tensor & vec1, const at::Tensor & vec2, const at::Scalar & beta, const at::Scalar & alpha, at::Tensor & out);
 at::Tensor & index_select_out(const at::Tensor & self, int64_t dim, const at::Tensor & index, at::Tensor & out);
 at::Tensor & index_copy_out(const at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Tensor & source, at::Tensor & out);
-at::Tensor cat(const at::ITensorListRef & tensors, int64_t dim);
-at::Tensor & cat_out(const at::ITensorListRef & tensors, int64_t dim, at::Tensor & out);
 at::Tensor masked_select(const at::Tensor & self, const at::Tensor & mask);
 at::Tensor & masked_scatter_(at::Tensor & self, const at::Tensor & mask, const at::Tensor & source);
 at::Tensor take(const at::Tensor & self, const at::Tensor & index);
 at::Tensor & put_(at::Tensor & self, const at::Tensor & index, const at::Tensor & source, bool accumulate);
 at::Tensor repeat_interleave_Tensor(const at::Tensor & repeats, ::std::optional<c10::SymInt> output_size);
+at::Tensor & embedding_renorm_(at::Tensor & self, const at::Tensor & indices, double max_norm, double norm_type);
+at::Tensor embedding_dense_backward(const at::Tensor & grad_output, const at::Tensor & indices, c10::SymInt num_weights, c10::SymInt padding_idx, bool scale_grad_by_freq);
 at::Tensor & gather_out(const at::Tensor & self, int64_t dim, const at::Tensor & index, bool sparse_grad, at::Tensor & out);
 at::Tensor & scatter_src_out(const at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Tensor & src, at::Tensor & out);
 at::Tensor & scatter_value_out(const at::Tensor & self, int64_t dim, const at::Tensor & index, const at::Scalar & value, at::Tensor & out);
@@ -151,6 +151,8 @@ at::Tensor & index_Tensor_out(const at::Tensor & self, const c10::List<::std::op
 at::Tensor & _index_put_impl_(at::Tensor & self, const c10::List<::std::optional<at::Tensor>> & indices, const at::Tensor & values, bool accumulate, bool unsafe);
 at::Tensor & nonzero_out(const at::Tensor & self, at::Tensor & out);
 at::Tensor & isin_Tensor_Tensor_out(const at::Tensor & elements, const at::Tensor & test_elements, bool assume_unique, bool invert, at::Tensor & out);
+at::Tensor cat(const at::ITensorListRef & tensors, int64_t dim);
+at::Tensor & cat_out(const at::ITensorListRef & tensors, int64_t dim, at::Tensor & out);
 at::Tensor & tril_out(const at::Tensor & self, c10::SymInt diagonal, at::Tensor & out);
 at::Tensor & triu_out(const at::Tensor & self, c10::SymInt diagonal, at::Tensor & out);
 at::Tensor flip(const at::Tensor & self, at::IntArrayRef dims);
@@ -158,8 +160,6 @@ at::Tensor roll(const at::Tensor & self, c10::SymIntArrayRef shifts, at::IntArra
 at::Tensor narrow_copy(const at::Tensor & self, int64_t dim, c10::SymInt start, c10::SymInt length);
 at::Tensor channel_shuffle(const at::Tensor & self, c10::SymInt groups);
 at::Tensor unfold_backward(const at::Tensor & grad_in, c10::SymIntArrayRef input_sizes, int64_t dim, int64_t size, int64_t step);
-at::Tensor & embedding_renorm_(at::Tensor & self, const at::Tensor & indices, double max_norm, double norm_type);
-at::Tensor embedding_dense_backward(const at::Tensor & grad_output, const at::Tensor & indices, c10::SymInt num_weights, c10::SymInt padding_idx, bool scale_grad_by_freq);
 at::Tensor convolution_overrideable(const at::Tensor & input, const at::Tensor & weight, const ::std::optional<at::Tensor> & bias, c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups);
 ::std::tuple<at::Tensor,at::Tensor,at::Tensor> convolution_backward_overrideable(const at::Tensor & grad_output, const at::Tensor & input, const at::Tensor & weight, c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups, ::std::array<bool,3> output_mask);
 ::std::tuple<at::Tensor,at::Tensor> max_pool2d_with_indices(const at::Tensor & self, at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode);
@@ -204,7 +204,6 @@ at::Tensor glu(const at::Tensor & self, int64_t dim);
 at::Tensor glu_backward(const at::Tensor & grad_output, const at::Tensor & self, int64_t dim);
 at::Tensor _prelu_kernel(const at::Tensor & self, const at::Tensor & weight);
 ::std::tuple<at::Tensor,at::Tensor> _prelu_kernel_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Tensor & weight);
-at::Tensor & linalg_cross_out(const at::Tensor & self, const at::Tensor & other, int64_t dim, at::Tensor & out);
 at::Tensor upsample_nearest1d(const at::Tensor & self, c10::SymIntArrayRef output_size, ::std::optional<double> scales);
 at::Tensor upsample_nearest1d_backward(const at::Tensor & grad_output, c10::SymIntArrayRef output_size, c10::SymIntArrayRef input_size, ::std::optional<double> scales);
 at::Tensor upsample_nearest2d(const at::Tensor & self, c10::SymIntArrayRef output_size, ::std::optional<double> scales_h, ::std::optional<double> scales_w);
@@ -276,5 +275,6 @@ at::Tensor & ormqr_out(const at::Tensor & self, const at::Tensor & input2, const
 at::Tensor & linalg_householder_product_out(const at::Tensor & input, const at::Tensor & tau, at::Tensor & out);
 ::std::tuple<at::Tensor &,at::Tensor &> linalg_qr_out(const at::Tensor & A, c10::string_view mode, at::Tensor & Q, at::Tensor & R);
 at::Tensor linalg_matrix_exp(const at::Tensor & self);
+at::Tensor & linalg_cross_out(const at::Tensor & self, const at::Tensor & other, int64_t dim, at::Tensor & out);
 
 }  // namespace rbln::kernels

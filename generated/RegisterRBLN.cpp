@@ -468,6 +468,12 @@ at::Tensor & wrapper_arange_start_out(const at::Scalar & start, const at::Scalar
   return rbln::kernels::arange_start_out(start, end, step, out);
 }
 
+at::Tensor & wrapper_linspace_out(const at::Scalar & start, const at::Scalar & end, int64_t steps, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(out));
+  RBLN_COUNT_DEVICE_OP("aten::linspace.out");
+  return rbln::kernels::linspace_out(start, end, steps, out);
+}
+
 at::Tensor wrapper_clamp(const at::Tensor & self, const ::std::optional<at::Scalar> & min, const ::std::optional<at::Scalar> & max) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
@@ -1048,6 +1054,19 @@ at::Tensor & wrapper__log_softmax_out(const at::Tensor & self, int64_t dim, bool
   return rbln::kernels::_log_softmax_out(self, dim, half_to_float, out);
 }
 
+bool wrapper_equal(const at::Tensor & self, const at::Tensor & other) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_equal", "self");
+  c10::impl::check_and_update_common_device(common_device, other, "wrapper_equal", "other");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(other.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::equal>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::equal");
+  return rbln::kernels::equal(self, other);
+}
+
 at::Tensor wrapper__softmax_backward_data(const at::Tensor & grad_output, const at::Tensor & output, int64_t dim, at::ScalarType input_dtype) {
   std::optional<c10::Device> common_device;
   c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper__softmax_backward_data", "grad_output");
@@ -1313,25 +1332,6 @@ at::Tensor & wrapper__logcumsumexp_out(const at::Tensor & self, int64_t dim, at:
   }
   RBLN_COUNT_DEVICE_OP("aten::_logcumsumexp.out");
   return rbln::kernels::_logcumsumexp_out(self, dim, out);
-}
-
-at::Tensor & wrapper_linspace_out(const at::Scalar & start, const at::Scalar & end, int64_t steps, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(out));
-  RBLN_COUNT_DEVICE_OP("aten::linspace.out");
-  return rbln::kernels::linspace_out(start, end, steps, out);
-}
-
-bool wrapper_equal(const at::Tensor & self, const at::Tensor & other) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_equal", "self");
-  c10::impl::check_and_update_common_device(common_device, other, "wrapper_equal", "other");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
-  if (!(dtype_ok(self.scalar_type()) && dtype_ok(other.scalar_type()))) {
-    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::equal>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::equal");
-  return rbln::kernels::equal(self, other);
 }
 
 at::Tensor wrapper_mm(const at::Tensor & self, const at::Tensor & mat2) {
@@ -1634,20 +1634,6 @@ at::Tensor & wrapper_index_copy_out(const at::Tensor & self, int64_t dim, const 
   return rbln::kernels::index_copy_out(self, dim, index, source, out);
 }
 
-at::Tensor wrapper_cat(const at::ITensorListRef & tensors, int64_t dim) {
-  RBLN_COUNT_DEVICE_OP("aten::cat");
-  return rbln::kernels::cat(tensors, dim);
-}
-
-at::Tensor & wrapper_cat_out(const at::ITensorListRef & tensors, int64_t dim, at::Tensor & out) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, out, "wrapper_cat_out", "out");
-  c10::impl::check_and_update_common_device(common_device, tensors, "wrapper_cat_out", "tensors");
-  const c10::OptionalDeviceGuard guard(at::device_of(out));
-  RBLN_COUNT_DEVICE_OP("aten::cat.out");
-  return rbln::kernels::cat_out(tensors, dim, out);
-}
-
 at::Tensor wrapper_masked_select(const at::Tensor & self, const at::Tensor & mask) {
   std::optional<c10::Device> common_device;
   c10::impl::check_and_update_common_device(common_device, self, "wrapper_masked_select", "self");
@@ -1706,6 +1692,32 @@ at::Tensor wrapper_repeat_interleave_Tensor(const at::Tensor & repeats, ::std::o
   const c10::OptionalDeviceGuard guard(at::device_of(repeats));
   RBLN_COUNT_DEVICE_OP("aten::repeat_interleave.Tensor");
   return rbln::kernels::repeat_interleave_Tensor(repeats, output_size);
+}
+
+at::Tensor & wrapper_embedding_renorm_(at::Tensor & self, const at::Tensor & indices, double max_norm, double norm_type) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_embedding_renorm_", "self");
+  c10::impl::check_and_update_common_device(common_device, indices, "wrapper_embedding_renorm_", "indices");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::embedding_renorm_>::call(self, indices, max_norm, norm_type);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::embedding_renorm_");
+  return rbln::kernels::embedding_renorm_(self, indices, max_norm, norm_type);
+}
+
+at::Tensor wrapper_embedding_dense_backward(const at::Tensor & grad_output, const at::Tensor & indices, c10::SymInt num_weights, c10::SymInt padding_idx, bool scale_grad_by_freq) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_embedding_dense_backward", "grad_output");
+  c10::impl::check_and_update_common_device(common_device, indices, "wrapper_embedding_dense_backward", "indices");
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::embedding_dense_backward>::call(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::embedding_dense_backward");
+  return rbln::kernels::embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq);
 }
 
 at::Tensor wrapper_gather(const at::Tensor & self, int64_t dim, const at::Tensor & index, bool sparse_grad) {
@@ -2191,6 +2203,20 @@ at::Tensor & wrapper_isin_Tensor_Tensor_out(const at::Tensor & elements, const a
   return rbln::kernels::isin_Tensor_Tensor_out(elements, test_elements, assume_unique, invert, out);
 }
 
+at::Tensor wrapper_cat(const at::ITensorListRef & tensors, int64_t dim) {
+  RBLN_COUNT_DEVICE_OP("aten::cat");
+  return rbln::kernels::cat(tensors, dim);
+}
+
+at::Tensor & wrapper_cat_out(const at::ITensorListRef & tensors, int64_t dim, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_cat_out", "out");
+  c10::impl::check_and_update_common_device(common_device, tensors, "wrapper_cat_out", "tensors");
+  const c10::OptionalDeviceGuard guard(at::device_of(out));
+  RBLN_COUNT_DEVICE_OP("aten::cat.out");
+  return rbln::kernels::cat_out(tensors, dim, out);
+}
+
 at::Tensor wrapper_tril(const at::Tensor & self, c10::SymInt diagonal) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
@@ -2307,32 +2333,6 @@ at::Tensor wrapper_unfold_backward(const at::Tensor & grad_in, c10::SymIntArrayR
   }
   RBLN_COUNT_DEVICE_OP("aten::unfold_backward");
   return rbln::kernels::unfold_backward(grad_in, input_sizes, dim, size, step);
-}
-
-at::Tensor & wrapper_embedding_renorm_(at::Tensor & self, const at::Tensor & indices, double max_norm, double norm_type) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_embedding_renorm_", "self");
-  c10::impl::check_and_update_common_device(common_device, indices, "wrapper_embedding_renorm_", "indices");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
-  if (!(dtype_ok(self.scalar_type()))) {
-    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::embedding_renorm_>::call(self, indices, max_norm, norm_type);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::embedding_renorm_");
-  return rbln::kernels::embedding_renorm_(self, indices, max_norm, norm_type);
-}
-
-at::Tensor wrapper_embedding_dense_backward(const at::Tensor & grad_output, const at::Tensor & indices, c10::SymInt num_weights, c10::SymInt padding_idx, bool scale_grad_by_freq) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_embedding_dense_backward", "grad_output");
-  c10::impl::check_and_update_common_device(common_device, indices, "wrapper_embedding_dense_backward", "indices");
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
-  if (!(dtype_ok(grad_output.scalar_type()))) {
-    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::embedding_dense_backward>::call(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::embedding_dense_backward");
-  return rbln::kernels::embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq);
 }
 
 at::Tensor wrapper_convolution_overrideable(const at::Tensor & input, const at::Tensor & weight, const ::std::optional<at::Tensor> & bias, c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups) {
@@ -2900,34 +2900,6 @@ at::Tensor wrapper__prelu_kernel(const at::Tensor & self, const at::Tensor & wei
   }
   RBLN_COUNT_DEVICE_OP("aten::_prelu_kernel_backward");
   return rbln::kernels::_prelu_kernel_backward(grad_output, self, weight);
-}
-
-at::Tensor wrapper_linalg_cross(const at::Tensor & self, const at::Tensor & other, int64_t dim) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_linalg_cross", "self");
-  c10::impl::check_and_update_common_device(common_device, other, "wrapper_linalg_cross", "other");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
-  if (!(dtype_ok(self.scalar_type()) && dtype_ok(other.scalar_type()))) {
-    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_cross>::call(self, other, dim);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::linalg_cross");
-  at::Tensor result;
-  return rbln::kernels::linalg_cross_out(self, other, dim, result);
-}
-
-at::Tensor & wrapper_linalg_cross_out(const at::Tensor & self, const at::Tensor & other, int64_t dim, at::Tensor & out) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, out, "wrapper_linalg_cross_out", "out");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_linalg_cross_out", "self");
-  c10::impl::check_and_update_common_device(common_device, other, "wrapper_linalg_cross_out", "other");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
-  if (!(dtype_ok(self.scalar_type()) && dtype_ok(other.scalar_type()))) {
-    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_cross_out>::call(self, other, dim, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::linalg_cross.out");
-  return rbln::kernels::linalg_cross_out(self, other, dim, out);
 }
 
 at::Tensor wrapper_upsample_nearest1d(const at::Tensor & self, c10::SymIntArrayRef output_size, ::std::optional<double> scales) {
@@ -3951,6 +3923,34 @@ at::Tensor wrapper_linalg_matrix_exp(const at::Tensor & self) {
   return rbln::kernels::linalg_matrix_exp(self);
 }
 
+at::Tensor wrapper_linalg_cross(const at::Tensor & self, const at::Tensor & other, int64_t dim) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_linalg_cross", "self");
+  c10::impl::check_and_update_common_device(common_device, other, "wrapper_linalg_cross", "other");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(other.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_cross>::call(self, other, dim);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::linalg_cross");
+  at::Tensor result;
+  return rbln::kernels::linalg_cross_out(self, other, dim, result);
+}
+
+at::Tensor & wrapper_linalg_cross_out(const at::Tensor & self, const at::Tensor & other, int64_t dim, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_linalg_cross_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_linalg_cross_out", "self");
+  c10::impl::check_and_update_common_device(common_device, other, "wrapper_linalg_cross_out", "other");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(other.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_cross_out>::call(self, other, dim, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::linalg_cross.out");
+  return rbln::kernels::linalg_cross_out(self, other, dim, out);
+}
+
 ::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper__linalg_svd(const at::Tensor & A, bool full_matrices, bool compute_uv, ::std::optional<c10::string_view> driver) {
   return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::_linalg_svd>::call(A, full_matrices, compute_uv, driver);
 }
@@ -4446,6 +4446,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("where.self", TORCH_FN(wrapper_where_self));
   m.impl("where.self_out", TORCH_FN(wrapper_where_self_out));
   m.impl("arange.start_out", TORCH_FN(wrapper_arange_start_out));
+  m.impl("linspace.out", TORCH_FN(wrapper_linspace_out));
   m.impl("clamp", TORCH_FN(wrapper_clamp));
   m.impl("clamp_", TORCH_FN(wrapper_clamp_));
   m.impl("clamp.out", TORCH_FN(wrapper_clamp_out));
@@ -4502,6 +4503,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_softmax.out", TORCH_FN(wrapper__softmax_out));
   m.impl("_log_softmax", TORCH_FN(wrapper__log_softmax));
   m.impl("_log_softmax.out", TORCH_FN(wrapper__log_softmax_out));
+  m.impl("equal", TORCH_FN(wrapper_equal));
   m.impl("_softmax_backward_data", TORCH_FN(wrapper__softmax_backward_data));
   m.impl("_softmax_backward_data.out", TORCH_FN(wrapper__softmax_backward_data_out));
   m.impl("_log_softmax_backward_data", TORCH_FN(wrapper__log_softmax_backward_data));
@@ -4522,8 +4524,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("cumprod.out", TORCH_FN(wrapper_cumprod_out));
   m.impl("_logcumsumexp", TORCH_FN(wrapper__logcumsumexp));
   m.impl("_logcumsumexp.out", TORCH_FN(wrapper__logcumsumexp_out));
-  m.impl("linspace.out", TORCH_FN(wrapper_linspace_out));
-  m.impl("equal", TORCH_FN(wrapper_equal));
   m.impl("mm", TORCH_FN(wrapper_mm));
   m.impl("mm.out", TORCH_FN(wrapper_mm_out));
   m.impl("bmm", TORCH_FN(wrapper_bmm));
@@ -4545,13 +4545,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_copy", TORCH_FN(wrapper_index_copy));
   m.impl("index_copy_", TORCH_FN(wrapper_index_copy_));
   m.impl("index_copy.out", TORCH_FN(wrapper_index_copy_out));
-  m.impl("cat", TORCH_FN(wrapper_cat));
-  m.impl("cat.out", TORCH_FN(wrapper_cat_out));
   m.impl("masked_select", TORCH_FN(wrapper_masked_select));
   m.impl("masked_scatter_", TORCH_FN(wrapper_masked_scatter_));
   m.impl("take", TORCH_FN(wrapper_take));
   m.impl("put_", TORCH_FN(wrapper_put_));
   m.impl("repeat_interleave.Tensor", TORCH_FN(wrapper_repeat_interleave_Tensor));
+  m.impl("embedding_renorm_", TORCH_FN(wrapper_embedding_renorm_));
+  m.impl("embedding_dense_backward", TORCH_FN(wrapper_embedding_dense_backward));
   m.impl("gather", TORCH_FN(wrapper_gather));
   m.impl("gather.out", TORCH_FN(wrapper_gather_out));
   m.impl("scatter.src", TORCH_FN(wrapper_scatter_src));
@@ -4587,6 +4587,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nonzero.out", TORCH_FN(wrapper_nonzero_out));
   m.impl("isin.Tensor_Tensor", TORCH_FN(wrapper_isin_Tensor_Tensor));
   m.impl("isin.Tensor_Tensor_out", TORCH_FN(wrapper_isin_Tensor_Tensor_out));
+  m.impl("cat", TORCH_FN(wrapper_cat));
+  m.impl("cat.out", TORCH_FN(wrapper_cat_out));
   m.impl("tril", TORCH_FN(wrapper_tril));
   m.impl("tril_", TORCH_FN(wrapper_tril_));
   m.impl("tril.out", TORCH_FN(wrapper_tril_out));
@@ -4598,8 +4600,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("narrow_copy", TORCH_FN(wrapper_narrow_copy));
   m.impl("channel_shuffle", TORCH_FN(wrapper_channel_shuffle));
   m.impl("unfold_backward", TORCH_FN(wrapper_unfold_backward));
-  m.impl("embedding_renorm_", TORCH_FN(wrapper_embedding_renorm_));
-  m.impl("embedding_dense_backward", TORCH_FN(wrapper_embedding_dense_backward));
   m.impl("convolution_overrideable", TORCH_FN(wrapper_convolution_overrideable));
   m.impl("convolution_backward_overrideable", TORCH_FN(wrapper_convolution_backward_overrideable));
   m.impl("max_pool2d_with_indices", TORCH_FN(wrapper_max_pool2d_with_indices));
@@ -4644,8 +4644,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("glu_backward", TORCH_FN(wrapper_glu_backward));
   m.impl("_prelu_kernel", TORCH_FN(wrapper__prelu_kernel));
   m.impl("_prelu_kernel_backward", TORCH_FN(wrapper__prelu_kernel_backward));
-  m.impl("linalg_cross", TORCH_FN(wrapper_linalg_cross));
-  m.impl("linalg_cross.out", TORCH_FN(wrapper_linalg_cross_out));
   m.impl("upsample_nearest1d", TORCH_FN(wrapper_upsample_nearest1d));
   m.impl("upsample_nearest1d_backward", TORCH_FN(wrapper_upsample_nearest1d_backward));
   m.impl("upsample_nearest2d", TORCH_FN(wrapper_upsample_nearest2d));
@@ -4731,6 +4729,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("linalg_householder_product.out", TORCH_FN(wrapper_linalg_householder_product_out));
   m.impl("linalg_qr.out", TORCH_FN(wrapper_linalg_qr_out));
   m.impl("linalg_matrix_exp", TORCH_FN(wrapper_linalg_matrix_exp));
+  m.impl("linalg_cross", TORCH_FN(wrapper_linalg_cross));
+  m.impl("linalg_cross.out", TORCH_FN(wrapper_linalg_cross_out));
   m.impl("_linalg_svd", TORCH_FN(wrapper__linalg_svd));
   m.impl("_linalg_eigh", TORCH_FN(wrapper__linalg_eigh));
   m.impl("segment_reduce", TORCH_FN(wrapper_segment_reduce));

@@ -258,6 +258,42 @@ at::Tensor & wrapper_erfinv_out(const at::Tensor & self, at::Tensor & out) {
   return out;
 }
 
+at::Tensor wrapper_rsub_Tensor(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
+  rbln::functors::rsub_check(self, other, alpha);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::rsub.Tensor", rbln::functors::rsub<float>(alpha)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::rsub.Tensor", rbln::functors::rsub<at::Half>(alpha)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::rsub.Tensor", rbln::functors::rsub<at::BFloat16>(alpha)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::rsub.Tensor", rbln::functors::rsub<double>(alpha)); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::rsub.Tensor", rbln::functors::rsub<int32_t>(alpha)); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::rsub.Tensor", rbln::functors::rsub<int64_t>(alpha)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::rsub_Tensor>::call(self, other, alpha);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::rsub.Tensor");
+  return iter.output();
+}
+
+at::Tensor & wrapper_rsub_Tensor_out(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha, at::Tensor & out) {
+  rbln::functors::rsub_check(self, other, alpha);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::rsub.Tensor_out", rbln::functors::rsub<float>(alpha)); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::rsub.Tensor_out", rbln::functors::rsub<at::Half>(alpha)); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::rsub.Tensor_out", rbln::functors::rsub<at::BFloat16>(alpha)); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::rsub.Tensor_out", rbln::functors::rsub<double>(alpha)); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::rsub.Tensor_out", rbln::functors::rsub<int32_t>(alpha)); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::rsub.Tensor_out", rbln::functors::rsub<int64_t>(alpha)); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::rsub_Tensor_out>::call(self, other, alpha, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::rsub.Tensor_out");
+  return out;
+}
+
 at::Tensor wrapper_atan2(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
@@ -358,42 +394,6 @@ at::Tensor & wrapper_heaviside_out(const at::Tensor & self, const at::Tensor & v
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::heaviside_out>::call(self, values, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::heaviside.out");
-  return out;
-}
-
-at::Tensor wrapper_rsub_Tensor(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
-  rbln::functors::rsub_check(self, other, alpha);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::rsub.Tensor", rbln::functors::rsub<float>(alpha)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::rsub.Tensor", rbln::functors::rsub<at::Half>(alpha)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::rsub.Tensor", rbln::functors::rsub<at::BFloat16>(alpha)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::rsub.Tensor", rbln::functors::rsub<double>(alpha)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::rsub.Tensor", rbln::functors::rsub<int32_t>(alpha)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::rsub.Tensor", rbln::functors::rsub<int64_t>(alpha)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::rsub_Tensor>::call(self, other, alpha);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::rsub.Tensor");
-  return iter.output();
-}
-
-at::Tensor & wrapper_rsub_Tensor_out(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha, at::Tensor & out) {
-  rbln::functors::rsub_check(self, other, alpha);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::rsub.Tensor_out", rbln::functors::rsub<float>(alpha)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::rsub.Tensor_out", rbln::functors::rsub<at::Half>(alpha)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::rsub.Tensor_out", rbln::functors::rsub<at::BFloat16>(alpha)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::rsub.Tensor_out", rbln::functors::rsub<double>(alpha)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::rsub.Tensor_out", rbln::functors::rsub<int32_t>(alpha)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::rsub.Tensor_out", rbln::functors::rsub<int64_t>(alpha)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::rsub_Tensor_out>::call(self, other, alpha, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::rsub.Tensor_out");
   return out;
 }
 
@@ -574,14 +574,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("erfinv", TORCH_FN(wrapper_erfinv));
   m.impl("erfinv_", TORCH_FN(wrapper_erfinv_));
   m.impl("erfinv.out", TORCH_FN(wrapper_erfinv_out));
+  m.impl("rsub.Tensor", TORCH_FN(wrapper_rsub_Tensor));
+  m.impl("rsub.Tensor_out", TORCH_FN(wrapper_rsub_Tensor_out));
   m.impl("atan2", TORCH_FN(wrapper_atan2));
   m.impl("atan2_", TORCH_FN(wrapper_atan2_));
   m.impl("atan2.out", TORCH_FN(wrapper_atan2_out));
   m.impl("heaviside", TORCH_FN(wrapper_heaviside));
   m.impl("heaviside_", TORCH_FN(wrapper_heaviside_));
   m.impl("heaviside.out", TORCH_FN(wrapper_heaviside_out));
-  m.impl("rsub.Tensor", TORCH_FN(wrapper_rsub_Tensor));
-  m.impl("rsub.Tensor_out", TORCH_FN(wrapper_rsub_Tensor_out));
   m.impl("lerp.Scalar", TORCH_FN(wrapper_lerp_Scalar));
   m.impl("lerp_.Scalar", TORCH_FN(wrapper_lerp__Scalar));
   m.impl("lerp.Scalar_out", TORCH_FN(wrapper_lerp_Scalar_out));

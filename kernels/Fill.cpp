@@ -1,4 +1,4 @@
-// Fills and selections: fill_, zero_, index_fill_, masked_fill_, where, arange.
+// Fills and selections: fill_, zero_, index_fill_, masked_fill_, where, and the ranges arange and linspace.
 #include <ATen/AccumulateType.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/TensorIterator.h>
@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <type_traits>
 
 #include "generated/RBLNNativeFunctions.h"
 #include "kernels/Common.h"
@@ -322,6 +323,30 @@ at::Tensor clamp_Tensor(const at::Tensor& self, const std::optional<at::Tensor>&
 
 at::Tensor& clamp__Tensor(at::Tensor& self, const std::optional<at::Tensor>& min, const std::optional<at::Tensor>& max) {
   return clamp_Tensor_out(self, min, max, self);
+}
+
+at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
+  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  if (out.numel() != steps) out.resize_({steps});
+  if (steps == 0) return out;
+  write_contiguous(out, [&](const at::Tensor& target) {
+    RBLN_DISPATCH_NUMERIC(out.scalar_type(), "linspace", [&] {
+      // CPU's formula and types: endpoints in the dtype, step from both ends.
+      using step_t = std::conditional_t<std::is_integral_v<scalar_t>, double, scalar_t>;
+      const scalar_t a = start.to<scalar_t>(), z = end.to<scalar_t>();
+      const step_t step = steps > 1 ? (static_cast<step_t>(z) - static_cast<step_t>(a)) / static_cast<step_t>(steps - 1)
+                                    : step_t(0);
+      int64_t halfway = steps == 1 ? 1 : steps / 2;  // one step is `start`, as on CPU
+      auto* yp = target.data_ptr<scalar_t>();
+      launch_on(target, "aten::linspace", [=] {
+        for (int64_t i = 0; i < steps; ++i) {
+          yp[i] = static_cast<scalar_t>(i < halfway ? a + step * static_cast<step_t>(i)
+                                                    : z - step * static_cast<step_t>(steps - i - 1));
+        }
+      });
+    });
+  });
+  return out;
 }
 
 }  // namespace rbln::kernels

@@ -282,6 +282,14 @@ struct sub {
   }
 };
 
+// other - alpha * self, with sub's rounding.
+template <class T>
+struct rsub {
+  sub<T> base;
+  explicit rsub(const at::Scalar& alpha) : base(alpha) {}
+  at::opmath_type<T> operator()(at::opmath_type<T> a, at::opmath_type<T> b) const { return base(b, a); }
+};
+
 template <class T>
 struct mul {
   using C = at::opmath_type<T>;
@@ -805,13 +813,5 @@ RBLN_RECURRENCE(special_legendre_polynomial_p, legendre_polynomial_p_forward)
 RBLN_BINARY(special_hermite_polynomial_h, C(hermite_polynomial(a, b, true)))
 RBLN_BINARY(special_hermite_polynomial_he, C(hermite_polynomial(a, b, false)))
 #undef RBLN_BINARY
-
-// other - alpha * self, with sub's rounding.
-template <class T>
-struct rsub {
-  sub<T> base;
-  explicit rsub(const at::Scalar& alpha) : base(alpha) {}
-  at::opmath_type<T> operator()(at::opmath_type<T> a, at::opmath_type<T> b) const { return base(b, a); }
-};
 
 }  // namespace rbln::functors

@@ -1,13 +1,17 @@
 // Dense linear algebra on the device: triangular solves, LU, Cholesky and QR
 // factorizations and the solves, determinants and inverses built on them,
-// Householder products and the matrix exponential, through the BLAS and
+// Householder products, the matrix exponential and the cross product, through the BLAS and
 // LAPACK libtorch carries. Matrices are copied into column-major
 // batches in device memory, as LAPACK wants, and handed back in CPU's
 // conventions: LU packed as getrf leaves it, 1-based int32 pivots, int32 info
 // (a singular or non-positive-definite input is reported there, not thrown,
 // unless check_errors asks for it).
+#include <ATen/ExpandUtils.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/WrapDimUtils.h>
 #include <ATen/native/LinearAlgebraUtils.h>
 #include <ATen/ops/_linalg_check_errors.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/util/accumulate.h>
@@ -745,6 +749,24 @@ at::Tensor linalg_matrix_exp(const at::Tensor& self) {
     });
   });
   return out;
+}
+
+// The cross product along `dim`, from device elementwise ops.
+at::Tensor& linalg_cross_out(const at::Tensor& self, const at::Tensor& other, int64_t dim, at::Tensor& out) {
+  // CPU's order: its meta function's shape checks (the dim as given), then its kernel's dtype check.
+  TORCH_CHECK(self.dim() == other.dim(), "linalg.cross: inputs must have the same number of dimensions.");
+  TORCH_CHECK(self.size(dim) == 3 && other.size(dim) == 3, "linalg.cross: inputs dimension ", dim,
+              " must have length 3. Got ", self.size(dim), " and ", other.size(dim));
+  const auto sizes = at::infer_size(self.sizes(), other.sizes());
+  dim = at::maybe_wrap_dim(dim, static_cast<int64_t>(sizes.size()));
+  TORCH_CHECK(self.scalar_type() == other.scalar_type(), "linalg.cross: expected both inputs to have the same dtype, ",
+              "but input has dtype ", self.scalar_type(), " and other has dtype ", other.scalar_type());
+  check_same_device({&self, &other, &out});
+  check_no_overlap(out, {&self, &other});
+  auto a = [&](int64_t i) { return self.narrow(dim, i, 1); };
+  auto b = [&](int64_t i) { return other.narrow(dim, i, 1); };
+  prepare_out(out, sizes, self.scalar_type(), self, "linalg_cross");
+  return at::cat_out(out, {a(1) * b(2) - a(2) * b(1), a(2) * b(0) - a(0) * b(2), a(0) * b(1) - a(1) * b(0)}, dim);
 }
 
 }  // namespace rbln::kernels

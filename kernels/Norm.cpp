@@ -1,10 +1,9 @@
-// Row-wise kernels over a contiguous [outer, n] view: layer and group norm,
-// cumulative sums, plus linspace and equal.
+// The norms: layer norm and group norm, forward and backward, row-wise over a
+// contiguous [outer, n] view (batch norm has its own file).
 #include <ATen/AccumulateType.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/layer_norm.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/eq.h>
 
 #include <cmath>
 #include <limits>
@@ -344,117 +343,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm_backward(
     });
   });
   return {dx, dw, db};
-}
-
-namespace {
-
-enum class Scan { sum, product, logsumexp };
-
-// log-sum-exp starts from -inf (floating accumulators only: logcumsumexp is floating).
-template <class T>
-T scan_init() {
-  if constexpr (std::is_floating_point_v<T>) return -std::numeric_limits<T>::infinity();
-  else return T(0);
-}
-
-// CPU's log(exp(x) + exp(acc)): stable, and exact for equal infinities.
-template <class T>
-T scan_log_add_exp(T x, T acc) {
-  if constexpr (std::is_floating_point_v<T>) {
-    const T lo = std::isnan(acc) ? acc : std::min(x, acc), hi = std::isnan(acc) ? acc : std::max(x, acc);
-    return (lo != hi || std::isfinite(lo)) ? std::log1p(std::exp(lo - hi)) + hi : x;
-  } else {
-    return acc;
-  }
-}
-
-// Running sum, product or log-sum-exp along `dim`, accumulated in the accumulate type.
-at::Tensor& scan_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out,
-                     Scan kind, const char* op, const char* name) {
-  // As CPU: the dtype argument, else out's dtype, else the input's (int64 for integers).
-  auto type = dtype.value_or(out.defined() ? out.scalar_type()
-                                           : (at::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type()));
-  dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
-  // cumsum_/cumprod_ (out is self): CPU's structured in-place check, before its kernel runs.
-  TORCH_CHECK(!out.is_same(self) || type == self.scalar_type(), "Bad in-place call: input tensor dtype ", self.dtype(),
-              " and output tensor dtype ", c10::scalarTypeToTypeMeta(type), " should match");
-  // CPU's scans take no bool result (a bool input scans in int64).
-  TORCH_CHECK_NOT_IMPLEMENTED(type != at::kBool, "\"", op, "_out_cpu\" not implemented for 'Bool'");
-  prepare_out(out, self.sizes(), type, self, op);
-  if (self.numel() == 0) return out;
-  auto x = at::empty(self.sizes(), self.options().dtype(type));
-  device_copy(x, self);  // contiguous, in the result dtype
-  int64_t size = self.dim() ? self.size(dim) : 1, inner = 1;
-  for (int64_t d = dim + 1; d < self.dim(); ++d) inner *= self.size(d);
-  int64_t outer = self.numel() / (size * inner);
-  write_contiguous(out, [&](const at::Tensor& target) {
-    RBLN_DISPATCH_ALL(type, "scan", [&] {
-      using acc_t = at::acc_type<scalar_t, false>;
-      const auto* xp = x.const_data_ptr<scalar_t>();
-      auto* yp = target.data_ptr<scalar_t>();
-      launch_on(target, name, [=] {
-        at::parallel_for(0, outer * inner, std::max<int64_t>(1, kGrainSize / size), [&](int64_t lo, int64_t hi) {
-          for (int64_t r = lo; r < hi; ++r) {
-            int64_t base = (r / inner) * size * inner + r % inner;
-            acc_t acc = kind == Scan::product ? acc_t(1) : kind == Scan::sum ? acc_t(0) : scan_init<acc_t>();
-            for (int64_t j = 0; j < size; ++j) {
-              const auto v = static_cast<acc_t>(xp[base + j * inner]);
-              acc = kind == Scan::product ? static_cast<acc_t>(acc * v)
-                    : kind == Scan::sum   ? static_cast<acc_t>(acc + v)
-                                          : scan_log_add_exp(v, acc);
-              yp[base + j * inner] = static_cast<scalar_t>(acc);
-            }
-          }
-        });
-      });
-    });
-  });
-  return out;
-}
-
-}  // namespace
-
-at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
-  return scan_out(self, dim, dtype, out, Scan::sum, "cumsum", "aten::cumsum");
-}
-at::Tensor& cumprod_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
-  return scan_out(self, dim, dtype, out, Scan::product, "cumprod", "aten::cumprod");
-}
-at::Tensor& _logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
-  return scan_out(self, dim, self.scalar_type(), out, Scan::logsumexp, "logcumsumexp", "aten::_logcumsumexp");
-}
-
-at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
-  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
-  if (out.numel() != steps) out.resize_({steps});
-  if (steps == 0) return out;
-  write_contiguous(out, [&](const at::Tensor& target) {
-    RBLN_DISPATCH_NUMERIC(out.scalar_type(), "linspace", [&] {
-      // CPU's formula and types: endpoints in the dtype, step from both ends.
-      using step_t = std::conditional_t<std::is_integral_v<scalar_t>, double, scalar_t>;
-      const scalar_t a = start.to<scalar_t>(), z = end.to<scalar_t>();
-      const step_t step = steps > 1 ? (static_cast<step_t>(z) - static_cast<step_t>(a)) / static_cast<step_t>(steps - 1)
-                                    : step_t(0);
-      int64_t halfway = steps == 1 ? 1 : steps / 2;  // one step is `start`, as on CPU
-      auto* yp = target.data_ptr<scalar_t>();
-      launch_on(target, "aten::linspace", [=] {
-        for (int64_t i = 0; i < steps; ++i) {
-          yp[i] = static_cast<scalar_t>(i < halfway ? a + step * static_cast<step_t>(i)
-                                                    : z - step * static_cast<step_t>(steps - i - 1));
-        }
-      });
-    });
-  });
-  return out;
-}
-
-bool equal(const at::Tensor& self, const at::Tensor& other) {
-  check_same_device({&self, &other});
-  if (self.sizes() != other.sizes()) return false;
-  if (self.numel() == 0) return true;
-  // Elementwise on the device (promoting mixed dtypes, as CPU does), then one boolean read back.
-  auto same = at::eq(self, other).logical_not_().sum().item<int64_t>();
-  return same == 0;
 }
 
 }  // namespace rbln::kernels

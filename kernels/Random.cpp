@@ -4,6 +4,7 @@
 // torch.rbln.manual_seed, whatever the threading.
 #include <ATen/core/DistributionsHelper.h>
 #include <ATen/ExpandUtils.h>
+#include <ATen/TensorOperators.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full_like.h>
@@ -322,6 +323,13 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
   bernoulli__float(keep, 1 - p, std::nullopt);
   auto scale = p == 1 ? 0.0 : 1.0 / (1 - p);
   return {at::mul(input, keep).mul_(scale), keep};
+}
+
+// CPU's two products: an integer or bool grad times the double scale gives
+// the default float dtype, as on CPU.
+at::Tensor native_dropout_backward(const at::Tensor& grad_output, const at::Tensor& mask, double scale) {
+  check_same_device({&grad_output, &mask});
+  return grad_output * mask * scale;
 }
 
 }  // namespace rbln::kernels

@@ -1,9 +1,10 @@
 // The reduction family: sum, mean, amax/amin, max/min (values and indices),
-// argmax/argmin, over the plan of kernels/Reduce.h. Float32 rows and columns
-// take the vector loops of kernels/vec; other dtypes fold element by element.
+// argmax/argmin, over the plan of kernels/Reduce.h, and equal. Float32 rows and
+// columns take the vector loops of kernels/vec; other dtypes fold element by element.
 #include <ATen/AccumulateType.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/eq.h>
 #include <ATen/ops/isnan.h>
 #include <ATen/ops/where.h>
 
@@ -424,6 +425,16 @@ at::Tensor argmax(const at::Tensor& self, std::optional<int64_t> dim, bool keepd
 }
 at::Tensor argmin(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
   return arg_extremum(self, dim, keepdim, Op::kMin, "argmin");
+}
+
+// All elements equal: an elementwise compare on the device, one count read back.
+bool equal(const at::Tensor& self, const at::Tensor& other) {
+  check_same_device({&self, &other});
+  if (self.sizes() != other.sizes()) return false;
+  if (self.numel() == 0) return true;
+  // Elementwise on the device (promoting mixed dtypes, as CPU does), then one boolean read back.
+  auto same = at::eq(self, other).logical_not_().sum().item<int64_t>();
+  return same == 0;
 }
 
 }  // namespace rbln::kernels

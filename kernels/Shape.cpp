@@ -1,6 +1,7 @@
-// Layout kernels: flip, roll, the triangular masks tril/triu, channel_shuffle,
-// and unfold's backward.
+// Layout kernels: cat, flip, roll, the triangular masks tril/triu,
+// channel_shuffle, and unfold's backward.
 #include <ATen/WrapDimUtils.h>
+#include <ATen/native/TypeProperties.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 
@@ -179,6 +180,118 @@ at::Tensor unfold_backward(const at::Tensor& grad_in, c10::SymIntArrayRef input_
     });
   });
   return grad;
+}
+
+// 1-d empty tensors are skipped by cat, as on CPU (legacy behaviour).
+static bool cat_skips(const at::Tensor& t) { return t.dim() == 1 && t.numel() == 0; }
+
+// cat of contiguous inputs of out's dtype into a contiguous out: one launch
+// copying each input's block of every outer row (no per-input views or launches).
+template <class Inputs>
+static bool cat_contiguous(const Inputs& inputs, int64_t dim,
+                           const at::Tensor& out) {
+  if (!out.is_contiguous() || out.numel() == 0) return false;
+  for (const at::Tensor& t : inputs) {
+    if (cat_skips(t)) continue;
+    if (!t.is_contiguous() || t.scalar_type() != out.scalar_type() || t.device() != out.device()) return false;
+    if (t.data_ptr() == out.data_ptr()) return false;  // overlap: let the general path raise or cope
+  }
+  int64_t outer = 1, inner = out.element_size();
+  for (int64_t d = 0; d < dim; ++d) outer *= out.size(d);
+  for (int64_t d = dim + 1; d < out.dim(); ++d) inner *= out.size(d);
+  c10::SmallVector<std::pair<const char*, int64_t>, 4> blocks;  // source, bytes per outer row
+  for (const at::Tensor& t : inputs) {
+    if (cat_skips(t)) continue;
+    if (t.numel() > 0) blocks.emplace_back(static_cast<const char*>(t.const_data_ptr()), t.size(dim) * inner);
+  }
+  auto* dst = static_cast<char*>(out.data_ptr());
+  const int64_t row = out.size(dim) * inner;
+  launch_on(out, "aten::cat", [blocks = std::move(blocks), dst, outer, row] {
+    for (int64_t o = 0; o < outer; ++o) {
+      char* d = dst + o * row;
+      for (const auto& [src, bytes] : blocks) {
+        std::memcpy(d, src + o * bytes, bytes);
+        d += bytes;
+      }
+    }
+  });
+  return true;
+}
+
+namespace {
+
+// What cat checks and computes before writing: the first joined input (null
+// when every input is skipped), the wrapped dim, the output's sizes and dtype.
+struct CatPlan {
+  const at::Tensor* ref = nullptr;
+  int64_t dim = 0;
+  std::vector<int64_t> sizes{0};
+  at::ScalarType dtype;
+};
+
+CatPlan plan_cat(const at::ITensorListRef& tensors, const at::MaterializedITensorListRef& inputs, int64_t dim) {
+  TORCH_CHECK(!inputs.empty(), "torch.cat(): expected a non-empty list of Tensors");
+  CatPlan plan;
+  plan.dtype = at::native::result_type(tensors);
+  for (const at::Tensor& t : inputs) {
+    if (!cat_skips(t)) {
+      plan.ref = &t;
+      break;
+    }
+  }
+  if (!plan.ref) return plan;
+  const at::Tensor& ref = *plan.ref;
+  TORCH_CHECK(ref.dim() > 0, "zero-dimensional tensor (at position 0) cannot be concatenated");
+  plan.dim = at::maybe_wrap_dim(dim, ref.dim());
+  plan.sizes = ref.sizes().vec();
+  plan.sizes[plan.dim] = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor& t = inputs[i];
+    if (cat_skips(t)) continue;
+    check_same_device({&ref, &t});
+    TORCH_CHECK(t.dim() == ref.dim(), "Tensors must have same number of dimensions: got ", ref.dim(), " and ",
+                t.dim());
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      TORCH_CHECK(d == plan.dim || t.size(d) == ref.size(d), "Sizes of tensors must match except in dimension ",
+                  plan.dim, ". Expected size ", ref.size(d), " but got size ", t.size(d), " for tensor number ", i,
+                  " in the list.");
+    }
+    plan.sizes[plan.dim] += t.size(plan.dim);
+  }
+  return plan;
+}
+
+void fill_cat(const at::MaterializedITensorListRef& inputs, const CatPlan& plan, at::Tensor& out) {
+  if (!plan.ref || cat_contiguous(inputs, plan.dim, out)) return;
+  int64_t offset = 0;
+  for (const at::Tensor& t : inputs) {
+    if (cat_skips(t)) continue;
+    device_copy(out.narrow(plan.dim, offset, t.size(plan.dim)), t);
+    offset += t.size(plan.dim);
+  }
+}
+
+}  // namespace
+
+at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
+  auto inputs = tensors.materialize();
+  const CatPlan plan = plan_cat(tensors, inputs, dim);
+  for (const at::Tensor& t : inputs) check_no_overlap(out, {&t});
+  // As CPU: the inputs' result type casts into out's dtype.
+  TORCH_CHECK_TYPE(at::canCast(plan.dtype, out.scalar_type()),
+                   "torch.cat(): input types can't be cast to the desired output type ", out.scalar_type());
+  prepare_out(out, plan.sizes, plan.dtype, plan.ref ? *plan.ref : inputs[0].get(), "cat", /*castable=*/true);
+  fill_cat(inputs, plan, out);
+  return out;
+}
+
+// The output is allocated at its final size (no empty-then-resize round trip).
+at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
+  auto inputs = tensors.materialize();
+  const CatPlan plan = plan_cat(tensors, inputs, dim);
+  auto out = at::empty(plan.sizes, inputs[0].get().options().dtype(plan.dtype));
+  fill_cat(inputs, plan, out);
+  return out;
 }
 
 }  // namespace rbln::kernels

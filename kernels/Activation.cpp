@@ -1,6 +1,5 @@
-// Pointwise ops with several operands or results, composed of device ops:
-// glu, prelu and the cross product, with their backwards, and dropout's backward.
-#include <ATen/ExpandUtils.h>
+// Activations with several operands or results, composed of device ops: glu
+// and prelu, with their backwards.
 #include <ATen/TensorOperators.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/ops/cat.h>
@@ -35,13 +34,6 @@ at::Tensor glu_backward(const at::Tensor& grad_output, const at::Tensor& self, i
   return at::cat({sig * grad_output, (1 - sig) * sig * a * grad_output}, at::maybe_wrap_dim(dim, self.dim()));
 }
 
-// CPU's two products: an integer or bool grad times the double scale gives
-// the default float dtype, as on CPU.
-at::Tensor native_dropout_backward(const at::Tensor& grad_output, const at::Tensor& mask, double scale) {
-  check_same_device({&grad_output, &mask});
-  return grad_output * mask * scale;
-}
-
 at::Tensor _prelu_kernel(const at::Tensor& self, const at::Tensor& weight) {
   check_same_device({&self, &weight});
   return at::where(self > 0, self, weight * self);
@@ -52,23 +44,6 @@ std::tuple<at::Tensor, at::Tensor> _prelu_kernel_backward(const at::Tensor& grad
   check_same_device({&grad_output, &self, &weight});
   auto positive = self > 0;
   return {at::where(positive, grad_output, weight * grad_output), (self * grad_output).masked_fill(positive, 0)};
-}
-
-at::Tensor& linalg_cross_out(const at::Tensor& self, const at::Tensor& other, int64_t dim, at::Tensor& out) {
-  // CPU's order: its meta function's shape checks (the dim as given), then its kernel's dtype check.
-  TORCH_CHECK(self.dim() == other.dim(), "linalg.cross: inputs must have the same number of dimensions.");
-  TORCH_CHECK(self.size(dim) == 3 && other.size(dim) == 3, "linalg.cross: inputs dimension ", dim,
-              " must have length 3. Got ", self.size(dim), " and ", other.size(dim));
-  const auto sizes = at::infer_size(self.sizes(), other.sizes());
-  dim = at::maybe_wrap_dim(dim, static_cast<int64_t>(sizes.size()));
-  TORCH_CHECK(self.scalar_type() == other.scalar_type(), "linalg.cross: expected both inputs to have the same dtype, ",
-              "but input has dtype ", self.scalar_type(), " and other has dtype ", other.scalar_type());
-  check_same_device({&self, &other, &out});
-  check_no_overlap(out, {&self, &other});
-  auto a = [&](int64_t i) { return self.narrow(dim, i, 1); };
-  auto b = [&](int64_t i) { return other.narrow(dim, i, 1); };
-  prepare_out(out, sizes, self.scalar_type(), self, "linalg_cross");
-  return at::cat_out(out, {a(1) * b(2) - a(2) * b(1), a(2) * b(0) - a(0) * b(2), a(0) * b(1) - a(1) * b(0)}, dim);
 }
 
 }  // namespace rbln::kernels
