@@ -1,10 +1,11 @@
 """The Python wrapper Inductor generates for an rbln graph, and its device code snippets.
 
-Subclasses of Inductor's classes (of the graph's wrapper and of a control-flow
-subgraph's), registered for "rbln"; they differ from CPU's wrapper in three places only: kernels are bound through `kernels.cpp_pybinding`
-(launched on the stream), kernel calls are emitted as plain calls (Inductor's
-own helper refuses non-Triton kernels on devices other than cpu and mps), and
-buffers are allocated on the graph's device index, not on the current device.
+Subclasses of Inductor's wrappers (of a graph and of a control-flow subgraph),
+registered for "rbln". They differ from CPU's in three places only: kernels are
+bound through `kernels.cpp_pybinding` (launched on the stream), kernel calls are
+emitted as plain calls (Inductor's own helper refuses non-Triton kernels on
+devices other than cpu and mps), and buffers are allocated on the graph's device
+index, not on the current device.
 """
 from __future__ import annotations
 
