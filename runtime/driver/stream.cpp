@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/driver/activity.h"
 #include "runtime/driver/internal.h"
 #include "runtime/driver/rbln_driver.h"
 
@@ -90,6 +91,13 @@ bool may_block_for_notify() {
 constexpr size_t kTaskInlineBytes = 480;
 constexpr size_t kTaskAlign = 16;
 
+// An activity record on its way: filled in as the work is queued and run,
+// kept only if the recording it began in is still on when the work ends.
+struct PendingActivity {
+  Activity record;
+  uint64_t recording;  // g_recording_id when it began
+};
+
 // One slot of a stream's launch ring. `seq` is Vyukov's sequence number: a
 // slot at ring position p is free for the producer holding ticket p + 1 when
 // seq == p, published when seq == p + 1, and handed back to the producers of
@@ -100,6 +108,7 @@ struct alignas(64) Slot {
   const TaskType* type = nullptr;  // nullptr: nothing to run (the task's move threw)
   bool boxed = false;              // storage holds a pointer to the task
   bool touches_memory = false;     // launches and copies, which strict mode must unprotect for
+  PendingActivity* activity = nullptr;  // set while activities are recorded
   alignas(kTaskAlign) unsigned char storage[kTaskInlineBytes];
 };
 // Slots per stream. A producer that finds the ring full waits for the worker;
@@ -209,6 +218,44 @@ void throw_pending_error(Stream* stream) {
   throw Error(Error::kKernel, message);
 }
 
+// ---- activity records ---------------------------------------------------------
+std::atomic<bool> g_recording{false};
+std::atomic<uint64_t> g_recording_id{0};  // one per set_activity_recording(true)
+std::atomic<uint64_t> g_next_activity_id{1};
+std::mutex g_activities_mu;
+std::vector<Activity> g_activities;  // guarded by g_activities_mu
+thread_local uint64_t t_correlation = 0;
+
+int64_t wall_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+int32_t system_thread_id() {
+  thread_local const auto tid = static_cast<int32_t>(syscall(SYS_gettid));
+  return tid;
+}
+
+// nullptr unless recording; the caller owns the result until finish_activity.
+PendingActivity* start_activity(Activity::Kind kind, const char* name, const Stream* stream, size_t bytes) {
+  if (!g_recording.load(std::memory_order_relaxed)) return nullptr;
+  int64_t now = wall_ns();
+  return new PendingActivity{{kind, name, stream->device, stream->id, g_next_activity_id.fetch_add(1), t_correlation,
+                              system_thread_id(), now, now, now, now, bytes},
+                             g_recording_id.load()};
+}
+
+void finish_activity(PendingActivity* pending) {
+  std::unique_ptr<PendingActivity> owned(pending);
+  std::lock_guard<std::mutex> lock(g_activities_mu);
+  if (g_recording.load() && g_recording_id.load() == pending->recording) g_activities.push_back(pending->record);
+}
+
+const char* copy_name(void* dst, const void* src) {
+  bool from_device = device_of(src) >= 0, to_device = device_of(dst) >= 0;
+  if (from_device) return to_device ? "Memcpy DtoD" : "Memcpy DtoH";
+  return to_device ? "Memcpy HtoD" : "Memcpy HtoH";
+}
+
 struct MemoryTaskScope {
   MemoryTaskScope() { internal::begin_memory_task(); }
   ~MemoryTaskScope() { internal::end_memory_task(); }
@@ -227,6 +274,8 @@ void run_in_slot(Slot& slot) {
 }
 
 void run_task(Stream* stream, Slot& slot) {
+  PendingActivity* activity = std::exchange(slot.activity, nullptr);
+  if (activity) activity->record.begin_ns = wall_ns();
   try {
     if (slot.touches_memory && strict_mode()) {
       MemoryTaskScope scope;
@@ -238,6 +287,10 @@ void run_task(Stream* stream, Slot& slot) {
     record_error(stream, slot.name, e.what());
   } catch (...) {
     record_error(stream, slot.name, "unknown exception");
+  }
+  if (activity) {
+    activity->record.end_ns = wall_ns();
+    finish_activity(activity);
   }
 }
 
@@ -440,10 +493,12 @@ void commit_slot(Stream* stream, Slot& slot, uint64_t ticket) {
 }
 
 // Moves the callable into the next slot (or a box) and publishes it; returns its ticket.
-uint64_t enqueue(Stream* stream, const char* name, void* callable, const TaskType& type, bool touches_memory) {
+uint64_t enqueue(Stream* stream, const char* name, void* callable, const TaskType& type, bool touches_memory,
+                 PendingActivity* activity = nullptr) {
   uint64_t ticket;
   Slot& slot = reserve_slot(stream, &ticket);
   slot.name = name;
+  slot.activity = nullptr;
   slot.boxed = type.size > kTaskInlineBytes || type.align > kTaskAlign;
   slot.touches_memory = touches_memory;
   void* box = nullptr;
@@ -452,11 +507,16 @@ uint64_t enqueue(Stream* stream, const char* name, void* callable, const TaskTyp
     type.move(callable, slot.boxed ? box : slot.storage);
   } catch (...) {
     if (box) ::operator delete(box, std::align_val_t(type.align));
+    delete activity;
     slot.type = nullptr;
     commit_slot(stream, slot, ticket);  // the slot must still be published
     throw;
   }
   slot.type = &type;
+  if (activity) {
+    activity->record.host_end_ns = wall_ns();
+    slot.activity = activity;
+  }
   commit_slot(stream, slot, ticket);
   return ticket;
 }
@@ -467,14 +527,18 @@ uint64_t enqueue(Stream* stream, const char* name, F&& fn, bool touches_memory) 
   return enqueue(stream, name, std::addressof(fn), TaskOf<F>::type, touches_memory);
 }
 
-}  // namespace
-
-void launch(Stream* stream, const char* name, void* callable, const TaskType& type) {
-  uint64_t ticket = enqueue(stream, name, callable, type, /*touches_memory=*/true);
+void launch_recorded(Stream* stream, const char* name, void* callable, const TaskType& type, PendingActivity* activity) {
+  uint64_t ticket = enqueue(stream, name, callable, type, /*touches_memory=*/true, activity);
   if (launch_blocking()) {  // wait and rethrow
     wait_completed(stream, ticket, /*help=*/true);
     throw_pending_error(stream);
   }
+}
+
+}  // namespace
+
+void launch(Stream* stream, const char* name, void* callable, const TaskType& type) {
+  launch_recorded(stream, name, callable, type, start_activity(Activity::kKernel, name, stream, 0));
 }
 
 void stream_synchronize(Stream* stream) {
@@ -566,13 +630,18 @@ void copy_bytes(void* dst, const void* src, size_t bytes) {
 }
 
 // A copy run by a host thread rather than a stream worker (strict mode
-// unprotects device memory for it as it does for a task).
-void copy_on_this_thread(void* dst, const void* src, size_t bytes) {
+// unprotects device memory for it as it does for a task), recorded as work of `stream`.
+void copy_on_this_thread(void* dst, const void* src, size_t bytes, const Stream* stream) {
+  PendingActivity* activity = start_activity(Activity::kMemcpy, copy_name(dst, src), stream, bytes);
   if (strict_mode()) {
     MemoryTaskScope scope;
     copy_bytes(dst, src, bytes);
   } else {
     copy_bytes(dst, src, bytes);
+  }
+  if (activity) {
+    activity->record.end_ns = activity->record.host_end_ns = wall_ns();
+    finish_activity(activity);
   }
 }
 
@@ -594,10 +663,12 @@ void memcpy_async(void* dst, const void* src, size_t bytes, Stream* stream) {
   if (bytes == 0) return;
   if (bytes <= kInlineCopyBytes && !launch_blocking() && stream_query(stream)) {
     check_not_forked(stream);
-    copy_on_this_thread(dst, src, bytes);
+    copy_on_this_thread(dst, src, bytes, stream);
     return;
   }
-  launch(stream, "memcpy", [dst, src, bytes] { copy_bytes(dst, src, bytes); });
+  auto copy = [dst, src, bytes] { copy_bytes(dst, src, bytes); };
+  launch_recorded(stream, "memcpy", &copy, TaskOf<decltype(copy)>::type,
+                  start_activity(Activity::kMemcpy, copy_name(dst, src), stream, bytes));
 }
 
 // Waits for the stream's earlier work, then copies on the calling thread: the
@@ -606,8 +677,28 @@ void memcpy_async(void* dst, const void* src, size_t bytes, Stream* stream) {
 void memcpy_sync(void* dst, const void* src, size_t bytes, Stream* stream) {
   check_not_forked(stream);
   synchronize(stream);
-  if (bytes > 0) copy_on_this_thread(dst, src, bytes);  // even after a failed task, as a queued copy would
+  if (bytes > 0) copy_on_this_thread(dst, src, bytes, stream);  // even after a failed task, as a queued copy would
   throw_pending_error(stream);
+}
+
+// ---- activity records -----------------------------------------------------------
+
+void set_activity_recording(bool on) {
+  std::lock_guard<std::mutex> lock(g_activities_mu);
+  if (on && !g_recording.load()) {
+    g_activities.clear();
+    g_recording_id.fetch_add(1);
+  }
+  g_recording.store(on);
+}
+
+bool activity_recording() { return g_recording.load(std::memory_order_relaxed); }
+
+void set_correlation_id(uint64_t id) { t_correlation = id; }
+
+std::vector<Activity> take_activities() {
+  std::lock_guard<std::mutex> lock(g_activities_mu);
+  return std::exchange(g_activities, {});
 }
 
 }  // namespace rbln::driver

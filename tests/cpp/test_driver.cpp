@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "runtime/driver/internal.h"
+#include "runtime/driver/activity.h"
 #include "runtime/driver/rbln_driver.h"
 
 using namespace rbln::driver;
@@ -683,3 +684,39 @@ TEST(ForkDeathTest, ChildWorksOnDevicesTheParentNeverStarted) {
 }
 
 }  // namespace
+
+TEST(Activities, RecordsKernelsAndCopiesWithTheirCorrelation) {
+  Stream* stream = create_stream(0);
+  void* device = device_malloc(0, 4096);
+  std::vector<char> host(4096, 1);
+  launch(stream, "before", [] {});  // not recorded: recording is off
+  stream_synchronize(stream);
+  set_activity_recording(true);
+  set_correlation_id(42);
+  launch(stream, "kernel", [] { std::this_thread::sleep_for(std::chrono::milliseconds(2)); });
+  memcpy_async(device, host.data(), host.size(), stream);  // queued behind the kernel
+  set_correlation_id(0);
+  memcpy_sync(host.data(), device, host.size(), stream);
+  std::vector<Activity> records = take_activities();
+  set_activity_recording(false);
+  launch(stream, "after", [] {});
+  stream_synchronize(stream);
+  EXPECT_TRUE(take_activities().empty());
+  device_free(device);
+
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_STREQ(records[0].name, "kernel");
+  EXPECT_EQ(records[0].kind, Activity::kKernel);
+  EXPECT_EQ(records[0].correlation, 42u);
+  EXPECT_EQ(records[0].stream, stream_id(stream));
+  EXPECT_GE(records[0].end_ns - records[0].begin_ns, 2'000'000);
+  EXPECT_LE(records[0].host_begin_ns, records[0].begin_ns);
+  EXPECT_STREQ(records[1].name, "Memcpy HtoD");
+  EXPECT_EQ(records[1].kind, Activity::kMemcpy);
+  EXPECT_EQ(records[1].bytes, 4096u);
+  EXPECT_EQ(records[1].correlation, 42u);
+  EXPECT_GE(records[1].begin_ns, records[0].end_ns);  // stream order
+  EXPECT_STREQ(records[2].name, "Memcpy DtoH");
+  EXPECT_EQ(records[2].correlation, 0u);
+  EXPECT_NE(records[0].id, records[1].id);
+}
