@@ -2,13 +2,21 @@
 // are reused by later allocations on the same stream (stream order makes that
 // safe without a sync), record_stream defers reuse until other streams are
 // done, and running out of memory first returns the cache to the driver.
+// With memory history on, it records its actions and where they came from.
+#include "runtime/RBLNCachingAllocator.h"
+
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/profiler/combined_traceback.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "runtime/RBLNFunctions.h"
@@ -44,6 +52,7 @@ struct Block {
   Block* prev = nullptr;  // neighbours in the same segment
   Block* next = nullptr;
   bool cached = false;  // in free_blocks
+  memory::Context context;  // where it was allocated, with memory history on
 };
 
 struct BlockOrder {  // free blocks by stream, then size (best fit), then address
@@ -91,8 +100,49 @@ struct DevicePool {
   std::deque<std::pair<Block*, std::vector<driver::Event*>>> pending;
   // Per stream, recorded after its last stream-ordered release (see reserve).
   std::map<driver::Stream*, driver::Event*> fences;
+  // The first block of each segment: it stays the first while the segment lives.
+  std::set<Block*> segments;
+  std::deque<memory::TraceEntry> history;
   DeviceStats stats;
 };
+
+// ---- memory history ------------------------------------------------------------
+std::atomic<bool> g_history_on{false};  // read on every allocation and free
+std::mutex g_history_mu;                // guards g_history (taken after a pool's mutex)
+memory::HistoryConfig g_history;
+
+memory::HistoryConfig history_config() {
+  std::lock_guard<std::mutex> lock(g_history_mu);
+  return g_history;
+}
+
+// Gathered before taking a pool's mutex: gathering Python frames takes the GIL.
+memory::Context gather_context(memory::HistoryConfig::Context needed) {
+  if (!g_history_on.load(std::memory_order_relaxed)) return nullptr;
+  auto config = history_config();
+  if (config.context < needed) return nullptr;
+  return torch::CapturedTraceback::gather(/*python=*/true, /*script=*/false, config.cpp_frames);
+}
+
+int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Caller holds the pool's mutex.
+void record_action(DevicePool& pool, memory::TraceEntry::Action action, const void* ptr, size_t size,
+                   driver::Stream* stream, memory::Context context, size_t device_free = 0) {
+  if (!g_history_on.load(std::memory_order_relaxed)) return;
+  auto config = history_config();
+  if (config.record != memory::HistoryConfig::kAll) return;
+  pool.history.push_back({action, reinterpret_cast<uintptr_t>(ptr), size, stream ? driver::stream_id(stream) : 0,
+                          now_us(), device_free, std::move(context)});
+  while (pool.history.size() > config.max_entries) pool.history.pop_front();
+}
+
+void report_to_profiler(void* ptr, int64_t delta, const DeviceStats& stats, c10::DeviceIndex device) {
+  c10::reportMemoryUsageToProfiler(ptr, delta, stats.allocated_bytes[0].current, stats.reserved_bytes[0].current,
+                                   c10::Device(kRBLN, device));
+}
 
 void free_block(void* ctx);
 
@@ -104,10 +154,11 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
     if (n == 0) return {nullptr, nullptr, &free_block, c10::Device(kRBLN, device)};
     auto& pool = get_pool(device);
     auto size = round_size(n);
-    std::lock_guard<std::mutex> lock(pool.mutex);
+    auto context = gather_context(memory::HistoryConfig::kStateContext);
+    std::unique_lock<std::mutex> lock(pool.mutex);
     process_pending(pool);
     Block* block = take_cached(pool, stream, size);
-    if (!block) block = reserve(pool, device, stream, size, n);
+    if (!block) block = reserve(pool, device, stream, size, n, context);
     size = block->size;  // a reused block may be a little larger than asked
     block->requested = n;
     update(pool.stats.allocation, size, 1);
@@ -115,20 +166,49 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
     update(pool.stats.allocated_bytes, size, static_cast<int64_t>(size));
     update(pool.stats.active_bytes, size, static_cast<int64_t>(size));
     update(pool.stats.requested_bytes, size, static_cast<int64_t>(n));
+    block->context = context;
+    record_action(pool, memory::TraceEntry::kAlloc, block->ptr, n, stream,
+                  history_config().context >= memory::HistoryConfig::kAlloc ? context : nullptr);
     trace::report(trace::Kind::kMemoryAllocation, block->ptr, device);
+    if (c10::memoryProfilingEnabled()) {
+      auto stats = pool.stats;
+      lock.unlock();
+      report_to_profiler(block->ptr, static_cast<int64_t>(size), stats, device);
+    }
     return {block->ptr, block, &free_block, c10::Device(kRBLN, device)};
   }
 
   void release(Block* block) {
     trace::report(trace::Kind::kMemoryDeallocation, block->ptr, block->device);
     auto& pool = get_pool(block->device);
+    auto context = gather_context(memory::HistoryConfig::kAllContext);
+    if (c10::memoryProfilingEnabled()) {
+      void* ptr = block->ptr;  // the block may merge into a neighbour
+      auto size = static_cast<int64_t>(block->size);
+      auto device = block->device;
+      DeviceStats stats;
+      {
+        std::lock_guard<std::mutex> lock(pool.mutex);
+        release_locked(pool, block, std::move(context));
+        stats = pool.stats;
+      }
+      report_to_profiler(ptr, -size, stats, device);
+      return;
+    }
     std::lock_guard<std::mutex> lock(pool.mutex);
+    release_locked(pool, block, std::move(context));
+  }
+
+  void release_locked(DevicePool& pool, Block* block, memory::Context context) {
     update(pool.stats.allocation, block->size, -1);
     update(pool.stats.active, block->size, -1);
     update(pool.stats.allocated_bytes, block->size, -static_cast<int64_t>(block->size));
     update(pool.stats.active_bytes, block->size, -static_cast<int64_t>(block->size));
     update(pool.stats.requested_bytes, block->size, -static_cast<int64_t>(block->requested));
+    record_action(pool, memory::TraceEntry::kFreeRequested, block->ptr, block->requested, block->stream, context);
+    block->context.reset();
     if (block->used_by.empty()) {
+      record_action(pool, memory::TraceEntry::kFreeCompleted, block->ptr, block->requested, block->stream, context);
       cache(pool, block);
       return;
     }
@@ -196,6 +276,45 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
     });
   }
 
+  memory::Snapshot snapshot() {
+    memory::Snapshot result;
+    for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
+      auto& pool = get_pool(d);
+      std::lock_guard<std::mutex> lock(pool.mutex);
+      std::set<const Block*> pending;
+      for (const auto& entry : pool.pending) pending.insert(entry.first);
+      for (const Block* head : pool.segments) {
+        memory::SegmentInfo segment{d, reinterpret_cast<uintptr_t>(head->ptr), 0, 0, 0, 0,
+                                    driver::stream_id(head->stream), false, {}};
+        for (const Block* b = head; b; b = b->next) {
+          auto state = b->cached          ? memory::BlockInfo::kInactive
+                       : pending.count(b) ? memory::BlockInfo::kActivePendingFree
+                                          : memory::BlockInfo::kActiveAllocated;
+          size_t requested = b->cached ? 0 : b->requested;
+          segment.blocks.push_back({reinterpret_cast<uintptr_t>(b->ptr), b->size, requested, state, b->context});
+          segment.total += b->size;
+          segment.requested += requested;
+          if (state == memory::BlockInfo::kActiveAllocated) segment.allocated += b->size;
+          if (state != memory::BlockInfo::kInactive) segment.active += b->size;
+        }
+        segment.large = segment.total >= kSmallSize;
+        result.segments.push_back(std::move(segment));
+      }
+      result.device_traces.emplace_back(pool.history.begin(), pool.history.end());
+    }
+    std::sort(result.segments.begin(), result.segments.end(),
+              [](const auto& a, const auto& b) { return std::tie(a.device, a.address) < std::tie(b.device, b.address); });
+    return result;
+  }
+
+  void clear_history() {
+    for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
+      auto& pool = get_pool(d);
+      std::lock_guard<std::mutex> lock(pool.mutex);
+      pool.history.clear();
+    }
+  }
+
  private:
   DevicePool& get_pool(c10::DeviceIndex device) {
     std::call_once(init_, [this] {
@@ -232,24 +351,28 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
     return block;
   }
 
-  // Returns a free block to the cache, merged with free neighbours of its segment.
+  // Returns a free block to the cache, merged with free neighbours of its
+  // segment (into the earlier one, so a segment's first block stays first).
   static void cache(DevicePool& pool, Block* block) {
-    for (Block* n : {block->prev, block->next}) {
-      if (!n || !n->cached) continue;
-      pool.free_blocks.erase(n);
-      if (n == block->prev) {
-        block->ptr = n->ptr;
-        block->prev = n->prev;
-        if (n->prev) n->prev->next = block;
-      } else {
-        block->next = n->next;
-        if (n->next) n->next->prev = block;
-      }
-      block->size += n->size;
-      delete n;
+    if (Block* prev = block->prev; prev && prev->cached) {
+      pool.free_blocks.erase(prev);
+      absorb_next(prev);
+      block = prev;
+    }
+    if (Block* next = block->next; next && next->cached) {
+      pool.free_blocks.erase(next);
+      absorb_next(block);
     }
     block->cached = true;
     pool.free_blocks.insert(block);
+  }
+
+  static void absorb_next(Block* block) {
+    Block* next = block->next;
+    block->size += next->size;
+    block->next = next->next;
+    if (next->next) next->next->prev = block;
+    delete next;
   }
 
   // A cache miss first hands this stream's free segments back to the
@@ -259,7 +382,8 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
   // stream order makes that safe for this stream's own allocations, and a
   // later reserve for another stream first waits for that work (the fence),
   // on its stream, without blocking the host.
-  Block* reserve(DevicePool& pool, c10::DeviceIndex device, driver::Stream* stream, size_t size, size_t n) {
+  Block* reserve(DevicePool& pool, c10::DeviceIndex device, driver::Stream* stream, size_t size, size_t n,
+                 const memory::Context& context) {
     release_stream_cached(pool, stream);
     for (auto& [other, fence] : pool.fences)
       if (other != stream && !driver::event_query(fence)) driver_call([&] { driver::stream_wait_event(stream, fence); });
@@ -275,6 +399,7 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
       auto capacity = driver::device_capacity(device);
       auto used = driver::device_bytes_used(device);
       auto allocated = pool.stats.allocated_bytes[0].current;
+      record_action(pool, memory::TraceEntry::kOOM, nullptr, n, stream, context, capacity - used);
       TORCH_CHECK_WITH(OutOfMemoryError, false, "RBLN out of memory on device rbln:", int(device),
                        ". Tried to allocate ", format_bytes(n), "; ", format_bytes(allocated),
                        " in use by tensors, ", format_bytes(used), " reserved, ", format_bytes(capacity - used),
@@ -283,7 +408,10 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
     ++pool.stats.num_device_alloc;
     update(pool.stats.segment, size, 1);
     update(pool.stats.reserved_bytes, size, static_cast<int64_t>(size));
-    return new Block{ptr, size, n, device, stream, {}};
+    record_action(pool, memory::TraceEntry::kSegmentAlloc, ptr, size, stream, context);
+    auto* block = new Block{ptr, size, n, device, stream, {}};
+    pool.segments.insert(block);
+    return block;
   }
 
   static void process_pending(DevicePool& pool) {
@@ -295,6 +423,7 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
       for (auto* event : events) driver::event_destroy(event);
       Block* freed = block;
       pool.pending.pop_front();
+      record_action(pool, memory::TraceEntry::kFreeCompleted, freed->ptr, freed->requested, freed->stream, nullptr);
       cache(pool, freed);
     }
   }
@@ -335,6 +464,8 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
                                                                bool keep_pages) {
     Block* block = *it;
     driver::device_free(block->ptr, keep_pages);
+    record_action(pool, memory::TraceEntry::kSegmentFree, block->ptr, block->size, block->stream, nullptr);
+    pool.segments.erase(block);
     ++pool.stats.num_device_free;
     update(pool.stats.segment, block->size, -1);
     update(pool.stats.reserved_bytes, block->size, -static_cast<int64_t>(block->size));
@@ -355,4 +486,16 @@ void free_block(void* ctx) {
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator);
 
 }  // namespace
+
+void memory::record_history(const HistoryConfig& config) {
+  {
+    std::lock_guard<std::mutex> lock(g_history_mu);
+    g_history = config;
+    g_history_on.store(config.record != HistoryConfig::kOff);
+  }
+  if (config.clear || config.record == HistoryConfig::kOff) g_allocator.clear_history();  // as CUDA's
+}
+
+memory::Snapshot memory::snapshot() { return g_allocator.snapshot(); }
+
 }  // namespace rbln

@@ -9,14 +9,17 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/profiler/combined_traceback.h>
 
 #include <cstring>
 #include <utility>
 
+#include "runtime/RBLNCachingAllocator.h"
 #include "runtime/RBLNCompiledKernels.h"
 #include "runtime/RBLNFallback.h"
 #include "runtime/RBLNFunctions.h"
 #include "runtime/RBLNGenerator.h"
+#include "runtime/RBLNProfiler.h"
 #include "runtime/RBLNTrace.h"
 
 namespace py = pybind11;
@@ -83,6 +86,91 @@ py::dict stat_dict(const c10::CachingDeviceAllocator::DeviceStats& s) {
   return d;
 }
 
+// torch.cuda.memory._snapshot()'s dict: segments with their blocks, and each
+// device's trace, with frames ({filename, line, name}, innermost first).
+py::dict snapshot_dict(const rbln::memory::Snapshot& snapshot) {
+  std::vector<torch::CapturedTraceback*> tracebacks;
+  auto index_of = [&](const rbln::memory::Context& context) -> int64_t {
+    auto* traceback = dynamic_cast<torch::CapturedTraceback*>(context.get());
+    if (!traceback) return -1;
+    tracebacks.push_back(traceback);
+    return static_cast<int64_t>(tracebacks.size()) - 1;
+  };
+  // First pass: which traceback each entry has; then one symbolize call for all.
+  std::vector<int64_t> block_frames, trace_frames;
+  for (const auto& segment : snapshot.segments)
+    for (const auto& block : segment.blocks) block_frames.push_back(index_of(block.context));
+  for (const auto& trace : snapshot.device_traces)
+    for (const auto& entry : trace) trace_frames.push_back(index_of(entry.context));
+  torch::SymbolizedTracebacks symbolized = torch::symbolize(tracebacks);
+  std::vector<py::dict> frames;
+  for (const auto& frame : symbolized.all_frames) {
+    py::dict f;
+    f["filename"] = frame.filename;
+    f["line"] = frame.lineno;
+    f["name"] = frame.funcname;
+    frames.push_back(std::move(f));
+  }
+  auto frame_list = [&](int64_t index) {
+    py::list list;
+    if (index >= 0)
+      for (uint64_t i : symbolized.tracebacks[index]) list.append(frames[i]);
+    return list;
+  };
+
+  const char* block_states[] = {"active_allocated", "active_pending_free", "inactive"};
+  py::list segments;
+  size_t next_block = 0;
+  for (const auto& segment : snapshot.segments) {
+    py::dict seg;
+    seg["device"] = segment.device;
+    seg["address"] = segment.address;
+    seg["total_size"] = segment.total;
+    seg["allocated_size"] = segment.allocated;
+    seg["active_size"] = segment.active;
+    seg["requested_size"] = segment.requested;
+    seg["stream"] = segment.stream;
+    seg["segment_type"] = segment.large ? "large" : "small";
+    seg["segment_pool_id"] = py::make_tuple(0, 0);
+    seg["is_expandable"] = false;
+    py::list blocks;
+    for (const auto& block : segment.blocks) {
+      py::dict b;
+      b["address"] = block.address;
+      b["size"] = block.size;
+      b["requested_size"] = block.requested;
+      b["state"] = block_states[block.state];
+      b["frames"] = frame_list(block_frames[next_block++]);
+      blocks.append(std::move(b));
+    }
+    seg["blocks"] = std::move(blocks);
+    segments.append(std::move(seg));
+  }
+
+  const char* actions[] = {"alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "oom"};
+  py::list device_traces;
+  size_t next_entry = 0;
+  for (const auto& trace : snapshot.device_traces) {
+    py::list entries;
+    for (const auto& entry : trace) {
+      py::dict e;
+      e["action"] = actions[entry.action];
+      e["addr"] = entry.address;
+      e["size"] = entry.size;
+      e["stream"] = entry.stream;
+      e["time_us"] = entry.time_us;
+      e["frames"] = frame_list(trace_frames[next_entry++]);
+      if (entry.action == rbln::memory::TraceEntry::kOOM) e["device_free"] = entry.device_free;
+      entries.append(std::move(e));
+    }
+    device_traces.append(std::move(entries));
+  }
+  py::dict result;
+  result["segments"] = std::move(segments);
+  result["device_traces"] = std::move(device_traces);
+  return result;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -107,6 +195,16 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_peak_memory_stats", [](int device) { translate([&] { c10::getDeviceAllocator(rbln::kRBLN)->resetPeakStats(device); }); });
   m.def("_reset_accumulated_memory_stats", [](int device) { translate([&] { c10::getDeviceAllocator(rbln::kRBLN)->resetAccumulatedStats(device); }); });
   m.def("_empty_cache", [] { translate([&] { c10::getDeviceAllocator(rbln::kRBLN)->emptyCache(); }); });
+  m.def("_record_memory_history", [](int record, int context, bool cpp_frames, size_t max_entries, bool clear) {
+    rbln::memory::HistoryConfig config;
+    config.record = static_cast<rbln::memory::HistoryConfig::Record>(record);
+    config.context = static_cast<rbln::memory::HistoryConfig::Context>(context);
+    config.cpp_frames = cpp_frames;
+    config.max_entries = max_entries;
+    config.clear = clear;
+    rbln::memory::record_history(config);
+  });
+  m.def("_memory_snapshot", [] { return snapshot_dict(translate([] { return rbln::memory::snapshot(); })); });
   m.def("_mem_get_info", [](int device) { return translate([&] { return c10::getDeviceAllocator(rbln::kRBLN)->getMemoryInfo(device); }); });
 
   // The sanitizer's trace seam (runtime/RBLNTrace.h): records are (kind, handle, device, stream id).
@@ -142,6 +240,15 @@ PYBIND11_MODULE(_C, m) {
   m.def("_compiled_kernel", [](const std::string& name) { return reinterpret_cast<uintptr_t>(rbln::compiled_kernel(name.c_str())); });
   m.def("_compiled_kernel_launcher", [] { return reinterpret_cast<uintptr_t>(&rbln::rbln_launch_compiled_kernel); });
 
+  // Device activity for explain(): subscribe, then take (name, device, stream, begin_ns, end_ns) records.
+  m.def("_activity_subscribe", [] { return rbln::activity::subscribe(); });
+  m.def("_activity_unsubscribe", [](int subscriber) { rbln::activity::unsubscribe(subscriber); });
+  m.def("_activity_take", [](int subscriber) {
+    py::list records;
+    for (const auto& a : rbln::activity::take(subscriber))
+      records.append(py::make_tuple(a.name, a.device, a.stream, a.begin_ns, a.end_ns));
+    return records;
+  });
   m.def("_device_op_counts", [] { return rbln::device_op_counts(); });
   m.def("_fallback_counts", [] { return rbln::fallback_counts(); });
 

@@ -193,6 +193,9 @@ def mem_get_info(device: Any = None) -> tuple[int, int]:
     return tuple(_C._mem_get_info(_index(device)))
 
 
+from ._memory_history import _dump_snapshot, _record_memory_history, _snapshot, memory_snapshot  # noqa: E402,F401
+
+
 # ---- device info ---------------------------------------------------------------
 @dataclass(frozen=True)
 class _DeviceProperties:

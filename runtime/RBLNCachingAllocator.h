@@ -1,0 +1,62 @@
+// The caching allocator's memory history and snapshots, in the shape of
+// CUDA's (torch.cuda.memory._record_memory_history / _snapshot), so that
+// torch.cuda._memory_viz and the pytorch.org memory viewer read them.
+#pragma once
+
+#include <c10/core/Allocator.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace rbln::memory {
+
+struct HistoryConfig {
+  enum Record { kOff, kState, kAll };                  // `enabled`: None, "state", "all"
+  enum Context { kNoContext, kStateContext, kAlloc, kAllContext };  // `context`: which actions keep stacks
+  Record record = kOff;
+  Context context = kNoContext;
+  bool cpp_frames = false;  // `stacks="all"`: C++ frames as well as Python's
+  size_t max_entries = SIZE_MAX;
+  bool clear = false;       // drop the history recorded so far
+};
+void record_history(const HistoryConfig& config);
+
+using Context = std::shared_ptr<c10::GatheredContext>;
+
+struct BlockInfo {
+  enum State { kActiveAllocated, kActivePendingFree, kInactive };
+  uintptr_t address;
+  size_t size, requested;
+  State state;
+  Context context;  // where it was allocated (recording with a context)
+};
+
+struct SegmentInfo {
+  int device;
+  uintptr_t address;
+  size_t total, allocated, active, requested;
+  int64_t stream;
+  bool large;
+  std::vector<BlockInfo> blocks;  // in address order
+};
+
+struct TraceEntry {
+  enum Action { kAlloc, kFreeRequested, kFreeCompleted, kSegmentAlloc, kSegmentFree, kOOM };
+  Action action;
+  uintptr_t address;
+  size_t size;
+  int64_t stream;
+  int64_t time_us;  // system_clock microseconds since the epoch
+  size_t device_free;  // kOOM only
+  Context context;
+};
+
+struct Snapshot {
+  std::vector<SegmentInfo> segments;
+  std::vector<std::vector<TraceEntry>> device_traces;  // one per device
+};
+Snapshot snapshot();
+
+}  // namespace rbln::memory

@@ -1,0 +1,17 @@
+// The driver records device activity for one consumer at a time; this hands
+// the records to every consumer that wants them (torch.profiler's sessions,
+// torch.rbln.explain), and keeps recording on while any of them listens.
+#pragma once
+
+#include <vector>
+
+#include "runtime/driver/activity.h"
+
+namespace rbln::activity {
+
+int subscribe();
+void unsubscribe(int subscriber);
+// The records of finished work since the subscriber's last take.
+std::vector<driver::Activity> take(int subscriber);
+
+}  // namespace rbln::activity

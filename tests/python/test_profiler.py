@@ -1,0 +1,116 @@
+"""torch.profiler on rbln: device time in key_averages, a Chrome trace with one track per stream and
+flow arrows from the launching ops, the legacy profiler, and rbln memory under profile_memory=True."""
+import json
+
+import pytest
+import torch
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile
+
+ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
+
+
+def device_events(prof, name):
+    return [e for e in prof.events() if e.name == name and e.device_type == DeviceType.PrivateUse1]
+
+
+def test_mm_has_device_time():
+    x = torch.randn(256, 256, device="rbln")
+    with profile(activities=ACTIVITIES) as prof:
+        for _ in range(3):
+            y = x @ x
+        y.cpu()
+    kernels = device_events(prof, "aten::mm")
+    assert len(kernels) == 3  # one device kernel per launch
+    assert all(k.device_index == 0 and k.time_range.elapsed_us() > 0 for k in kernels)
+    mm = next(e for e in prof.key_averages() if e.key == "aten::mm")
+    assert mm.count == 3
+    assert mm.device_time_total > 0
+    assert mm.device_time_total == pytest.approx(sum(k.time_range.elapsed_us() for k in kernels), rel=0.01)
+    copies = device_events(prof, "Memcpy DtoH")
+    assert len(copies) == 1
+
+
+def test_chrome_trace_has_stream_tracks_and_flows(tmp_path):
+    x = torch.randn(64, 64, device="rbln")
+    side = torch.rbln.Stream()
+    side.wait_stream(torch.rbln.current_stream())
+    with profile(activities=ACTIVITIES) as prof:
+        y = x + 1
+        with torch.rbln.stream(side):
+            z = x * 2
+        torch.rbln.synchronize()
+        (y + z).cpu()
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    events = json.loads(path.read_text())["traceEvents"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    by_name = {e["name"]: e for e in kernels}
+    assert {"aten::add.Tensor", "aten::mul.Tensor"} <= set(by_name)
+    assert by_name["aten::add.Tensor"]["pid"] == 0
+    assert by_name["aten::add.Tensor"]["tid"] == 0  # the default stream's track
+    assert by_name["aten::mul.Tensor"]["tid"] == side.stream_id  # the side stream's track
+    names = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
+    assert names[0] == "rbln:0"
+    assert any(e.get("cat") == "gpu_memcpy" and e["name"] == "Memcpy DtoH" for e in events)
+
+    # Every device kernel ends a flow that starts at its launch on the host, inside the op that launched it.
+    starts = {e["id"]: e for e in events if e.get("ph") == "s" and e.get("cat") == "ac2g"}
+    ends = {e["id"]: e for e in events if e.get("ph") == "f" and e.get("cat") == "ac2g"}
+    launches = [e for e in events if e["name"] == "rblnLaunchKernel" and e.get("ph") == "X"]
+    assert len(launches) >= len(kernels)
+    for kernel in kernels:
+        flow = next(f for f in ends.values() if f["pid"] == kernel["pid"] and f["tid"] == kernel["tid"]
+                    and abs(f["ts"] - kernel["ts"]) < 1)
+        assert flow["id"] in starts
+    op = next(e for e in events if e["name"] == "aten::add" and e.get("ph") == "X")
+    launch = next(e for e in launches if op["ts"] <= e["ts"] <= op["ts"] + op["dur"])
+    assert launch["tid"] == op["tid"]
+    # Times are real: the kernel runs after its op began (Kineto wants nanoseconds; microseconds land at 0).
+    assert by_name["aten::add.Tensor"]["ts"] >= op["ts"]
+
+
+def test_backward_kernels_are_linked_to_their_ops():
+    w = torch.randn(32, 32, device="rbln", requires_grad=True)
+    with profile(activities=ACTIVITIES) as prof:
+        (w @ w).sum().backward()
+        w.grad.cpu()
+    averages = {e.key: e for e in prof.key_averages()}
+    assert averages["aten::mm"].count == 3  # forward, and two in MmBackward0
+    assert averages["aten::mm"].device_time_total > 0
+
+
+def test_legacy_profiler_with_use_device():
+    x = torch.randn(128, 128, device="rbln")
+    with torch.autograd.profiler.profile(use_device="rbln") as prof:
+        (x @ x).cpu()
+    mm = next(e for e in prof.key_averages() if e.key == "aten::mm")
+    assert mm.count == 1
+    assert mm.device_time_total > 0
+    assert mm.cpu_time_total > 0
+
+
+def test_profile_memory_reports_rbln_memory():
+    torch.rbln.synchronize()
+    with profile(activities=ACTIVITIES, profile_memory=True) as prof:
+        t = torch.empty(1 << 20, dtype=torch.uint8, device="rbln")
+        del t
+    empty = next(e for e in prof.key_averages() if e.key == "aten::empty")
+    assert empty.device_memory_usage == 1 << 20
+    assert empty.cpu_memory_usage == 0
+    frees = [e for e in prof.events() if e.name == "[memory]"]  # outside any op
+    assert [e.device_memory_usage for e in frees] == [-(1 << 20)]
+
+
+def test_device_work_outside_a_profile_is_not_recorded():
+    x = torch.randn(16, device="rbln")
+    (x + 1).cpu()  # before: not recorded
+    with profile(activities=ACTIVITIES) as prof:
+        (x * 3).cpu()
+    (x - 1).cpu()  # after: recording is off again
+    names = {e.name for e in prof.events() if e.device_type == DeviceType.PrivateUse1}
+    assert "aten::mul.Tensor" in names
+    assert not names & {"aten::add.Tensor", "aten::sub.Tensor"}
+    with profile(activities=ACTIVITIES) as again:  # a second profile starts empty
+        (x / 2).cpu()
+    assert "aten::mul.Tensor" not in {e.name for e in again.events()}
