@@ -114,3 +114,16 @@ def test_device_work_outside_a_profile_is_not_recorded():
     with profile(activities=ACTIVITIES) as again:  # a second profile starts empty
         (x / 2).cpu()
     assert "aten::mul.Tensor" not in {e.name for e in again.events()}
+
+
+def test_second_device_has_its_own_process_track(tmp_path):
+    x = torch.randn(8, device="rbln:1")
+    with profile(activities=ACTIVITIES) as prof:
+        (x + 1).cpu()
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    events = json.loads(path.read_text())["traceEvents"]
+    add = next(e for e in events if e.get("cat") == "kernel" and e["name"] == "aten::add.Tensor")
+    assert (add["pid"], add["tid"]) == (1, 0)
+    assert {"name": "rbln:1"} in [e["args"] for e in events if e.get("ph") == "M" and e["pid"] == 1]
+    assert device_events(prof, "aten::add.Tensor")[0].device_index == 1
