@@ -348,6 +348,29 @@ def main() -> int:
     rows.append(value_row("graphs compiled in a warm second process", "compile", warm_process_compiles, 0,
                           reference="count"))
 
+    # ---- profiler (docs/debugging.md): its cost while on, and none left once it is off ----
+    def add_chain(device, length):
+        y = torch.randn(1, device=device)
+
+        def run():
+            z = y.clone()
+            for _ in range(length):
+                z = torch.add(z, y)
+        return run
+
+    def profiled(device):
+        from torch.profiler import ProfilerActivity, profile
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.PrivateUse1] if device == "rbln" else [])
+        chain = add_chain(device, 1000)
+
+        def run():
+            with profile(activities=activities):
+                chain()
+        return run
+    rows.append(compare("add, 1 element, chain of 1000, under torch.profiler", "profiler", profiled, reps, 1.5))
+    rows.append(compare(f"add, 1 element, chain of {CHAIN}, after a profile (recording off)", "profiler",
+                        lambda device: add_chain(device, CHAIN), reps, 1.5))
+
     if ONLY:
         print(f"--only: {len(rows)} rows measured; benchmarks/results.json and docs/performance.md left as they are")
         return 0 if rows else 1

@@ -29,9 +29,9 @@ CompiledKernel* compiled_kernel(const char* name) {
 extern "C" void rbln_launch_compiled_kernel(CompiledKernel* kernel, const void* buffer,
                                             void (*run)(void* args), void* args, void (*destroy)(void* args)) {
   std::unique_ptr<void, void (*)(void*)> owned(args, destroy);
-  int device = driver::device_of(buffer);
+  auto device = static_cast<c10::DeviceIndex>(driver::device_of(buffer));  // -1 (current device) for host memory
   kernel->counter.hit();
-  launch(static_cast<c10::DeviceIndex>(device < 0 ? -1 : device), kernel->name.c_str(),
+  launch(device, kernel->name.c_str(),
          [run, owned = std::move(owned)] { run(owned.get()); });
 }
 
