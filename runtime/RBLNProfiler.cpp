@@ -90,14 +90,7 @@ class Session final : public libkineto::IActivityProfilerSession {
   }
 
   void stop() override {
-    // Work queued inside the profile is part of it: wait for it before collecting.
-    for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
-      try {
-        driver::device_synchronize(d);
-      } catch (const driver::Error&) {
-        // A failed kernel is reported by the next synchronizing call of the program itself.
-      }
-    }
+    driver::wait_all_streams();  // work queued inside the profile is part of it
     records_ = activity::take(subscriber_);
     activity::unsubscribe(std::exchange(subscriber_, -1));
     status_ = libkineto::TraceStatus::PROCESSING;

@@ -11,7 +11,7 @@ namespace rbln::activity {
 
 int subscribe();
 void unsubscribe(int subscriber);
-// The records of finished work since the subscriber's last take.
+// The records since the subscriber's last take, of work finished so far.
 std::vector<driver::Activity> take(int subscriber);
 
 }  // namespace rbln::activity

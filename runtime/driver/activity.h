@@ -35,5 +35,9 @@ bool activity_recording();
 void set_correlation_id(uint64_t id);
 // The records of finished work so far (work still queued is recorded when it runs).
 std::vector<Activity> take_activities();
+// Waits until every stream of every device has run the work queued so far, so
+// that its records can be taken. A failed task's error stays for the
+// program's own next synchronizing call.
+void wait_all_streams();
 
 }  // namespace rbln::driver

@@ -701,4 +701,16 @@ std::vector<Activity> take_activities() {
   return std::exchange(g_activities, {});
 }
 
+void wait_all_streams() {
+  for (int device = 0; device < device_count(); ++device) {
+    std::vector<Stream*> streams;
+    {
+      DeviceStreams& all = device_streams(device);
+      std::lock_guard<std::mutex> lock(all.mu);
+      for (const auto& stream : all.streams) streams.push_back(stream.get());
+    }
+    for (Stream* stream : streams) synchronize(stream);
+  }
+}
+
 }  // namespace rbln::driver
