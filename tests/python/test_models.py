@@ -24,10 +24,13 @@ import torch.nn.functional as F
 
 from side_by_side import assert_close_to_scale, train_side_by_side, twin
 
+ROOT = Path(__file__).resolve().parents[2]
+
 # The ops each model may run through the CPU fallback today: everything else runs on the
 # device. A kernel that lands makes its op disappear from the observed set (the check is
 # "observed <= listed"); remove it here and in docs/models.md then.
-LISTED_FALLBACKS = {key: set() for key in ("resnet18", "resnet18-train", "bert", "llama", "cnn", "transformer")}
+LISTED_FALLBACKS = {key: set() for key in ("resnet18", "resnet18-train", "bert", "minilm", "llama", "cnn",
+                                           "transformer")}
 
 
 def check_ops(key: str, ex, expected_device_ops=()):
@@ -149,6 +152,26 @@ def test_bert_encoder_matches_cpu():
         unmasked = dev_model(input_ids=ids.rbln()).last_hidden_state.cpu()
     assert not torch.allclose(unmasked[1, :10], expected[1, :10], atol=1e-3)
     check_ops("bert", ex, {"aten::addmm", "aten::native_layer_norm", "aten::gelu", "aten::index_select"})
+
+
+def test_minilm_real_weights_embeddings_and_search_match_cpu():
+    """Real pretrained weights (the demo's semantic search): embeddings and rankings as on CPU."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("semantic_search", ROOT / "examples" / "semantic_search.py")
+    search = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(search)
+    tokenizer, cpu_model = search.load("cpu")
+    _, dev_model = search.load("rbln")
+    expected = search.search(tokenizer, cpu_model)
+    with torch.rbln.explain() as ex:
+        actual = search.search(tokenizer, dev_model)
+    torch.testing.assert_close(actual[0], expected[0], rtol=0, atol=1e-5)
+    torch.testing.assert_close(actual[1], expected[1], rtol=0, atol=1e-5)
+    assert torch.equal(actual[2], expected[2])
+    food, bread = (search.SENTENCES.index(s) for s in ("A man is eating food.", "A man is eating a piece of bread."))
+    assert (actual[0][food] @ actual[0][bread]).item() == pytest.approx(0.755, abs=1e-3)  # the real weights
+    check_ops("minilm", ex, {"aten::addmm", "aten::native_layer_norm", "aten::gelu", "aten::index_select"})
 
 
 # ---------------------------------------------------------------- Llama
@@ -284,7 +307,7 @@ def test_transformer_loss_curve_matches_cpu():
 
 def test_docs_list_the_same_fallbacks():
     """docs/models.md has one line per model key: `| key | ... | `op`, `op` |` with exactly the listed ops."""
-    text = (Path(__file__).resolve().parents[2] / "docs" / "models.md").read_text()
+    text = (ROOT / "docs" / "models.md").read_text()
     for key, ops in LISTED_FALLBACKS.items():
         rows = [line for line in text.splitlines() if line.startswith(f"| `{key}` |")]
         assert len(rows) == 1, f"docs/models.md: no single row for `{key}`"
