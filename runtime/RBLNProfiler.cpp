@@ -58,6 +58,7 @@ void unsubscribe(int subscriber) {
 }
 
 std::vector<driver::Activity> take(int subscriber) {
+  driver::wait_all_streams();
   std::lock_guard<std::mutex> lock(g_mu);
   distribute();
   return std::exchange(g_subscribers.at(subscriber), {});
@@ -90,8 +91,7 @@ class Session final : public libkineto::IActivityProfilerSession {
   }
 
   void stop() override {
-    driver::wait_all_streams();  // work queued inside the profile is part of it
-    records_ = activity::take(subscriber_);
+    records_ = activity::take(subscriber_);  // with the work queued inside the profile
     activity::unsubscribe(std::exchange(subscriber_, -1));
     status_ = libkineto::TraceStatus::PROCESSING;
   }

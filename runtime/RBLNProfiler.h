@@ -11,7 +11,8 @@ namespace rbln::activity {
 
 int subscribe();
 void unsubscribe(int subscriber);
-// The records since the subscriber's last take, of work finished so far.
+// The records since the subscriber's last take, once the work queued so far
+// has run (a failed kernel's error stays for the program's next synchronize).
 std::vector<driver::Activity> take(int subscriber);
 
 }  // namespace rbln::activity

@@ -241,16 +241,17 @@ PYBIND11_MODULE(_C, m) {
   m.def("_compiled_kernel_launcher", [] { return reinterpret_cast<uintptr_t>(&rbln::rbln_launch_compiled_kernel); });
 
   // Device activity for explain(): subscribe, then take (name, device, stream, begin_ns, end_ns)
-  // records once the work queued so far has run (without taking a failed kernel's error).
+  // records once the work queued so far has run.
   m.def("_activity_subscribe", [] { return rbln::activity::subscribe(); });
   m.def("_activity_unsubscribe", [](int subscriber) { rbln::activity::unsubscribe(subscriber); });
   m.def("_activity_take", [](int subscriber) {
+    decltype(rbln::activity::take(subscriber)) taken;
     {
       py::gil_scoped_release no_gil;  // queued work may need the GIL (a Python-owned tensor's release)
-      rbln::driver::wait_all_streams();
+      taken = rbln::activity::take(subscriber);
     }
     py::list records;
-    for (const auto& a : rbln::activity::take(subscriber))
+    for (const auto& a : taken)
       records.append(py::make_tuple(a.name, a.device, a.stream, a.begin_ns, a.end_ns));
     return records;
   });
