@@ -24,6 +24,9 @@ if os.environ.get("TORCH_RBLN_CACHE_DIR"):
 import torch  # noqa: E402
 
 from . import _C  # noqa: F401  (loads the runtime and the op registrations)
+from . import _observe  # noqa: E402
+
+_observe.configure()  # TORCH_RBLN_LOG_LEVEL and TORCH_RBLN_DISABLE_FALLBACK: a bad value raises here
 
 if torch._C._get_privateuse1_backend_name() != "rbln":
     torch.utils.rename_privateuse1_backend("rbln")

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from . import _C
+from . import _C, _observe
 
 _DEVICE_TYPE = "rbln"
 
@@ -79,6 +79,22 @@ class device_of(device):
 def synchronize(device: Any = None) -> None:
     """Waits for all work queued on every stream of the device."""
     _C._synchronize(_index(device))
+
+
+def set_sync_debug_mode(debug_mode: int | str) -> None:
+    """0 or "default": nothing; 1 or "warn": warn on each host-blocking call (Tensor.item(), a blocking copy to
+    the CPU, a stream synchronize, an op whose output size depends on data); 2 or "error": raise there.
+    As on CUDA, device and event synchronize are exempt."""
+    if isinstance(debug_mode, str):
+        modes = {"default": 0, "warn": 1, "error": 2}
+        if debug_mode not in modes:
+            raise RuntimeError("invalid value of debug_mode, expected one of `default`, `warn`, `error`")
+        debug_mode = modes[debug_mode]
+    _C._set_sync_debug_mode(debug_mode)
+
+
+def get_sync_debug_mode() -> int:
+    return _C._get_sync_debug_mode()
 
 
 # ---- streams and events ------------------------------------------------------
@@ -301,30 +317,81 @@ def compile_stats():
 
 
 # ---- op accounting -----------------------------------------------------------------
+# One line of advice per kind of problem report() shows; fallback kinds are TORCH_RBLN_DISABLE_FALLBACK's words.
+_ADVICE = {
+    "unlisted": "ops not in ops.yaml run on the CPU: give them a kernel (docs/porting.md) or keep them out of hot code",
+    "listed": "ops ops.yaml lists as `strategy: fallback` run on the CPU by design: keep them out of the step loop",
+    "dtype": "the device kernel lacks this dtype: cast to a dtype docs/supported_ops.md lists for the op",
+    "item": "Tensor.item() waits for the device: keep values on the device, or read them once after the loop",
+    "device_to_host": "blocking copies to the CPU wait for the device: copy less often, or non_blocking=True "
+                      "into pin_memory() tensors",
+    "synchronize": "explicit synchronize calls block the host: keep them for timing, out of the step loop",
+    "data_dependent": "nonzero, masked_select, boolean indexing and repeat_interleave read data back to size "
+                      "their output: prefer fixed-size forms (torch.where, masked_fill)",
+}
+
+
 @dataclass
 class Explanation:
     """What ran inside `explain()`: ATen overload name -> call count. A torch.compile kernel counts as
-    device work under "graph <id> <aot graph>:<kernel>"; `compiled_graphs` sums its launches per graph."""
+    device work under "graph <id> <aot graph>:<kernel>"; `compiled_graphs` sums its launches per graph.
+    `syncs`: host-blocking calls by kind ("item", "device_to_host", "synchronize", "data_dependent");
+    `fallback_sites`: op -> {"file:line": calls}, with explain(with_stack=True)."""
 
     device_ops: dict[str, int] = field(default_factory=dict)
     compiled_graphs: dict[str, int] = field(default_factory=dict)
     fallback_ops: dict[str, int] = field(default_factory=dict)
     fallback_reasons: dict[str, dict[str, int]] = field(default_factory=dict)
+    syncs: dict[str, int] = field(default_factory=dict)
+    fallback_sites: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def report(self) -> str:
+        """A table of what cost host time, most first: fallbacks by calls, then syncs, with advice per kind."""
+        rows: list[tuple[int, str, str]] = []
+        kinds: list[str] = []
+        reason_kinds = _C._fallback_reason_kinds()
+        for op, calls in sorted(self.fallback_ops.items(), key=lambda kv: (-kv[1], kv[0])):
+            for reason in self.fallback_reasons[op]:
+                kind = reason_kinds[reason]
+                kinds += [kind] if kind not in kinds else []
+                rows.append((self.fallback_reasons[op][reason], f"fallback {op}", f"{reason} [{kind}]"))
+            for site, n in sorted(self.fallback_sites.get(op, {}).items(), key=lambda kv: (-kv[1], kv[0])):
+                rows.append((n, "", f"  at {site}"))
+        for kind, calls in sorted(self.syncs.items(), key=lambda kv: (-kv[1], kv[0])):
+            kinds.append(kind)
+            rows.append((calls, f"sync {kind}", ""))
+        device_calls = sum(self.device_ops.values())
+        lines = [f"torch.rbln.explain(): {device_calls} device op calls, {sum(self.fallback_ops.values())} "
+                 f"CPU fallbacks, {sum(self.syncs.values())} host syncs"]
+        if rows:
+            width = max(len(what) for _, what, _ in rows)
+            lines.append(f"{'calls':>7}  {'what':<{width}}  detail")
+            lines += [f"{n:>7}  {what:<{width}}  {detail}".rstrip() for n, what, detail in rows]
+            lines.append("advice:")
+            lines += [f"  {kind}: {_ADVICE[kind]}" for kind in kinds]
+        return "\n".join(lines)
+
+    __str__ = report
 
 
 @contextlib.contextmanager
-def explain():
-    """Counts the ops that ran on the device and those that fell back to the CPU.
+def explain(with_stack: bool = False):
+    """Counts the ops that ran on the device, those that fell back to the CPU, and the host syncs.
+    with_stack=True also records where each fallback came from (the user's file:line).
 
         with torch.rbln.explain() as ex:
             y = model(x)
-        print(ex.device_ops, ex.fallback_ops)
+        print(ex.report())
     """
     result = Explanation()
-    device_before, fallback_before = _C._device_op_counts(), _C._fallback_counts()
+    device_before, fallback_before, syncs_before = _C._device_op_counts(), _C._fallback_counts(), _C._sync_counts()
+    if with_stack:
+        _observe.capture_sites(result.fallback_sites)
     try:
         yield result
     finally:
+        if with_stack:
+            _observe.release_sites(result.fallback_sites)
         for name, count in _C._device_op_counts().items():
             delta = count - device_before.get(name, 0)
             if delta:
@@ -338,3 +405,5 @@ def explain():
             if deltas:
                 result.fallback_reasons[name] = deltas
                 result.fallback_ops[name] = sum(deltas.values())
+        result.syncs.update((k, c - syncs_before[k]) for k, c in _C._sync_counts().items() if c - syncs_before[k])
+
