@@ -168,15 +168,16 @@ def test_host_memory_stats_count_pinned_blocks():
     before = torch.rbln.host_memory_stats()
     pinned = torch.empty(1 << 16).pin_memory()  # 256 KiB
     during = torch.rbln.host_memory_stats()
-    assert during["active_requests.current"] == before["active_requests.current"] + 1
-    assert during["active_bytes.current"] - before["active_bytes.current"] >= pinned.nbytes
+    # handouts only grow (current may not: a block an earlier async copy held can be released at this allocation)
+    assert during["active_requests.allocated"] == before["active_requests.allocated"] + 1
+    assert during["active_bytes.allocated"] - before["active_bytes.allocated"] >= pinned.nbytes
+    assert during["active_requests.current"] >= 1
     assert torch.rbln.host_memory_stats_as_nested_dict()["active_requests"]["current"] == during[
         "active_requests.current"]
     del pinned
     torch.rbln.reset_accumulated_host_memory_stats()
     after = torch.rbln.host_memory_stats()
-    assert after["active_requests.allocated"] == 0 and after["active_requests.current"] == before[
-        "active_requests.current"]
+    assert after["active_requests.allocated"] == 0 and after["active_bytes.allocated"] == 0
 
 
 @pytest.fixture
