@@ -84,8 +84,9 @@ def synchronize(device: Any = None) -> None:
 
 
 def can_device_access_peer(device: Any, peer_device: Any) -> bool:
-    """Whether `device` reads `peer_device`'s memory directly: copies between two rbln devices go device to
-    device, without the host. As on CUDA, a device is not its own peer."""
+    """Whether `device` reads `peer_device`'s memory directly: a copy between two rbln devices goes from one
+    device's memory to the other's, with no staging buffer in host memory. As on CUDA, a device is not its
+    own peer."""
     index, peer = _index(device), _index(peer_device)
     if not 0 <= index < device_count():
         raise AssertionError("Invalid device id")  # torch.cuda's errors
