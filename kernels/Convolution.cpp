@@ -24,6 +24,7 @@
 #include "runtime/RBLNParallel.h"
 #include "kernels/Window.h"
 #include "runtime/RBLNFallback.h"
+#include "runtime/RBLNObserve.h"
 
 namespace rbln::kernels {
 namespace {
@@ -320,6 +321,7 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
   const auto dtype = input.scalar_type();
   if (at::isIntegralType(dtype, true) && dtype != at::kLong) {
     count_fallback("aten::convolution_overrideable", kIntegerReason);
+    const NoSyncAccounting quiet;  // the fallback's copies are its cost
     return back(at::convolution_symint(host(input), host(weight), host(b), stride, padding, dilation, transposed,
                                        output_padding, groups),
                 input.device());
@@ -358,6 +360,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   check_same_device({&grad_output, &input, &weight});
   if (!at::isFloatingType(input.scalar_type())) {
     count_fallback("aten::convolution_backward_overrideable", "integer convolution backward runs on the CPU");
+    const NoSyncAccounting quiet;
     std::vector<c10::SymInt> bias_sizes{grad_output.sym_size(1)};
     auto [gi, gw, gb] = at::convolution_backward_symint(host(grad_output), host(input), host(weight), bias_sizes,
                                                         stride, padding, dilation, transposed, output_padding, groups,

@@ -25,6 +25,7 @@
 #include "generated/RBLNNativeFunctions.h"
 #include "kernels/Common.h"
 #include "kernels/Positions.h"
+#include "runtime/RBLNObserve.h"
 
 namespace rbln::kernels {
 namespace {
@@ -355,6 +356,7 @@ at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
   check_same_device({&self, &out});
   check_no_overlap(out, {&self});
   // The result's size depends on the data: the mask is read back (CUDA syncs here too).
+  const HostSync sync(SyncKind::kDataDependent);
   // Read in row-major order: ne keeps a permuted input's layout.
   auto mask = at::ne(self, 0).cpu().contiguous();
   const bool* m = mask.const_data_ptr<bool>();

@@ -18,6 +18,7 @@
 
 #include "generated/RBLNNativeFunctions.h"
 #include "kernels/Common.h"
+#include "runtime/RBLNObserve.h"
 
 namespace rbln::kernels {
 namespace {
@@ -216,6 +217,7 @@ at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
   auto shape = at::infer_size(self.sizes(), mask.sizes());
   // The output size depends on the mask: read it back (CUDA syncs here too),
   // then gather the selected elements on the device.
+  const HostSync sync(SyncKind::kDataDependent);
   auto host_mask = mask.expand(shape).to(at::kCPU).contiguous();
   const bool* m = host_mask.const_data_ptr<bool>();
   std::vector<int64_t> picked;
@@ -325,6 +327,7 @@ at::Tensor repeat_interleave_Tensor(const at::Tensor& repeats, std::optional<c10
   TORCH_CHECK(repeats.scalar_type() == at::kLong || repeats.scalar_type() == at::kInt,
               "repeats has to be Long or Int tensor");
   // The output size depends on the values: read them back (CUDA syncs here too).
+  const HostSync sync(SyncKind::kDataDependent);
   auto host = repeats.to(at::kCPU, at::kLong).contiguous();
   const auto* r = host.const_data_ptr<int64_t>();
   int64_t total = 0;

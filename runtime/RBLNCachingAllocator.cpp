@@ -16,9 +16,11 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <string>
 #include <tuple>
 #include <vector>
 
+#include "runtime/RBLNCachingAllocator.h"
 #include "runtime/RBLNFunctions.h"
 #include "runtime/RBLNTrace.h"
 
@@ -104,6 +106,7 @@ struct DevicePool {
   std::set<Block*> segments;
   std::deque<memory::TraceEntry> history;
   DeviceStats stats;
+  double fraction = 1.0;  // of the device's capacity this process may reserve
 };
 
 // ---- memory history ------------------------------------------------------------
@@ -268,6 +271,18 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
     for_each_stat(pool.stats, [](c10::CachingAllocator::Stat& stat) { stat.reset_peak(); });
   }
 
+  void setMemoryFraction(double fraction, c10::DeviceIndex device) {
+    auto& pool = get_pool(resolve_device(device));
+    std::lock_guard<std::mutex> lock(pool.mutex);
+    pool.fraction = fraction;
+  }
+
+  double getMemoryFraction(c10::DeviceIndex device) {
+    auto& pool = get_pool(resolve_device(device));
+    std::lock_guard<std::mutex> lock(pool.mutex);
+    return pool.fraction;
+  }
+
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
     device = resolve_device(device);
     return driver_call([&] {
@@ -387,23 +402,33 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
     release_stream_cached(pool, stream);
     for (auto& [other, fence] : pool.fences)
       if (other != stream && !driver::event_query(fence)) driver_call([&] { driver::stream_wait_event(stream, fence); });
-    void* ptr = driver_call([&] { return driver::device_malloc(device, size); });
+    const auto capacity = driver::device_capacity(device);
+    const auto allowed = static_cast<size_t>(pool.fraction * static_cast<double>(capacity));
+    auto within_fraction = [&] { return static_cast<size_t>(pool.stats.reserved_bytes[0].current) + size <= allowed; };
+    auto device_malloc = [&]() -> void* {
+      return within_fraction() ? driver_call([&] { return driver::device_malloc(device, size); }) : nullptr;
+    };
+    void* ptr = device_malloc();
     if (!ptr) {
       // Out of room: hand the whole cache back to the driver and try once more.
       ++pool.stats.num_alloc_retries;
       release_cached(pool, device);
-      ptr = driver_call([&] { return driver::device_malloc(device, size); });
+      ptr = device_malloc();
     }
     if (!ptr) {
       ++pool.stats.num_ooms;
-      auto capacity = driver::device_capacity(device);
       auto used = driver::device_bytes_used(device);
       auto allocated = pool.stats.allocated_bytes[0].current;
+      std::string limit;
+      if (!within_fraction()) {
+        limit = " This process may reserve " + format_bytes(allowed) + " (per-process memory fraction " +
+                std::to_string(pool.fraction) + ").";
+      }
       record_action(pool, memory::TraceEntry::kOOM, nullptr, n, stream, context, capacity - used);
       TORCH_CHECK_WITH(OutOfMemoryError, false, "RBLN out of memory on device rbln:", int(device),
                        ". Tried to allocate ", format_bytes(n), "; ", format_bytes(allocated),
                        " in use by tensors, ", format_bytes(used), " reserved, ", format_bytes(capacity - used),
-                       " free of ", format_bytes(capacity), " capacity.");
+                       " free of ", format_bytes(capacity), " capacity.", limit);
     }
     ++pool.stats.num_device_alloc;
     update(pool.stats.segment, size, 1);
@@ -486,6 +511,12 @@ void free_block(void* ctx) {
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator);
 
 }  // namespace
+
+void set_memory_fraction(double fraction, c10::DeviceIndex device) {
+  TORCH_CHECK_VALUE(fraction >= 0 && fraction <= 1, "Invalid fraction value: ", fraction, ". Allowed range: 0~1");
+  g_allocator.setMemoryFraction(fraction, device);
+}
+double memory_fraction(c10::DeviceIndex device) { return g_allocator.getMemoryFraction(device); }
 
 void memory::record_history(const HistoryConfig& config) {
   {

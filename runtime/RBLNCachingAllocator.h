@@ -1,16 +1,25 @@
-// The caching allocator's memory history and snapshots, in the shape of
-// CUDA's (torch.cuda.memory._record_memory_history / _snapshot), so that
-// torch.cuda._memory_viz and the pytorch.org memory viewer read them.
+// The caching allocator's controls that c10::DeviceAllocator has no virtual
+// for: the per-process memory fraction, and memory history and snapshots in
+// the shape of CUDA's (torch.cuda.memory._record_memory_history / _snapshot),
+// so that torch.cuda._memory_viz and the pytorch.org memory viewer read them.
 #pragma once
 
 #include <c10/core/Allocator.h>
+#include <c10/core/Device.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-namespace rbln::memory {
+namespace rbln {
+
+// torch.cuda.set_per_process_memory_fraction: reserving past fraction * capacity of
+// `device` raises OutOfMemoryError (after the cache is returned to the driver).
+void set_memory_fraction(double fraction, c10::DeviceIndex device);
+double memory_fraction(c10::DeviceIndex device);
+
+namespace memory {
 
 struct HistoryConfig {
   enum Record { kOff, kState, kAll };                  // `enabled`: None, "state", "all"
@@ -59,4 +68,5 @@ struct Snapshot {
 };
 Snapshot snapshot();
 
-}  // namespace rbln::memory
+}  // namespace memory
+}  // namespace rbln

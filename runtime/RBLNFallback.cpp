@@ -14,6 +14,8 @@
 #include <deque>
 #include <mutex>
 
+#include "runtime/RBLNObserve.h"
+
 namespace rbln {
 namespace {
 
@@ -29,32 +31,34 @@ std::map<std::string, std::map<std::string, uint64_t>>& fallbacks() {
   static std::map<std::string, std::map<std::string, uint64_t>> counts;
   return counts;
 }
-
-bool fallback_disabled() {
-  static const bool disabled = [] {
-    const char* v = std::getenv("TORCH_RBLN_DISABLE_FALLBACK");
-    return v && std::string(v) != "0" && std::string(v) != "";
-  }();
-  return disabled;
+std::map<std::string, std::string>& reason_kinds() {
+  static std::map<std::string, std::string> kinds;
+  return kinds;
 }
 
 }  // namespace
 
-void count_fallback(const std::string& name, const char* reason) {
+void count_fallback(const std::string& name, FallbackKind kind, const char* reason) {
   bool first;
   {
     std::lock_guard<std::mutex> lock(counters_mutex());
     auto& per_reason = fallbacks()[name];
     first = per_reason.empty();
     ++per_reason[reason];
+    reason_kinds().emplace(reason, fallback_kind_name(kind));
   }
-  TORCH_CHECK(!fallback_disabled(), name, " is not supported on the rbln device (", reason,
-              ") and TORCH_RBLN_DISABLE_FALLBACK=1 forbids running it on the CPU.");
-  if (first) {
+  notify_fallback(name, kind, reason);
+  TORCH_CHECK(!(disabled_fallbacks() & (1u << static_cast<int>(kind))), name, " is not supported on the rbln device (",
+              reason, ") and TORCH_RBLN_DISABLE_FALLBACK=", std::getenv("TORCH_RBLN_DISABLE_FALLBACK"),
+              " forbids running it on the CPU (fallback kind '", fallback_kind_name(kind), "').");
+  if (first && warn_on_fallback()) {
     TORCH_WARN(name, " is not supported on the rbln device (", reason,
                "); it runs on the CPU with copies in and out. torch.rbln.explain() counts such fallbacks.");
   }
 }
+
+// A hand-written wrapper's own fallback is for a dtype its kernel lacks (integer convolution).
+void count_fallback(const std::string& name, const char* reason) { count_fallback(name, FallbackKind::kDtype, reason); }
 
 namespace {
 
@@ -195,12 +199,13 @@ void put_back(torch::jit::Stack& stack, size_t begin, const std::vector<Slot>& s
 
 // The boxed CPU fallback (at::native::cpu_fallback's steps, with the device checks, aliasing and
 // written inputs above): host copies in, the CPU kernel, written tensors copied back, results to the device.
-void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, const char* reason) {
+void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, FallbackKind kind, const char* reason) {
   const auto& schema = op.schema();
   const size_t begin = stack->size() - schema.arguments().size();
   auto slots = tensor_slots(schema, *stack, begin);
   check_devices(schema, slots);
-  count_fallback(c10::toString(schema.operator_name()), reason);
+  count_fallback(c10::toString(schema.operator_name()), kind, reason);
+  const NoSyncAccounting quiet;
 
   std::optional<c10::Device> target;
   for (const auto& s : slots) {
@@ -288,14 +293,19 @@ std::map<std::string, std::map<std::string, uint64_t>> fallback_counts() {
   return fallbacks();
 }
 
+std::map<std::string, std::string> fallback_reason_kinds() {
+  std::lock_guard<std::mutex> lock(counters_mutex());
+  return reason_kinds();
+}
+
 void fallback_unlisted(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  cpu_fallback(op, stack, "not in ops.yaml");
+  cpu_fallback(op, stack, FallbackKind::kUnlisted, "not in ops.yaml");
 }
 void fallback_listed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  cpu_fallback(op, stack, "listed as fallback in ops.yaml");
+  cpu_fallback(op, stack, FallbackKind::kListed, "listed as fallback in ops.yaml");
 }
 void fallback_dtype(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  cpu_fallback(op, stack, "dtype not supported on the device");
+  cpu_fallback(op, stack, FallbackKind::kDtype, "dtype not supported on the device");
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

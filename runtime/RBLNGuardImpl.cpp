@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/RBLNFunctions.h"
+#include "runtime/RBLNObserve.h"
 #include "runtime/RBLNTrace.h"
 
 namespace rbln {
@@ -74,11 +75,13 @@ struct RBLNGuardImpl final : c10::impl::DeviceGuardImplInterface {
   }
   void synchronizeStream(const c10::Stream& stream) const override {
     auto* s = to_driver(stream);
+    const HostSync sync(SyncKind::kSynchronize);
     driver_call([&] { driver::stream_synchronize(s); });
     trace::report_stream(trace::Kind::kStreamSynchronization, s);
   }
   void synchronizeDevice(c10::DeviceIndex device) const override {
     auto index = resolve_device(device);
+    const HostSync sync(SyncKind::kSynchronize, /*debug_mode=*/false);  // CUDA's device sync does not warn
     driver_call([&] { driver::device_synchronize(index); });
     trace::report(trace::Kind::kDeviceSynchronization, nullptr, index);
   }
@@ -106,6 +109,7 @@ struct RBLNGuardImpl final : c10::impl::DeviceGuardImplInterface {
   }
   void synchronizeEvent(void* event) const override {
     if (!event) return;
+    const HostSync sync(SyncKind::kSynchronize, /*debug_mode=*/false);  // nor does its event sync
     driver_call([&] { driver::event_synchronize(as_event(event)); });
     trace::report(trace::Kind::kEventSynchronization, event);
   }

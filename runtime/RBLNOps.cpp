@@ -23,10 +23,12 @@
 #include <c10/core/DeviceGuard.h>
 
 #include <cstring>
+#include <optional>
 
 #include "generated/RBLNNativeFunctions.h"
 #include "runtime/RBLNCopy.h"
 #include "runtime/RBLNFunctions.h"
+#include "runtime/RBLNObserve.h"
 #include "runtime/RBLNTrace.h"
 
 namespace rbln {
@@ -66,6 +68,8 @@ void download(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
   // src: contiguous on device; dst: CPU, contiguous, same dtype and shape.
   auto* stream = current_stream(src.device().index());
   bool async = non_blocking && driver::is_pinned(dst.const_data_ptr());
+  std::optional<HostSync> sync;
+  if (!async) sync.emplace(SyncKind::kDeviceToHost);
   driver_call([&] {
     if (async) driver::memcpy_async(dst.data_ptr(), src.const_data_ptr(), src.nbytes(), stream);
     else driver::memcpy_sync(dst.data_ptr(), src.const_data_ptr(), src.nbytes(), stream);
@@ -338,6 +342,7 @@ at::Scalar _local_scalar_dense(const at::Tensor& self) {
   TORCH_CHECK(self.element_size() <= static_cast<int64_t>(sizeof bytes), "_local_scalar_dense: unsupported dtype ",
               self.scalar_type());
   const c10::DeviceGuard guard(self.device());
+  const HostSync sync(SyncKind::kItem);
   driver_call([&] {
     driver::memcpy_sync(bytes, self.const_data_ptr(), self.element_size(), current_stream(self.device().index()));
   });

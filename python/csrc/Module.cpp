@@ -1,6 +1,7 @@
 // torch_rbln._C: the few entry points Python needs that torch does not already
 // expose generically (torch.Stream, torch.Event and torch.accelerator go
 // through the device guard directly).
+#include <ATen/core/CachingHostAllocator.h>
 #include <ATen/core/Generator.h>
 #include <ATen/ops/ones.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
@@ -8,10 +9,13 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <torch/csrc/Generator.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/profiler/combined_traceback.h>
 
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
 #include <utility>
 
 #include "runtime/RBLNCachingAllocator.h"
@@ -19,6 +23,7 @@
 #include "runtime/RBLNFallback.h"
 #include "runtime/RBLNFunctions.h"
 #include "runtime/RBLNGenerator.h"
+#include "runtime/RBLNObserve.h"
 #include "runtime/RBLNProfiler.h"
 #include "runtime/RBLNTrace.h"
 
@@ -171,6 +176,67 @@ py::dict snapshot_dict(const rbln::memory::Snapshot& snapshot) {
   return result;
 }
 
+std::mutex& raw_blocks_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::unordered_map<uintptr_t, c10::DataPtr>& raw_blocks() {
+  static auto* blocks = new std::unordered_map<uintptr_t, c10::DataPtr>;  // never destroyed: outlives the allocator's users
+  return *blocks;
+}
+
+py::dict host_stat_dict(const at::HostStats& s) {
+  py::dict d;
+  auto add = [&](const char* name, const c10::CachingAllocator::Stat& stat) {
+    d[py::str(std::string(name) + ".current")] = stat.current;
+    d[py::str(std::string(name) + ".peak")] = stat.peak;
+    d[py::str(std::string(name) + ".allocated")] = stat.allocated;
+    d[py::str(std::string(name) + ".freed")] = stat.freed;
+  };
+  add("allocations", s.allocations);
+  add("allocated_bytes", s.allocated_bytes);
+  add("active_requests", s.active_requests);
+  add("active_bytes", s.active_bytes);
+  d["num_host_alloc"] = s.num_host_alloc;
+  d["num_host_free"] = s.num_host_free;
+  auto add_time = [&](const char* name, const c10::CachingAllocator::DurationStat& t) {
+    d[py::str(std::string(name) + ".total")] = t.total;
+    d[py::str(std::string(name) + ".max")] = t.max;
+    d[py::str(std::string(name) + ".min")] = t.min;
+    d[py::str(std::string(name) + ".count")] = t.count;
+    d[py::str(std::string(name) + ".avg")] = t.count ? t.total / t.count : 0;
+  };
+  add_time("host_alloc_time", s.host_alloc_time);
+  add_time("host_free_time", s.host_free_time);
+  return d;
+}
+
+// Fallbacks and syncs reach torch_rbln._observe (logging, explain's call sites) on the thread that hit them:
+// the dispatching thread, which holds no lock of ours there, so taking the GIL is safe.
+py::handle observe_function(const char* name) {
+  return py::object(py::module_::import("torch_rbln._observe").attr(name)).release();  // kept for the process
+}
+void observe_fallback(const std::string& op, const char* kind, const char* reason) {
+  if (!Py_IsInitialized()) return;
+  py::gil_scoped_acquire gil;
+  static py::handle f = observe_function("_on_fallback");
+  try {
+    f(op, kind, reason);
+  } catch (py::error_already_set& e) {
+    e.discard_as_unraisable("torch_rbln._observe._on_fallback");
+  }
+}
+void observe_sync(const char* kind) {
+  if (!Py_IsInitialized()) return;
+  py::gil_scoped_acquire gil;
+  static py::handle f = observe_function("_on_sync");
+  try {
+    f(kind);
+  } catch (py::error_already_set& e) {
+    e.discard_as_unraisable("torch_rbln._observe._on_sync");
+  }
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -205,6 +271,40 @@ PYBIND11_MODULE(_C, m) {
     rbln::memory::record_history(config);
   });
   m.def("_memory_snapshot", [] { return snapshot_dict(translate([] { return rbln::memory::snapshot(); })); });
+  m.def("_set_memory_fraction", [](double fraction, int device) {
+    translate([&] { rbln::set_memory_fraction(fraction, static_cast<c10::DeviceIndex>(device)); });
+  });
+  m.def("_get_memory_fraction", [](int device) {
+    return translate([&] { return rbln::memory_fraction(static_cast<c10::DeviceIndex>(device)); });
+  });
+  // caching_allocator_alloc/delete: blocks another framework holds, by address.
+  m.def("_raw_alloc", [](size_t size) {
+    return translate([&] {
+      c10::DataPtr block = c10::GetAllocator(rbln::kRBLN)->allocate(size);
+      const auto address = reinterpret_cast<uintptr_t>(block.get());
+      if (address) {
+        std::lock_guard<std::mutex> lock(raw_blocks_mutex());
+        raw_blocks().emplace(address, std::move(block));
+      }
+      return address;
+    });
+  });
+  m.def("_raw_delete", [](uintptr_t address) {
+    translate([&] {
+      if (!address) return;
+      c10::DataPtr block;  // freed when the lambda returns, outside the lock
+      {
+        std::lock_guard<std::mutex> lock(raw_blocks_mutex());
+        auto it = raw_blocks().find(address);
+        TORCH_CHECK(it != raw_blocks().end(), "invalid device pointer: ", reinterpret_cast<void*>(address));
+        block = std::move(it->second);
+        raw_blocks().erase(it);
+      }
+    });
+  });
+  m.def("_host_memory_stats", [] { return host_stat_dict(at::getHostAllocator(rbln::kRBLN)->get_stats()); });
+  m.def("_reset_accumulated_host_memory_stats", [] { at::getHostAllocator(rbln::kRBLN)->reset_accumulated_stats(); });
+  m.def("_reset_peak_host_memory_stats", [] { at::getHostAllocator(rbln::kRBLN)->reset_peak_stats(); });
   m.def("_mem_get_info", [](int device) { return translate([&] { return c10::getDeviceAllocator(rbln::kRBLN)->getMemoryInfo(device); }); });
 
   // The sanitizer's trace seam (runtime/RBLNTrace.h): records are (kind, handle, device, stream id).
@@ -257,7 +357,34 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_device_op_counts", [] { return rbln::device_op_counts(); });
   m.def("_fallback_counts", [] { return rbln::fallback_counts(); });
+  m.def("_fallback_reason_kinds", [] { return rbln::fallback_reason_kinds(); });
+  // Raises on a bad TORCH_RBLN_DISABLE_FALLBACK, so torch_rbln's import does.
+  m.def("_disabled_fallbacks", [] {
+    return translate([] {
+      std::vector<std::string> kinds;
+      for (int k = 0; k < rbln::kFallbackKinds; ++k)
+        if (rbln::disabled_fallbacks() & (1u << k)) kinds.push_back(rbln::fallback_kind_name(rbln::FallbackKind(k)));
+      return kinds;
+    });
+  });
+  m.def("_sync_counts", [] {
+    py::dict d;
+    const auto counts = rbln::sync_counts();
+    for (int k = 0; k < rbln::kSyncKinds; ++k) d[rbln::sync_kind_name(rbln::SyncKind(k))] = counts[k];
+    return d;
+  });
+  m.def("_set_sync_debug_mode", [](int mode) { translate([&] { rbln::set_sync_debug_mode(mode); }); });
+  m.def("_get_sync_debug_mode", [] { return rbln::sync_debug_mode(); });
+  m.def("_set_log_level", [](int level) { rbln::set_log_level(level); });
+  m.def("_set_observing", [](bool fallbacks, bool syncs) { rbln::set_observing(fallbacks, syncs); });
+  rbln::set_observer({&observe_fallback, &observe_sync});
 
+  m.def("_default_generators", [] {
+    py::tuple out(rbln::device_count());
+    for (c10::DeviceIndex d = 0; d < rbln::device_count(); ++d)
+      out[d] = py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(rbln::default_generator(d)));
+    return out;
+  });
   m.def("_manual_seed", [](int device, uint64_t seed) {
     translate([&] {
       auto* g = generator(device);

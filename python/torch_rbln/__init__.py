@@ -15,6 +15,7 @@ def _autoload():
 
 import atexit  # noqa: E402
 import os  # noqa: E402
+import sys  # noqa: E402
 
 # torch.compile's on-disk caches (docs/compile.md): TORCH_RBLN_CACHE_DIR names Inductor's cache
 # directory unless TORCHINDUCTOR_CACHE_DIR already does; by default Inductor's per-user directory.
@@ -24,6 +25,9 @@ if os.environ.get("TORCH_RBLN_CACHE_DIR"):
 import torch  # noqa: E402
 
 from . import _C  # noqa: F401  (loads the runtime and the op registrations)
+from . import _observe  # noqa: E402
+
+_observe.configure()  # TORCH_RBLN_LOG_LEVEL and TORCH_RBLN_DISABLE_FALLBACK: a bad value raises here
 
 if torch._C._get_privateuse1_backend_name() != "rbln":
     torch.utils.rename_privateuse1_backend("rbln")
@@ -33,6 +37,8 @@ from . import rbln as _rbln_module  # noqa: E402
 if not hasattr(torch, "rbln"):
     torch._register_device_module("rbln", _rbln_module)
     torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
+    for _name in ("amp", "memory", "random", "streams"):  # `import torch.rbln.memory` works, as for torch.cuda
+        sys.modules[f"torch.rbln.{_name}"] = getattr(_rbln_module, _name)
 
 from . import _policies  # noqa: E402
 

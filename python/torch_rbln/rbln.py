@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import contextlib
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from typing_extensions import deprecated
 
-from . import _C
+from . import _C, _observe
 
 _DEVICE_TYPE = "rbln"
 
@@ -79,6 +81,34 @@ class device_of(device):
 def synchronize(device: Any = None) -> None:
     """Waits for all work queued on every stream of the device."""
     _C._synchronize(_index(device))
+
+
+def can_device_access_peer(device: Any, peer_device: Any) -> bool:
+    """Whether `device` reads `peer_device`'s memory directly: a copy between two rbln devices goes from one
+    device's memory to the other's, with no staging buffer in host memory. As on CUDA, a device is not its
+    own peer."""
+    index, peer = _index(device), _index(peer_device)
+    if not 0 <= index < device_count():
+        raise AssertionError("Invalid device id")  # torch.cuda's errors
+    if not 0 <= peer < device_count():
+        raise AssertionError("Invalid peer device id")
+    return index != peer
+
+
+def set_sync_debug_mode(debug_mode: int | str) -> None:
+    """0 or "default": nothing; 1 or "warn": warn on each host-blocking call (Tensor.item(), a blocking copy to
+    the CPU, a stream synchronize, an op whose output size depends on data); 2 or "error": raise there.
+    As on CUDA, device and event synchronize are exempt."""
+    if isinstance(debug_mode, str):
+        modes = {"default": 0, "warn": 1, "error": 2}
+        if debug_mode not in modes:
+            raise RuntimeError("invalid value of debug_mode, expected one of `default`, `warn`, `error`")
+        debug_mode = modes[debug_mode]
+    _C._set_sync_debug_mode(debug_mode)
+
+
+def get_sync_debug_mode() -> int:
+    return _C._get_sync_debug_mode()
 
 
 # ---- streams and events ------------------------------------------------------
@@ -155,6 +185,14 @@ def stream(stream: torch.Stream | None) -> StreamContext:
 
 
 # ---- memory ------------------------------------------------------------------
+OutOfMemoryError = torch.OutOfMemoryError
+
+
+def get_allocator_backend() -> str:
+    """The caching allocator (runtime/RBLNCachingAllocator.cpp); there is no pluggable one."""
+    return "native"
+
+
 def memory_stats(device: Any = None) -> dict[str, int]:
     return dict(sorted(_C._memory_stats(_index(device)).items()))
 
@@ -192,6 +230,147 @@ def mem_get_info(device: Any = None) -> tuple[int, int]:
     """(free, total) device memory in bytes."""
     return tuple(_C._mem_get_info(_index(device)))
 
+
+def device_memory_used(device: Any = None) -> int:
+    """Device memory in use, in bytes, as the driver counts it (the emulated device serves this process only)."""
+    free, total = mem_get_info(device)
+    return total - free
+
+
+def _nested(flat: dict[str, Any]) -> dict[str, Any]:
+    """{"a.b.c": v} -> {"a": {"b": {"c": v}}}: the nested form torch.cuda's *_as_nested_dict return."""
+    nested: dict[str, Any] = {}
+    for key, value in flat.items():
+        *path, last = key.split(".")
+        node = nested
+        for part in path:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return nested
+
+
+def memory_stats_as_nested_dict(device: Any = None) -> dict[str, Any]:
+    return _nested(memory_stats(device))
+
+
+@deprecated("`torch.rbln.memory_cached` has been renamed to `torch.rbln.memory_reserved`", category=FutureWarning)
+def memory_cached(device: Any = None) -> int:
+    return memory_reserved(device)
+
+
+@deprecated("`torch.rbln.max_memory_cached` has been renamed to `torch.rbln.max_memory_reserved`",
+            category=FutureWarning)
+def max_memory_cached(device: Any = None) -> int:
+    return max_memory_reserved(device)
+
+
+def reset_max_memory_allocated(device: Any = None) -> None:
+    warnings.warn("torch.rbln.reset_max_memory_allocated now calls torch.rbln.reset_peak_memory_stats, "
+                  "which resets /all/ peak memory stats.", FutureWarning)
+    reset_peak_memory_stats(device)
+
+
+def reset_max_memory_cached(device: Any = None) -> None:
+    warnings.warn("torch.rbln.reset_max_memory_cached now calls torch.rbln.reset_peak_memory_stats, "
+                  "which resets /all/ peak memory stats.", FutureWarning)
+    reset_peak_memory_stats(device)
+
+
+def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
+    """memory_stats as torch.cuda.memory_summary lays them out (the rows this allocator keeps)."""
+    index = _index(device)
+    stats = memory_stats(index)
+
+    def size(n: int, scale: int) -> str:
+        prefixes = ["B  ", "KiB", "MiB", "GiB", "TiB", "PiB"]
+        i = 0
+        while i + 1 < len(prefixes) and scale >= 768 * 1024:
+            n //= 1024
+            scale /= 1024
+            i += 1
+        return f"{n:6d} {prefixes[i]}"
+
+    def count(n: int, scale: int) -> str:
+        prefixes = [" ", "K", "M"]
+        i = 0
+        while i + 1 < len(prefixes) and scale >= 750 * 1000:
+            n //= 1000
+            scale /= 1000
+            i += 1
+        return f"{n:7d} {prefixes[i]} "
+
+    metrics = [
+        ("allocated_bytes", "Allocated memory", size),
+        ("active_bytes", "Active memory", size),
+        ("requested_bytes", "Requested memory", size),
+        ("reserved_bytes", "Reserved memory", size),
+        ("allocation", "Allocations", count),
+        ("active", "Active allocs", count),
+        ("segment", "Reserved segments", count),
+    ]
+    lines = ["=" * 75, f" {'':16} PyTorch RBLN memory summary, device ID {index:<17d} ", "-" * 75,
+             f"  {'':9} RBLN OOMs: {stats['num_ooms']:<12d} | {'':6} device_malloc retries: "
+             f"{stats['num_alloc_retries']:<5d}  ",
+             "=" * 75, "        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  "]
+    for key, name, fmt in metrics:
+        lines.append("-" * 75)
+        pools = [("all", name)] + ([] if abbreviated else [("large_pool", "      from large pool"),
+                                                            ("small_pool", "      from small pool")])
+        first = None
+        for pool, label in pools:
+            values = [stats[f"{key}.{pool}.{m}"] for m in ("current", "peak", "allocated", "freed")]
+            first = first or values  # each pool row is scaled like the "all" row, as CUDA's summary does
+            cells = " | ".join(fmt(v, ref) for v, ref in zip(values, first))
+            lines.append(f" {label:<21} | {cells} ")
+    lines.append("=" * 75)
+    return "|" + "|\n|".join(lines) + "|\n"
+
+
+def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
+    """Caps what the caching allocator may reserve on the device at fraction * capacity; an allocation past
+    it raises torch.OutOfMemoryError, as CUDA's does."""
+    if not isinstance(fraction, float):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    if fraction < 0 or fraction > 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    _C._set_memory_fraction(fraction, _index(device))
+
+
+def get_per_process_memory_fraction(device: Any = None) -> float:
+    return _C._get_memory_fraction(_index(device))
+
+
+def caching_allocator_alloc(size: int, device: Any = None, stream: torch.Stream | None = None) -> int:
+    """Device memory from the caching allocator, for another framework; returns its address."""
+    index = _index(device)
+    if stream is not None and not isinstance(stream, torch.Stream):
+        raise TypeError("Invalid type for stream argument, must be `torch.rbln.Stream`")
+    with globals()["device"](index), StreamContext(stream):
+        return _C._raw_alloc(size)
+
+
+def caching_allocator_delete(mem_ptr: int) -> None:
+    _C._raw_delete(mem_ptr)
+
+
+def host_memory_stats() -> dict[str, Any]:
+    """Statistics of the pinned host allocator (pin_memory()), keyed like torch.cuda.host_memory_stats."""
+    return dict(sorted(_C._host_memory_stats().items()))
+
+
+def host_memory_stats_as_nested_dict() -> dict[str, Any]:
+    return _nested(host_memory_stats())
+
+
+def reset_accumulated_host_memory_stats() -> None:
+    _C._reset_accumulated_host_memory_stats()
+
+
+def reset_peak_host_memory_stats() -> None:
+    _C._reset_peak_host_memory_stats()
+
+
+from torch.cuda import _memory_viz  # noqa: E402,F401  (it reads rbln snapshots as they are)
 
 from ._memory_history import _dump_snapshot, _record_memory_history, _snapshot, memory_snapshot  # noqa: E402,F401
 
@@ -245,6 +424,9 @@ def initial_seed() -> int:
     return _C._initial_seed(current_device())
 
 
+default_generators: tuple[torch.Generator, ...] = _C._default_generators()
+
+
 def _is_in_bad_fork() -> bool:
     """The driver refuses work in a forked child itself (see docs/runtime.md)."""
     return False
@@ -279,6 +461,57 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
     return True
 
 
+def is_tf32_supported() -> bool:
+    """float32 matmuls and convolutions compute in float32: no TF32 mode."""
+    return False
+
+
+has_half = True
+
+
+# ---- legacy tensor types --------------------------------------------------------------
+class _TensorType(type):
+    """isinstance(t, torch.rbln.FloatTensor): an rbln tensor of that dtype, as torch.cuda's types check."""
+
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, torch.Tensor) and obj.device.type == _DEVICE_TYPE and obj.dtype == cls.dtype
+
+
+class _LegacyTensor(metaclass=_TensorType):
+    """torch.rbln.FloatTensor(2, 3) (uninitialized), FloatTensor([1, 2]) (data) or FloatTensor() (empty), on
+    the current device, as torch.cuda.FloatTensor constructs."""
+
+    dtype: torch.dtype
+
+    def __new__(cls, *args):
+        target = torch.device(_DEVICE_TYPE, current_device())
+        if len(args) == 1 and isinstance(args[0], torch.Size):
+            args = tuple(args[0])
+        if not args:
+            args = (0,)
+        if all(isinstance(a, int) for a in args):
+            return torch.empty(args, dtype=cls.dtype, device=target)
+        if len(args) == 1:
+            return torch.tensor(args[0], dtype=cls.dtype, device=target)
+        raise TypeError(f"{cls.__name__}(): expected sizes or one sequence of data, got {args!r}")
+
+
+def _tensor_type(name: str, dtype: torch.dtype) -> type:
+    return _TensorType(name, (_LegacyTensor,), {"dtype": dtype, "__module__": "torch.rbln", "__qualname__": name})
+
+
+BFloat16Tensor = _tensor_type("BFloat16Tensor", torch.bfloat16)
+BoolTensor = _tensor_type("BoolTensor", torch.bool)
+ByteTensor = _tensor_type("ByteTensor", torch.uint8)
+CharTensor = _tensor_type("CharTensor", torch.int8)
+DoubleTensor = _tensor_type("DoubleTensor", torch.float64)
+FloatTensor = _tensor_type("FloatTensor", torch.float32)
+HalfTensor = _tensor_type("HalfTensor", torch.float16)
+IntTensor = _tensor_type("IntTensor", torch.int32)
+LongTensor = _tensor_type("LongTensor", torch.int64)
+ShortTensor = _tensor_type("ShortTensor", torch.int16)
+
+
 # ---- torch.compile -----------------------------------------------------------------
 _INDUCTOR_HOOKS = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen")
 
@@ -304,30 +537,81 @@ def compile_stats():
 
 
 # ---- op accounting -----------------------------------------------------------------
+# One line of advice per kind of problem report() shows; fallback kinds are TORCH_RBLN_DISABLE_FALLBACK's words.
+_ADVICE = {
+    "unlisted": "ops not in ops.yaml run on the CPU: give them a kernel (docs/porting.md) or keep them out of hot code",
+    "listed": "ops ops.yaml lists as `strategy: fallback` run on the CPU by design: keep them out of the step loop",
+    "dtype": "the device kernel lacks this dtype: cast to a dtype docs/supported_ops.md lists for the op",
+    "item": "Tensor.item() waits for the device: keep values on the device, or read them once after the loop",
+    "device_to_host": "blocking copies to the CPU wait for the device: copy less often, or non_blocking=True "
+                      "into pin_memory() tensors",
+    "synchronize": "explicit synchronize calls block the host: keep them for timing, out of the step loop",
+    "data_dependent": "nonzero, masked_select, boolean indexing and repeat_interleave read data back to size "
+                      "their output: prefer fixed-size forms (torch.where, masked_fill)",
+}
+
+
 @dataclass
 class Explanation:
     """What ran inside `explain()`: ATen overload name -> call count. A torch.compile kernel counts as
-    device work under "graph <id> <aot graph>:<kernel>"; `compiled_graphs` sums its launches per graph."""
+    device work under "graph <id> <aot graph>:<kernel>"; `compiled_graphs` sums its launches per graph.
+    `syncs`: host-blocking calls by kind ("item", "device_to_host", "synchronize", "data_dependent");
+    `fallback_sites`: op -> {"file:line": calls}, with explain(with_stack=True)."""
 
     device_ops: dict[str, int] = field(default_factory=dict)
     compiled_graphs: dict[str, int] = field(default_factory=dict)
     fallback_ops: dict[str, int] = field(default_factory=dict)
     fallback_reasons: dict[str, dict[str, int]] = field(default_factory=dict)
+    syncs: dict[str, int] = field(default_factory=dict)
+    fallback_sites: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def report(self) -> str:
+        """A table of what cost host time, most first: fallbacks by calls, then syncs, with advice per kind."""
+        rows: list[tuple[int, str, str]] = []
+        kinds: list[str] = []
+        reason_kinds = _C._fallback_reason_kinds()
+        for op, calls in sorted(self.fallback_ops.items(), key=lambda kv: (-kv[1], kv[0])):
+            for reason in self.fallback_reasons[op]:
+                kind = reason_kinds[reason]
+                kinds += [kind] if kind not in kinds else []
+                rows.append((self.fallback_reasons[op][reason], f"fallback {op}", f"{reason} [{kind}]"))
+            for site, n in sorted(self.fallback_sites.get(op, {}).items(), key=lambda kv: (-kv[1], kv[0])):
+                rows.append((n, "", f"  at {site}"))
+        for kind, calls in sorted(self.syncs.items(), key=lambda kv: (-kv[1], kv[0])):
+            kinds.append(kind)
+            rows.append((calls, f"sync {kind}", ""))
+        device_calls = sum(self.device_ops.values())
+        lines = [f"torch.rbln.explain(): {device_calls} device op calls, {sum(self.fallback_ops.values())} "
+                 f"CPU fallbacks, {sum(self.syncs.values())} host syncs"]
+        if rows:
+            width = max(len(what) for _, what, _ in rows)
+            lines.append(f"{'calls':>7}  {'what':<{width}}  detail")
+            lines += [f"{n:>7}  {what:<{width}}  {detail}".rstrip() for n, what, detail in rows]
+            lines.append("advice:")
+            lines += [f"  {kind}: {_ADVICE[kind]}" for kind in kinds]
+        return "\n".join(lines)
+
+    __str__ = report
 
 
 @contextlib.contextmanager
-def explain():
-    """Counts the ops that ran on the device and those that fell back to the CPU.
+def explain(with_stack: bool = False):
+    """Counts the ops that ran on the device, those that fell back to the CPU, and the host syncs.
+    with_stack=True also records where each fallback came from (the user's file:line).
 
         with torch.rbln.explain() as ex:
             y = model(x)
-        print(ex.device_ops, ex.fallback_ops)
+        print(ex.report())
     """
     result = Explanation()
-    device_before, fallback_before = _C._device_op_counts(), _C._fallback_counts()
+    device_before, fallback_before, syncs_before = _C._device_op_counts(), _C._fallback_counts(), _C._sync_counts()
+    if with_stack:
+        _observe.capture_sites(result.fallback_sites)
     try:
         yield result
     finally:
+        if with_stack:
+            _observe.release_sites(result.fallback_sites)
         for name, count in _C._device_op_counts().items():
             delta = count - device_before.get(name, 0)
             if delta:
@@ -341,3 +625,7 @@ def explain():
             if deltas:
                 result.fallback_reasons[name] = deltas
                 result.fallback_ops[name] = sum(deltas.values())
+        result.syncs.update((k, c - syncs_before[k]) for k, c in _C._sync_counts().items() if c - syncs_before[k])
+
+
+from . import amp, memory, random, streams  # noqa: E402,F401  (torch.cuda's submodules; they import from here)

@@ -1,0 +1,2 @@
+"""`torch.rbln.streams`, as `torch.cuda.streams`."""
+from .rbln import Event, Stream  # noqa: F401
