@@ -548,7 +548,10 @@ _ADVICE = {
     "synchronize": "explicit synchronize calls block the host: keep them for timing, out of the step loop",
     "data_dependent": "nonzero, masked_select, boolean indexing and repeat_interleave read data back to size "
                       "their output: prefer fixed-size forms (torch.where, masked_fill)",
+    "device_time": "these keep the device busiest: see their shapes and streams in torch.profiler's trace "
+                   "(docs/debugging.md), batch them, or torch.compile the code around them",
 }
+_DEVICE_TIME_ROWS = 10  # report() lists this many of the busiest ops
 
 
 @dataclass
@@ -556,7 +559,9 @@ class Explanation:
     """What ran inside `explain()`: ATen overload name -> call count. A torch.compile kernel counts as
     device work under "graph <id> <aot graph>:<kernel>"; `compiled_graphs` sums its launches per graph.
     `syncs`: host-blocking calls by kind ("item", "device_to_host", "synchronize", "data_dependent");
-    `fallback_sites`: op -> {"file:line": calls}, with explain(with_stack=True)."""
+    `fallback_sites`: op -> {"file:line": calls}, with explain(with_stack=True). `device_time`: kernel or
+    copy name (an ATen overload, "Memcpy HtoD"/"DtoH"/"DtoD", a compiled kernel) -> milliseconds it ran on
+    the device, from the same records as torch.profiler's device timeline."""
 
     device_ops: dict[str, int] = field(default_factory=dict)
     compiled_graphs: dict[str, int] = field(default_factory=dict)
@@ -564,9 +569,12 @@ class Explanation:
     fallback_reasons: dict[str, dict[str, int]] = field(default_factory=dict)
     syncs: dict[str, int] = field(default_factory=dict)
     fallback_sites: dict[str, dict[str, int]] = field(default_factory=dict)
+    device_time: dict[str, float] = field(default_factory=dict)
+    device_launches: dict[str, int] = field(default_factory=dict)  # the launches device_time sums
 
     def report(self) -> str:
-        """A table of what cost host time, most first: fallbacks by calls, then syncs, with advice per kind."""
+        """A table of what cost time, most first: fallbacks by calls, then syncs, then the ops that kept the
+        device busiest, with advice per kind."""
         rows: list[tuple[int, str, str]] = []
         kinds: list[str] = []
         reason_kinds = _C._fallback_reason_kinds()
@@ -580,9 +588,15 @@ class Explanation:
         for kind, calls in sorted(self.syncs.items(), key=lambda kv: (-kv[1], kv[0])):
             kinds.append(kind)
             rows.append((calls, f"sync {kind}", ""))
+        busiest = sorted(self.device_time.items(), key=lambda kv: (-kv[1], kv[0]))[:_DEVICE_TIME_ROWS]
+        total_ms = sum(self.device_time.values())
+        for name, ms in busiest:
+            share = f" ({ms / total_ms:.0%})" if total_ms else ""
+            rows.append((self.device_launches[name], f"device {name}", f"{ms:.3f} ms on the device{share}"))
+        kinds += ["device_time"] if busiest else []
         device_calls = sum(self.device_ops.values())
         lines = [f"torch.rbln.explain(): {device_calls} device op calls, {sum(self.fallback_ops.values())} "
-                 f"CPU fallbacks, {sum(self.syncs.values())} host syncs"]
+                 f"CPU fallbacks, {sum(self.syncs.values())} host syncs, {total_ms:.3f} ms of device time"]
         if rows:
             width = max(len(what) for _, what, _ in rows)
             lines.append(f"{'calls':>7}  {'what':<{width}}  detail")
@@ -607,11 +621,19 @@ def explain(with_stack: bool = False):
     device_before, fallback_before, syncs_before = _C._device_op_counts(), _C._fallback_counts(), _C._sync_counts()
     if with_stack:
         _observe.capture_sites(result.fallback_sites)
+    activity = _C._activity_subscribe()
     try:
         yield result
     finally:
         if with_stack:
             _observe.release_sites(result.fallback_sites)
+        try:  # waits for the work queued inside, without taking a failed kernel's error (the program's own)
+            records = _C._activity_take(activity)
+        finally:
+            _C._activity_unsubscribe(activity)
+        for name, _device, _stream, begin_ns, end_ns in records:
+            result.device_time[name] = result.device_time.get(name, 0.0) + (end_ns - begin_ns) / 1e6
+            result.device_launches[name] = result.device_launches.get(name, 0) + 1
         for name, count in _C._device_op_counts().items():
             delta = count - device_before.get(name, 0)
             if delta:

@@ -219,30 +219,41 @@ def test_report_orders_by_cost_with_advice(cpu_rand):
                 d.sum().item()
             d.cpu()
     device_calls = sum(ex.device_ops.values())
-    assert str(ex) == ex.report() == "\n".join([
-        f"torch.rbln.explain(): {device_calls} device op calls, 4 CPU fallbacks, 3 host syncs",
-        "  calls  what                       detail",
+    assert str(ex) == ex.report()
+    rows = [line.split() for line in ex.report().splitlines()]  # columns are padded to the widest entry
+    busiest = sorted(ex.device_time.items(), key=lambda kv: -kv[1])[:torch.rbln._DEVICE_TIME_ROWS]
+    total = sum(ex.device_time.values())
+    assert busiest, "the device ran the ops that stayed on it"
+    assert rows == [line.split() for line in [
+        f"torch.rbln.explain(): {device_calls} device op calls, 4 CPU fallbacks, 3 host syncs, "
+        f"{total:.3f} ms of device time",
+        "  calls  what  detail",
         "      3  fallback aten::histc       not in ops.yaml [unlisted]",
         f"      3                               at {__file__}:{line}",
         "      1  fallback aten::add.Tensor  dtype not supported on the device [dtype]",
         f"      1                               at {__file__}:{line + 1}",
         "      2  sync item",
         "      1  sync device_to_host",
+        *(f"{ex.device_launches[name]} device {name} {ms:.3f} ms on the device ({ms / total:.0%})"
+          for name, ms in busiest),
         "advice:",
         "  unlisted: " + torch.rbln._ADVICE["unlisted"],
         "  dtype: " + torch.rbln._ADVICE["dtype"],
         "  item: " + torch.rbln._ADVICE["item"],
         "  device_to_host: " + torch.rbln._ADVICE["device_to_host"],
-    ])
+        "  device_time: " + torch.rbln._ADVICE["device_time"],
+    ]]
 
 
-def test_report_of_clean_code_is_one_line(cpu_rand):
+def test_report_of_clean_code_lists_only_device_time(cpu_rand):
     d = cpu_rand(4).rbln()
     with torch.rbln.explain() as ex:
         d + d
     assert ex.device_ops["aten::add.Tensor"] == 1
-    assert ex.report() == (f"torch.rbln.explain(): {sum(ex.device_ops.values())} device op calls, 0 CPU fallbacks, "
-                           "0 host syncs")
+    lines = ex.report().splitlines()
+    assert lines[0] == (f"torch.rbln.explain(): {sum(ex.device_ops.values())} device op calls, 0 CPU fallbacks, "
+                        f"0 host syncs, {ex.device_time['aten::add.Tensor']:.3f} ms of device time")
+    assert lines[2].split()[:3] == ["1", "device", "aten::add.Tensor"]  # the only problem worth a row
 
 
 # ---- set_sync_debug_mode --------------------------------------------------------------------------

@@ -127,3 +127,28 @@ def test_second_device_has_its_own_process_track(tmp_path):
     assert (add["pid"], add["tid"]) == (1, 0)
     assert {"name": "rbln:1"} in [e["args"] for e in events if e.get("ph") == "M" and e["pid"] == 1]
     assert device_events(prof, "aten::add.Tensor")[0].device_index == 1
+
+
+def test_explain_device_time_shares_the_profilers_records():
+    x = torch.randn(256, 256, device="rbln")
+    with profile(activities=ACTIVITIES) as prof:
+        with torch.rbln.explain() as ex:  # both listen at once; each gets every record
+            for _ in range(3):
+                y = x @ x
+        (y + 1).cpu()
+    assert ex.device_launches["aten::mm"] == 3 and ex.device_time["aten::mm"] > 0
+    assert "aten::add.Tensor" not in ex.device_time  # queued after the explain() block
+    kernels = device_events(prof, "aten::mm")
+    assert len(kernels) == 3
+    assert ex.device_time["aten::mm"] == pytest.approx(sum(k.time_range.elapsed_us() for k in kernels) / 1e3, rel=0.01)
+    assert "device aten::mm" in ex.report() and "device_time:" in ex.report()
+
+
+def test_explain_leaves_a_failed_kernels_error_to_the_program():
+    x, bad = torch.randn(8, device="rbln"), torch.tensor([100], device="rbln")
+    with torch.rbln.explain() as ex:
+        x.index_select(0, bad)  # fails on the device, asynchronously
+    assert ex.device_launches["aten::index_select"] == 1
+    with pytest.raises(RuntimeError, match="index out of range"):
+        torch.rbln.synchronize()
+    assert torch.ones(2, device="rbln").sum().item() == 2  # usable again
