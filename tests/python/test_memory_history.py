@@ -117,3 +117,15 @@ def test_bad_arguments_raise_like_cuda():
         torch.rbln._record_memory_history(enabled="sometimes")
     with pytest.raises(ValueError, match="stacks"):
         torch.rbln._record_memory_history(stacks="cpp")
+
+
+def test_stacks_all_adds_cpp_frames():
+    torch.rbln._record_memory_history(stacks="all")
+    try:
+        t = allocate_in_a_named_function()
+        frames = block_of(torch.rbln._snapshot(), t.untyped_storage().data_ptr())["frames"]
+    finally:
+        torch.rbln._record_memory_history(enabled=None)
+    names = [f["name"] for f in frames]
+    assert "allocate_in_a_named_function" in names  # Python's
+    assert any("RBLNCachingAllocator::allocate" in n for n in names)  # and C++'s
