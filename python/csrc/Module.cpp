@@ -20,6 +20,7 @@
 
 #include "runtime/RBLNCachingAllocator.h"
 #include "runtime/RBLNCompiledKernels.h"
+#include "runtime/RBLNExternalStream.h"
 #include "runtime/RBLNFallback.h"
 #include "runtime/RBLNFunctions.h"
 #include "runtime/RBLNGenerator.h"
@@ -354,6 +355,17 @@ PYBIND11_MODULE(_C, m) {
     for (const auto& a : taken)
       records.append(py::make_tuple(a.name, a.device, a.stream, a.begin_ns, a.end_ns));
     return records;
+  });
+  m.def("_stream_handle", [](int device, int64_t stream_id) {
+    return translate([&] {
+      return rbln::stream_handle(c10::Stream(c10::Stream::UNSAFE, c10::Device(rbln::kRBLN, device), stream_id));
+    });
+  });
+  m.def("_stream_from_handle", [](uintptr_t handle) {
+    return translate([&] {
+      c10::Stream stream = rbln::stream_from_handle(handle);
+      return std::make_pair(static_cast<int>(stream.device_index()), stream.id());
+    });
   });
   m.def("_device_op_counts", [] { return rbln::device_op_counts(); });
   m.def("_fallback_counts", [] { return rbln::fallback_counts(); });

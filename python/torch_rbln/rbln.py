@@ -127,6 +127,28 @@ class Stream(torch.Stream):
     def __hash__(self):
         return hash((self.stream_id, self.device_index, self.device_type))
 
+    @property
+    def rbln_stream(self) -> int:
+        """The driver's handle of this stream, for another library (as `cuda_stream`'s cudaStream_t)."""
+        return _C._stream_handle(self.device_index, self.stream_id)
+
+
+class ExternalStream(Stream):
+    """Wraps a stream handle another library got from `Stream.rbln_stream`, as torch.cuda.ExternalStream wraps a
+    cudaStream_t: work queued on it is ordered with that library's. `device`, if given, must be the stream's."""
+
+    def __new__(cls, stream_ptr: int, device: Any = None, **kwargs):
+        index, stream_id = _C._stream_from_handle(stream_ptr)
+        if device is not None and _index(device) != index:
+            raise ValueError(f"ExternalStream: the stream is on rbln:{index}, not on {device}")
+        device_type = torch.accelerator.current_stream(index).device_type  # the enum value Stream takes
+        return super().__new__(cls, stream_id=stream_id, device_index=index, device_type=device_type)
+
+
+def get_stream_from_external(data_ptr: int, device: Any = None) -> Stream:
+    """The Stream a handle from `Stream.rbln_stream` names, as torch.cuda.get_stream_from_external."""
+    return ExternalStream(data_ptr, device)
+
 
 def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:
     """An rbln event: record on a stream, wait, query, synchronize, time.

@@ -1,2 +1,2 @@
 """`torch.rbln.streams`, as `torch.cuda.streams`."""
-from .rbln import Event, Stream  # noqa: F401
+from .rbln import Event, ExternalStream, Stream  # noqa: F401

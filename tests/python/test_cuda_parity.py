@@ -273,3 +273,26 @@ def test_legacy_tensor_types(name, dtype):
     assert not isinstance(data.cpu(), cls)
     other = torch.rbln.DoubleTensor if dtype != torch.float64 else torch.rbln.FloatTensor
     assert not isinstance(data, other)
+
+
+# ---- external streams ------------------------------------------------------------------------------
+def test_external_stream_wraps_a_handle(cpu_rand):
+    side = torch.rbln.Stream(device="rbln:1")
+    external = torch.rbln.ExternalStream(side.rbln_stream)
+    assert external == side and external.device_index == 1 and isinstance(external, torch.rbln.streams.Stream)
+    assert torch.rbln.get_stream_from_external(side.rbln_stream) == side
+    x = cpu_rand(1 << 16)
+    d = x.to("rbln:1")
+    side.wait_stream(torch.rbln.current_stream(1))
+    with torch.rbln.stream(external):  # queued on the same stream as `side`
+        y = d * 2
+    side.synchronize()
+    torch.testing.assert_close(y.cpu(), x * 2)
+    assert torch.rbln.default_stream(0).rbln_stream != torch.rbln.default_stream(1).rbln_stream
+
+
+def test_external_stream_rejects_what_is_no_stream():
+    with pytest.raises(RuntimeError, match="not an rbln stream handle"):
+        torch.rbln.ExternalStream(12345)
+    with pytest.raises(ValueError, match="rbln:1"):
+        torch.rbln.ExternalStream(torch.rbln.Stream(device="rbln:1").rbln_stream, device="rbln:0")
