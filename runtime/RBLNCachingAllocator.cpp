@@ -109,6 +109,9 @@ struct DevicePool {
   double fraction = 1.0;  // of the device's capacity this process may reserve
 };
 
+// torch.cuda.memory.caching_allocator_enable(False): freed segments go back to the driver at once.
+std::atomic<bool> g_caching_enabled{true};
+
 // ---- memory history ------------------------------------------------------------
 std::atomic<bool> g_history_on{false};  // read on every allocation and free
 std::mutex g_history_mu;                // guards g_history (taken after a pool's mutex)
@@ -380,6 +383,7 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
     }
     block->cached = true;
     pool.free_blocks.insert(block);
+    if (!g_caching_enabled.load(std::memory_order_relaxed)) release_stream_cached(pool, block->stream);
   }
 
   static void absorb_next(Block* block) {
@@ -528,5 +532,8 @@ void memory::record_history(const HistoryConfig& config) {
 }
 
 memory::Snapshot memory::snapshot() { return g_allocator.snapshot(); }
+
+void set_caching_enabled(bool enabled) { g_caching_enabled.store(enabled); }
+bool caching_enabled() { return g_caching_enabled.load(); }
 
 }  // namespace rbln

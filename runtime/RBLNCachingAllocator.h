@@ -18,6 +18,10 @@ namespace rbln {
 // `device` raises OutOfMemoryError (after the cache is returned to the driver).
 void set_memory_fraction(double fraction, c10::DeviceIndex device);
 double memory_fraction(c10::DeviceIndex device);
+// torch.cuda.memory.caching_allocator_enable: disabled, a freed block's segment goes back to the
+// driver as soon as it is wholly free (stream-ordered, as a cache miss returns segments).
+void set_caching_enabled(bool enabled);
+bool caching_enabled();
 
 namespace memory {
 

@@ -356,6 +356,8 @@ PYBIND11_MODULE(_C, m) {
       records.append(py::make_tuple(a.name, a.device, a.stream, a.begin_ns, a.end_ns));
     return records;
   });
+  m.def("_set_caching_enabled", [](bool enabled) { rbln::set_caching_enabled(enabled); });
+  m.def("_caching_enabled", [] { return rbln::caching_enabled(); });
   m.def("_stream_handle", [](int device, int64_t stream_id) {
     return translate([&] {
       return rbln::stream_handle(c10::Stream(c10::Stream::UNSAFE, c10::Device(rbln::kRBLN, device), stream_id));

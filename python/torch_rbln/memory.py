@@ -5,6 +5,8 @@ from .rbln import (  # noqa: F401
     OutOfMemoryError,
     caching_allocator_alloc,
     caching_allocator_delete,
+    caching_allocator_disabled,
+    caching_allocator_enable,
     device_memory_used,
     empty_cache,
     get_allocator_backend,

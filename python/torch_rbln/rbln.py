@@ -375,6 +375,23 @@ def caching_allocator_delete(mem_ptr: int) -> None:
     _C._raw_delete(mem_ptr)
 
 
+def caching_allocator_enable(value: bool = True) -> None:
+    """Turns the caching off (False) or back on: off, memory a tensor frees goes back to the device as soon as
+    its segment is wholly free, as torch.cuda.memory.caching_allocator_enable."""
+    _C._set_caching_enabled(value)
+
+
+@contextlib.contextmanager
+def caching_allocator_disabled():
+    """Caching off inside the block, as torch.cuda.memory.caching_allocator_disabled."""
+    previous = _C._caching_enabled()
+    caching_allocator_enable(False)
+    try:
+        yield
+    finally:
+        caching_allocator_enable(previous)
+
+
 def host_memory_stats() -> dict[str, Any]:
     """Statistics of the pinned host allocator (pin_memory()), keyed like torch.cuda.host_memory_stats."""
     return dict(sorted(_C._host_memory_stats().items()))

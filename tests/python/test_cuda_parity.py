@@ -296,3 +296,21 @@ def test_external_stream_rejects_what_is_no_stream():
         torch.rbln.ExternalStream(12345)
     with pytest.raises(ValueError, match="rbln:1"):
         torch.rbln.ExternalStream(torch.rbln.Stream(device="rbln:1").rbln_stream, device="rbln:0")
+
+
+# ---- caching switched off ----------------------------------------------------------------------------
+def test_caching_allocator_disabled_returns_memory_at_once():
+    torch.rbln.synchronize()
+    torch.rbln.empty_cache()
+    base = torch.rbln.memory_reserved()
+    n = 1 << 20  # 4 MiB of float32
+    with torch.rbln.memory.caching_allocator_disabled():
+        t = torch.ones(n, device="rbln")
+        assert torch.rbln.memory_reserved() - base == 4 * n
+        assert (t * 2).sum().item() == 2 * n  # the temporaries go back too
+        del t
+        assert torch.rbln.memory_reserved() == base
+    t = torch.ones(n, device="rbln")
+    del t
+    assert torch.rbln.memory_reserved() - base == 4 * n  # caching again
+    torch.rbln.empty_cache()
