@@ -55,11 +55,14 @@ struct Block {
   Block* next = nullptr;
   bool cached = false;  // in free_blocks
   memory::Context context;  // where it was allocated, with memory history on
+  uint64_t mem_pool = 0;    // a MemPool's id; 0: the default pool
 };
 
-struct BlockOrder {  // free blocks by stream, then size (best fit), then address
+// Free blocks by stream, then memory pool, then size (best fit), then address.
+struct BlockOrder {
   bool operator()(const Block* a, const Block* b) const {
     if (a->stream != b->stream) return std::less<driver::Stream*>()(a->stream, b->stream);
+    if (a->mem_pool != b->mem_pool) return a->mem_pool < b->mem_pool;
     if (a->size != b->size) return a->size < b->size;
     return std::less<void*>()(a->ptr, b->ptr);
   }
@@ -112,6 +115,25 @@ struct DevicePool {
 // torch.cuda.memory.caching_allocator_enable(False): freed segments go back to the driver at once.
 std::atomic<bool> g_caching_enabled{true};
 
+// ---- memory pools (torch.cuda.MemPool) -----------------------------------------
+std::atomic<uint64_t> g_next_mem_pool{1};
+// The pools use_mem_pool routes this thread's allocations to, innermost last, per device.
+thread_local std::map<c10::DeviceIndex, std::vector<uint64_t>> t_mem_pools;
+std::mutex g_released_mu;
+std::set<uint64_t> g_released_pools;  // deleted MemPools: their blocks go back to the driver when freed
+
+uint64_t current_mem_pool(c10::DeviceIndex device) {
+  auto it = t_mem_pools.find(device);
+  return it == t_mem_pools.end() || it->second.empty() ? 0 : it->second.back();
+}
+
+bool keeps_cache(uint64_t mem_pool) {
+  if (!g_caching_enabled.load(std::memory_order_relaxed)) return false;
+  if (mem_pool == 0) return true;
+  std::lock_guard<std::mutex> lock(g_released_mu);
+  return !g_released_pools.count(mem_pool);
+}
+
 // ---- memory history ------------------------------------------------------------
 std::atomic<bool> g_history_on{false};  // read on every allocation and free
 std::mutex g_history_mu;                // guards g_history (taken after a pool's mutex)
@@ -161,10 +183,11 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
     auto& pool = get_pool(device);
     auto size = round_size(n);
     auto context = gather_context(memory::HistoryConfig::kStateContext);
+    auto mem_pool = current_mem_pool(device);
     std::unique_lock<std::mutex> lock(pool.mutex);
     process_pending(pool);
-    Block* block = take_cached(pool, stream, size);
-    if (!block) block = reserve(pool, device, stream, size, n, context);
+    Block* block = take_cached(pool, stream, mem_pool, size);
+    if (!block) block = reserve(pool, device, stream, mem_pool, size, n, context);
     size = block->size;  // a reused block may be a little larger than asked
     block->requested = n;
     update(pool.stats.allocation, size, 1);
@@ -303,7 +326,7 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
       for (const auto& entry : pool.pending) pending.insert(entry.first);
       for (const Block* head : pool.segments) {
         memory::SegmentInfo segment{d, reinterpret_cast<uintptr_t>(head->ptr), 0, 0, 0, 0,
-                                    driver::stream_id(head->stream), false, {}};
+                                    driver::stream_id(head->stream), false, head->mem_pool, {}};
         for (const Block* b = head; b; b = b->next) {
           auto state = b->cached          ? memory::BlockInfo::kInactive
                        : pending.count(b) ? memory::BlockInfo::kActivePendingFree
@@ -325,6 +348,19 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
     return result;
   }
 
+  // A deleted pool's free segments go back to the driver now; its live blocks when they are freed.
+  void release_free_segments(uint64_t mem_pool) {
+    for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
+      auto& pool = get_pool(d);
+      std::lock_guard<std::mutex> lock(pool.mutex);
+      process_pending(pool);
+      std::set<driver::Stream*> streams;
+      for (const Block* b : pool.free_blocks)
+        if (b->mem_pool == mem_pool && is_segment(b)) streams.insert(b->stream);
+      for (driver::Stream* stream : streams) release_stream_cached(pool, stream, mem_pool);
+    }
+  }
+
   void clear_history() {
     for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
       auto& pool = get_pool(d);
@@ -344,10 +380,11 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
     return *pools_[device];
   }
 
-  static Block* take_cached(DevicePool& pool, driver::Stream* stream, size_t size) {
+  static Block* take_cached(DevicePool& pool, driver::Stream* stream, uint64_t mem_pool, size_t size) {
     Block key{nullptr, size, 0, 0, stream, {}};
+    key.mem_pool = mem_pool;
     auto it = pool.free_blocks.lower_bound(&key);
-    if (it == pool.free_blocks.end() || (*it)->stream != stream) return nullptr;
+    if (it == pool.free_blocks.end() || (*it)->stream != stream || (*it)->mem_pool != mem_pool) return nullptr;
     Block* block = *it;
     // Split large blocks for large requests and small for small ones (the pools stay apart).
     const bool split = size >= kSmallSize ? block->size - size >= kLargeRound
@@ -358,6 +395,7 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
     block->cached = false;
     if (split) {
       auto* rest = new Block{static_cast<char*>(block->ptr) + size, block->size - size, 0, block->device, stream, {}};
+      rest->mem_pool = mem_pool;
       rest->prev = block;
       rest->next = block->next;
       if (block->next) block->next->prev = rest;
@@ -383,7 +421,7 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
     }
     block->cached = true;
     pool.free_blocks.insert(block);
-    if (!g_caching_enabled.load(std::memory_order_relaxed)) release_stream_cached(pool, block->stream);
+    if (!keeps_cache(block->mem_pool)) release_stream_cached(pool, block->stream, block->mem_pool);
   }
 
   static void absorb_next(Block* block) {
@@ -401,9 +439,9 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
   // stream order makes that safe for this stream's own allocations, and a
   // later reserve for another stream first waits for that work (the fence),
   // on its stream, without blocking the host.
-  Block* reserve(DevicePool& pool, c10::DeviceIndex device, driver::Stream* stream, size_t size, size_t n,
-                 const memory::Context& context) {
-    release_stream_cached(pool, stream);
+  Block* reserve(DevicePool& pool, c10::DeviceIndex device, driver::Stream* stream, uint64_t mem_pool, size_t size,
+                 size_t n, const memory::Context& context) {
+    release_stream_cached(pool, stream, mem_pool);
     for (auto& [other, fence] : pool.fences)
       if (other != stream && !driver::event_query(fence)) driver_call([&] { driver::stream_wait_event(stream, fence); });
     const auto capacity = driver::device_capacity(device);
@@ -439,6 +477,7 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
     update(pool.stats.reserved_bytes, size, static_cast<int64_t>(size));
     record_action(pool, memory::TraceEntry::kSegmentAlloc, ptr, size, stream, context);
     auto* block = new Block{ptr, size, n, device, stream, {}};
+    block->mem_pool = mem_pool;
     pool.segments.insert(block);
     return block;
   }
@@ -468,10 +507,13 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
 
   // Without a sync: pages stay mapped for work still queued on `stream`, and
   // the fence marks where that work ends.
-  static void release_stream_cached(DevicePool& pool, driver::Stream* stream) {
+  // Only `mem_pool`'s segments: a MemPool keeps its memory while it lives.
+  static void release_stream_cached(DevicePool& pool, driver::Stream* stream, uint64_t mem_pool) {
     Block key{nullptr, 0, 0, 0, stream, {}};
+    key.mem_pool = mem_pool;
     bool released = false;
-    for (auto it = pool.free_blocks.lower_bound(&key); it != pool.free_blocks.end() && (*it)->stream == stream;) {
+    for (auto it = pool.free_blocks.lower_bound(&key);
+         it != pool.free_blocks.end() && (*it)->stream == stream && (*it)->mem_pool == mem_pool;) {
       if (!is_segment(*it)) {
         ++it;
         continue;
@@ -534,6 +576,24 @@ void memory::record_history(const HistoryConfig& config) {
 memory::Snapshot memory::snapshot() { return g_allocator.snapshot(); }
 
 void set_caching_enabled(bool enabled) { g_caching_enabled.store(enabled); }
+
+uint64_t create_mem_pool() { return g_next_mem_pool.fetch_add(1); }
+
+void begin_mem_pool(c10::DeviceIndex device, uint64_t mem_pool) { t_mem_pools[device].push_back(mem_pool); }
+
+void end_mem_pool(c10::DeviceIndex device, uint64_t mem_pool) {
+  auto& pools = t_mem_pools[device];
+  TORCH_CHECK(!pools.empty() && pools.back() == mem_pool, "use_mem_pool: pools must be left in the order entered");
+  pools.pop_back();
+}
+
+void release_mem_pool(uint64_t mem_pool) {
+  {
+    std::lock_guard<std::mutex> lock(g_released_mu);
+    g_released_pools.insert(mem_pool);
+  }
+  g_allocator.release_free_segments(mem_pool);
+}
 bool caching_enabled() { return g_caching_enabled.load(); }
 
 }  // namespace rbln

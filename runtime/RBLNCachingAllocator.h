@@ -23,6 +23,14 @@ double memory_fraction(c10::DeviceIndex device);
 void set_caching_enabled(bool enabled);
 bool caching_enabled();
 
+// torch.cuda.MemPool: allocations of a thread inside use_mem_pool(pool) reuse only the pool's
+// freed blocks, and others never reuse them; a released pool's memory goes back to the driver
+// (its free segments now, the rest as its tensors are freed).
+uint64_t create_mem_pool();  // never 0, the default pool's id
+void begin_mem_pool(c10::DeviceIndex device, uint64_t mem_pool);  // this thread's allocations on `device`
+void end_mem_pool(c10::DeviceIndex device, uint64_t mem_pool);
+void release_mem_pool(uint64_t mem_pool);
+
 namespace memory {
 
 struct HistoryConfig {
@@ -52,6 +60,7 @@ struct SegmentInfo {
   size_t total, allocated, active, requested;
   int64_t stream;
   bool large;
+  uint64_t mem_pool;  // 0: the default pool
   std::vector<BlockInfo> blocks;  // in address order
 };
 

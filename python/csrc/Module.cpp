@@ -137,7 +137,7 @@ py::dict snapshot_dict(const rbln::memory::Snapshot& snapshot) {
     seg["requested_size"] = segment.requested;
     seg["stream"] = segment.stream;
     seg["segment_type"] = segment.large ? "large" : "small";
-    seg["segment_pool_id"] = py::make_tuple(0, 0);
+    seg["segment_pool_id"] = py::make_tuple(0, segment.mem_pool);
     seg["is_expandable"] = false;
     py::list blocks;
     for (const auto& block : segment.blocks) {
@@ -356,6 +356,12 @@ PYBIND11_MODULE(_C, m) {
       records.append(py::make_tuple(a.name, a.device, a.stream, a.begin_ns, a.end_ns));
     return records;
   });
+  m.def("_mem_pool_create", [] { return rbln::create_mem_pool(); });
+  m.def("_mem_pool_begin", [](int device, uint64_t pool) { rbln::begin_mem_pool(static_cast<c10::DeviceIndex>(device), pool); });
+  m.def("_mem_pool_end", [](int device, uint64_t pool) {
+    translate([&] { rbln::end_mem_pool(static_cast<c10::DeviceIndex>(device), pool); });
+  });
+  m.def("_mem_pool_release", [](uint64_t pool) { translate([&] { rbln::release_mem_pool(pool); }); });
   m.def("_set_caching_enabled", [](bool enabled) { rbln::set_caching_enabled(enabled); });
   m.def("_caching_enabled", [] { return rbln::caching_enabled(); });
   m.def("_stream_handle", [](int device, int64_t stream_id) {

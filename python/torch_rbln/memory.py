@@ -2,6 +2,7 @@
 (defined in torch_rbln/rbln.py, where `torch.rbln.memory_stats` and the rest also live)."""
 from ._memory_history import _dump_snapshot, _record_memory_history, _snapshot, memory_snapshot  # noqa: F401
 from .rbln import (  # noqa: F401
+    MemPool,
     OutOfMemoryError,
     caching_allocator_alloc,
     caching_allocator_delete,
@@ -30,4 +31,5 @@ from .rbln import (  # noqa: F401
     reset_peak_host_memory_stats,
     reset_peak_memory_stats,
     set_per_process_memory_fraction,
+    use_mem_pool,
 )

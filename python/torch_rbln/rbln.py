@@ -375,6 +375,54 @@ def caching_allocator_delete(mem_ptr: int) -> None:
     _C._raw_delete(mem_ptr)
 
 
+class MemPool:
+    """A private pool of the caching allocator, as torch.cuda.MemPool: allocations inside
+    `use_mem_pool(pool)` reuse only the pool's freed blocks, and no other allocation reuses them.
+    Deleting the pool returns its memory (its free segments at once, the rest as its tensors are freed).
+    rbln has one allocator, so `allocator` must be None; `use_on_oom` and `no_split` are not supported."""
+
+    def __init__(self, allocator=None, use_on_oom: bool = False, no_split: bool = False):
+        if allocator is not None:
+            raise ValueError("torch.rbln.MemPool: rbln has no pluggable allocators; allocator must be None")
+        if use_on_oom or no_split:
+            raise NotImplementedError("torch.rbln.MemPool: use_on_oom and no_split are not supported")
+        self._pool = _C._mem_pool_create()
+        self._uses = 0
+
+    @property
+    def id(self) -> tuple[int, int]:
+        return (0, self._pool)
+
+    @property
+    def allocator(self):
+        return None
+
+    def use_count(self) -> int:
+        """1 for the pool itself, plus one per use_mem_pool block using it now."""
+        return 1 + self._uses
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        """The pool's segments, as memory_snapshot() shows them."""
+        return [s for s in _C._memory_snapshot()["segments"] if tuple(s["segment_pool_id"]) == self.id]
+
+    def __del__(self):
+        if _C is not None and hasattr(self, "_pool"):  # not at interpreter exit, nor after a refused __init__
+            _C._mem_pool_release(self._pool)
+
+
+@contextlib.contextmanager
+def use_mem_pool(pool: MemPool, device: Any = None):
+    """Routes this thread's allocations on the device to `pool` inside the block, as torch.cuda.use_mem_pool."""
+    index = _index(device)
+    _C._mem_pool_begin(index, pool._pool)
+    pool._uses += 1
+    try:
+        yield
+    finally:
+        pool._uses -= 1
+        _C._mem_pool_end(index, pool._pool)
+
+
 def caching_allocator_enable(value: bool = True) -> None:
     """Turns the caching off (False) or back on: off, memory a tensor frees goes back to the device as soon as
     its segment is wholly free, as torch.cuda.memory.caching_allocator_enable."""

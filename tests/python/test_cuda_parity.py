@@ -314,3 +314,38 @@ def test_caching_allocator_disabled_returns_memory_at_once():
     del t
     assert torch.rbln.memory_reserved() - base == 4 * n  # caching again
     torch.rbln.empty_cache()
+
+
+# ---- memory pools ------------------------------------------------------------------------------------
+def test_mem_pool_keeps_its_blocks_apart():
+    torch.rbln.synchronize()
+    torch.rbln.empty_cache()
+    base = torch.rbln.memory_reserved()
+    pool = torch.rbln.MemPool()
+    n = 1 << 18  # 1 MiB of float32
+    with torch.rbln.use_mem_pool(pool):
+        assert pool.use_count() == 2
+        a = torch.ones(n, device="rbln")
+    address = a.untyped_storage().data_ptr()
+    assert [s["address"] for s in pool.snapshot()] == [address] and pool.snapshot()[0]["segment_pool_id"] == pool.id
+    del a
+    b = torch.ones(n, device="rbln")  # outside the pool: not the pool's freed block
+    assert b.untyped_storage().data_ptr() != address
+    with torch.rbln.use_mem_pool(pool):
+        c = torch.full((n,), 3.0, device="rbln")  # inside: the pool's block again
+    assert c.untyped_storage().data_ptr() == address
+    assert c.sum().item() == 3 * n
+    del pool  # c outlives the pool: still valid, and its memory goes back when it is freed
+    assert c.sum().item() == 3 * n
+    del b, c
+    torch.rbln.synchronize()
+    torch.empty(1, device="rbln")  # a stream-ordered release settles at the next allocation
+    torch.rbln.empty_cache()
+    assert torch.rbln.memory_reserved() == base
+
+
+def test_mem_pool_rejects_what_rbln_lacks():
+    with pytest.raises(ValueError, match="allocator must be None"):
+        torch.rbln.MemPool(allocator=object())
+    with pytest.raises(NotImplementedError):
+        torch.rbln.MemPool(use_on_oom=True)
