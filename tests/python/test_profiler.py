@@ -80,9 +80,11 @@ def test_backward_kernels_are_linked_to_their_ops():
     assert averages["aten::mm"].device_time_total > 0
 
 
-def test_legacy_profiler_with_use_device():
+@pytest.mark.parametrize("use_kineto", [True, False], ids=["kineto", "profiler-stubs"])
+def test_legacy_profiler_with_use_device(use_kineto):
+    """use_kineto=False is the KINETO_PRIVATEUSE1_FALLBACK path: device time from driver events (ProfilerStubs)."""
     x = torch.randn(128, 128, device="rbln")
-    with torch.autograd.profiler.profile(use_device="rbln") as prof:
+    with torch.autograd.profiler.profile(use_device="rbln", use_kineto=use_kineto) as prof:
         (x @ x).cpu()
     mm = next(e for e in prof.key_averages() if e.key == "aten::mm")
     assert mm.count == 1
