@@ -66,17 +66,19 @@ void quiesce_autograd_threads() {
   }
 }
 
+// "<prefix>.current", ".peak", ".allocated", ".freed", as torch.cuda's statistics are keyed.
+void add_stat(py::dict& d, const std::string& prefix, const c10::CachingAllocator::Stat& stat) {
+  d[py::str(prefix + ".current")] = stat.current;
+  d[py::str(prefix + ".peak")] = stat.peak;
+  d[py::str(prefix + ".allocated")] = stat.allocated;
+  d[py::str(prefix + ".freed")] = stat.freed;
+}
+
 py::dict stat_dict(const c10::CachingDeviceAllocator::DeviceStats& s) {
   py::dict d;
   const char* pools[] = {"all", "small_pool", "large_pool"};
   auto add = [&](const char* name, const c10::CachingAllocator::StatArray& array) {
-    for (size_t i = 0; i < array.size(); ++i) {
-      std::string prefix = std::string(name) + "." + pools[i] + ".";
-      d[py::str(prefix + "current")] = array[i].current;
-      d[py::str(prefix + "peak")] = array[i].peak;
-      d[py::str(prefix + "allocated")] = array[i].allocated;
-      d[py::str(prefix + "freed")] = array[i].freed;
-    }
+    for (size_t i = 0; i < array.size(); ++i) add_stat(d, std::string(name) + "." + pools[i], array[i]);
   };
   add("allocation", s.allocation);
   add("segment", s.segment);
@@ -188,12 +190,7 @@ std::unordered_map<uintptr_t, c10::DataPtr>& raw_blocks() {
 
 py::dict host_stat_dict(const at::HostStats& s) {
   py::dict d;
-  auto add = [&](const char* name, const c10::CachingAllocator::Stat& stat) {
-    d[py::str(std::string(name) + ".current")] = stat.current;
-    d[py::str(std::string(name) + ".peak")] = stat.peak;
-    d[py::str(std::string(name) + ".allocated")] = stat.allocated;
-    d[py::str(std::string(name) + ".freed")] = stat.freed;
-  };
+  auto add = [&](const char* name, const c10::CachingAllocator::Stat& stat) { add_stat(d, name, stat); };
   add("allocations", s.allocations);
   add("allocated_bytes", s.allocated_bytes);
   add("active_requests", s.active_requests);

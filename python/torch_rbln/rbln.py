@@ -303,23 +303,22 @@ def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
     index = _index(device)
     stats = memory_stats(index)
 
-    def size(n: int, scale: int) -> str:
-        prefixes = ["B  ", "KiB", "MiB", "GiB", "TiB", "PiB"]
+    def scaled(n: int, scale: int, prefixes: list[str], step: int, threshold: int) -> tuple[int, str]:
+        """n in the unit that keeps `scale` (the row's reference) under threshold, as CUDA's summary picks it."""
         i = 0
-        while i + 1 < len(prefixes) and scale >= 768 * 1024:
-            n //= 1024
-            scale /= 1024
+        while i + 1 < len(prefixes) and scale >= threshold:
+            n //= step
+            scale /= step
             i += 1
-        return f"{n:6d} {prefixes[i]}"
+        return n, prefixes[i]
+
+    def size(n: int, scale: int) -> str:
+        n, prefix = scaled(n, scale, ["B  ", "KiB", "MiB", "GiB", "TiB", "PiB"], 1024, 768 * 1024)
+        return f"{n:6d} {prefix}"
 
     def count(n: int, scale: int) -> str:
-        prefixes = [" ", "K", "M"]
-        i = 0
-        while i + 1 < len(prefixes) and scale >= 750 * 1000:
-            n //= 1000
-            scale /= 1000
-            i += 1
-        return f"{n:7d} {prefixes[i]} "
+        n, prefix = scaled(n, scale, [" ", "K", "M"], 1000, 750 * 1000)
+        return f"{n:7d} {prefix} "
 
     metrics = [
         ("allocated_bytes", "Allocated memory", size),
