@@ -120,12 +120,14 @@ def test_bad_arguments_raise_like_cuda():
 
 
 def test_stacks_all_adds_cpp_frames():
-    torch.rbln._record_memory_history(stacks="all")
-    try:
-        t = allocate_in_a_named_function()
-        frames = block_of(torch.rbln._snapshot(), t.untyped_storage().data_ptr())["frames"]
-    finally:
-        torch.rbln._record_memory_history(enabled=None)
-    names = [f["name"] for f in frames]
-    assert "allocate_in_a_named_function" in names  # Python's
-    assert any("RBLNCachingAllocator::allocate" in n for n in names)  # and C++'s
+    def frames(stacks):
+        torch.rbln._record_memory_history(stacks=stacks)
+        try:
+            t = allocate_in_a_named_function()
+            return block_of(torch.rbln._snapshot(), t.untyped_storage().data_ptr())["frames"]
+        finally:
+            torch.rbln._record_memory_history(enabled=None)
+    python, both = frames("python"), frames("all")
+    assert "allocate_in_a_named_function" in [f["name"] for f in both]  # Python's
+    # and C++'s (their names depend on torch's symbolize mode, which other code may set)
+    assert len(both) > len(python)
