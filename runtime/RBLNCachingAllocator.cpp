@@ -119,10 +119,12 @@ std::atomic<bool> g_caching_enabled{true};
 std::atomic<uint64_t> g_next_mem_pool{1};
 // The pools use_mem_pool routes this thread's allocations to, innermost last, per device.
 thread_local std::map<c10::DeviceIndex, std::vector<uint64_t>> t_mem_pools;
+thread_local int t_routed = 0;  // entries of t_mem_pools: most allocations read only this
 std::mutex g_released_mu;
 std::set<uint64_t> g_released_pools;  // deleted MemPools: their blocks go back to the driver when freed
 
 uint64_t current_mem_pool(c10::DeviceIndex device) {
+  if (t_routed == 0) return 0;
   auto it = t_mem_pools.find(device);
   return it == t_mem_pools.end() || it->second.empty() ? 0 : it->second.back();
 }
@@ -197,7 +199,7 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
     update(pool.stats.requested_bytes, size, static_cast<int64_t>(n));
     block->context = context;
     record_action(pool, memory::TraceEntry::kAlloc, block->ptr, n, stream,
-                  history_config().context >= memory::HistoryConfig::kAlloc ? context : nullptr);
+                  context && history_config().context >= memory::HistoryConfig::kAlloc ? context : nullptr);
     trace::report(trace::Kind::kMemoryAllocation, block->ptr, device);
     if (c10::memoryProfilingEnabled()) {
       auto stats = pool.stats;
@@ -579,12 +581,16 @@ void set_caching_enabled(bool enabled) { g_caching_enabled.store(enabled); }
 
 uint64_t create_mem_pool() { return g_next_mem_pool.fetch_add(1); }
 
-void begin_mem_pool(c10::DeviceIndex device, uint64_t mem_pool) { t_mem_pools[device].push_back(mem_pool); }
+void begin_mem_pool(c10::DeviceIndex device, uint64_t mem_pool) {
+  t_mem_pools[device].push_back(mem_pool);
+  ++t_routed;
+}
 
 void end_mem_pool(c10::DeviceIndex device, uint64_t mem_pool) {
   auto& pools = t_mem_pools[device];
   TORCH_CHECK(!pools.empty() && pools.back() == mem_pool, "use_mem_pool: pools must be left in the order entered");
   pools.pop_back();
+  --t_routed;
 }
 
 void release_mem_pool(uint64_t mem_pool) {
