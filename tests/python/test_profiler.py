@@ -154,3 +154,28 @@ def test_explain_leaves_a_failed_kernels_error_to_the_program():
     with pytest.raises(RuntimeError, match="index out of range"):
         torch.rbln.synchronize()
     assert torch.ones(2, device="rbln").sum().item() == 2  # usable again
+
+
+def test_profile_demo_runs_as_a_user_runs_it(tmp_path):
+    """examples/profile_demo.py in its own interpreter: exit status 0, a trace with device kernels linked to their
+    launches, and a snapshot pickle torch.cuda._memory_viz renders."""
+    import pickle
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+    from torch.cuda import _memory_viz
+
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "profile_demo.py"), str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "aten::addmm" in proc.stdout  # the key_averages table
+    events = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    assert kernels and all(e["pid"] == 0 for e in kernels)
+    assert len([e for e in events if e.get("ph") == "f"]) >= len(kernels)
+    with open(tmp_path / "snapshot.pickle", "rb") as f:
+        snapshot = pickle.load(f)
+    assert any(e["action"] == "alloc" and e["frames"] for e in snapshot["device_traces"][0])
+    assert "snapshot.pickle" in _memory_viz.trace_plot(snapshot)
+    assert (tmp_path / "trace.svg").read_text().startswith("<svg")
