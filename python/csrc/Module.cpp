@@ -30,6 +30,8 @@
 
 namespace py = pybind11;
 
+void bind_distributed(py::module_& m);  // Distributed.cpp
+
 namespace {
 
 template <class F>
@@ -239,6 +241,7 @@ void observe_sync(const char* kind) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch-rbln native module: emulated RBLN NPU runtime bindings";
+  bind_distributed(m);
   m.def("_device_count", [] { return static_cast<int>(rbln::device_count()); });
   m.def("_device_count_error", [] { return rbln::device_count_error(); });
   m.def("_current_device", [] { return static_cast<int>(rbln::current_device()); });

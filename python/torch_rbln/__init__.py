@@ -44,6 +44,10 @@ from . import _policies  # noqa: E402
 
 _policies.install()
 
+from . import distributed  # noqa: E402
+
+distributed.register()
+
 if os.environ.get("TORCH_RBLN_SANITIZER", "0") not in ("", "0"):
     from . import sanitizer
 
