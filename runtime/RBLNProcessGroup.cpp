@@ -11,6 +11,7 @@
 #include "runtime/RBLNProcessGroup.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/CachingHostAllocator.h>
 #include <ATen/core/ivalue.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Event.h>
@@ -49,6 +50,10 @@ struct Posting {
   bool posted = false;
   std::vector<WorkPtr> works;
   std::exception_ptr error;
+  Tensors host;  // views of `buffers` standing in for the device tensors
+  // The pinned memory itself, owned here alone: Gloo and the tasks hold only views, so it is
+  // freed where the posting is dropped, on the release thread.
+  std::vector<c10::DataPtr> buffers;
 
   void post(c10d::Backend& host) {
     std::vector<WorkPtr> result;
@@ -79,11 +84,15 @@ struct Posting {
   }
 };
 
-// The posting thread: calls the host backend in the order collectives were issued.
-class Poster {
+// A thread running the functions pushed to it, in order. A backend has two: one
+// calls the host backend in the order collectives were issued; one drops finished
+// postings, because freeing a pinned buffer records an event on the streams that
+// used it, which may wait for room on a lane stream that itself waits for the
+// posting thread, a Gloo thread, or (from a stream's own worker) for itself.
+class TaskThread {
  public:
-  explicit Poster(c10::intrusive_ptr<c10d::Backend> host) : host_(std::move(host)), thread_([this] { run(); }) {}
-  ~Poster() {
+  TaskThread() : thread_([this] { run(); }) {}
+  ~TaskThread() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stopping_ = true;
@@ -91,17 +100,16 @@ class Poster {
     cv_.notify_all();
     thread_.join();
   }
-  void push(std::shared_ptr<Posting> posting) {
+  void push(std::function<void()> task) {
     std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back(std::move(posting));
+    queue_.push_back(std::move(task));
     cv_.notify_all();
   }
-  c10d::Backend& host() { return *host_; }
 
  private:
   void run() {
     for (;;) {
-      std::shared_ptr<Posting> next;
+      std::function<void()> next;
       {
         std::unique_lock<std::mutex> lock(mutex_);
         cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
@@ -109,13 +117,12 @@ class Poster {
         next = std::move(queue_.front());
         queue_.pop_front();
       }
-      next->post(*host_);
+      next();
     }
   }
-  c10::intrusive_ptr<c10d::Backend> host_;
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::deque<std::shared_ptr<Posting>> queue_;
+  std::deque<std::function<void()>> queue_;
   bool stopping_ = false;
   std::thread thread_;  // last: starts once the members it uses exist
 };
@@ -261,7 +268,18 @@ std::vector<Staged> operator+(std::vector<Staged> a, const std::vector<Staged>& 
 class ProcessGroupRBLN final : public c10d::Backend {
  public:
   explicit ProcessGroupRBLN(c10::intrusive_ptr<c10d::Backend> host)
-      : Backend(host->getRank(), host->getSize()), poster_(std::make_unique<Poster>(std::move(host))) {}
+      : Backend(host->getRank(), host->getSize()), host_(std::move(host)) {}
+  // The lanes' host tasks hand their postings to the release thread: let them finish first.
+  ~ProcessGroupRBLN() override {
+    c10::impl::VirtualGuardImpl impl(kRBLN);
+    for (auto& [key, stream] : streams_) {
+      try {
+        impl.synchronizeStream(stream);
+      } catch (const std::exception&) {
+        // a failed collective: already reported to its caller's stream
+      }
+    }
+  }
 
   const std::string getBackendName() const override { return "rbln-ccl"; }
   // Collectives run as they are issued either way; coalescing gives their works one handle.
@@ -275,11 +293,11 @@ class ProcessGroupRBLN final : public c10d::Backend {
     coalescing_ = false;
     return c10::make_intrusive<CoalescedWork>(getRank(), std::move(coalesced_));
   }
-  void setTimeout(std::chrono::milliseconds timeout) override { poster_->host().setTimeout(timeout); }
-  void setSequenceNumberForGroup() override { poster_->host().setSequenceNumberForGroup(); }
-  uint64_t getSequenceNumberForGroup() override { return poster_->host().getSequenceNumberForGroup(); }
-  void shutdown() override { poster_->host().shutdown(); }
-  void abort() override { poster_->host().abort(); }
+  void setTimeout(std::chrono::milliseconds timeout) override { host_->setTimeout(timeout); }
+  void setSequenceNumberForGroup() override { host_->setSequenceNumberForGroup(); }
+  uint64_t getSequenceNumberForGroup() override { return host_->getSequenceNumberForGroup(); }
+  void shutdown() override { host_->shutdown(); }
+  void abort() override { host_->abort(); }
 
   WorkPtr broadcast(Tensors& tensors, const c10d::BroadcastOptions& opts) override {
     bool root = opts.rootRank == getRank();
@@ -544,7 +562,7 @@ class ProcessGroupRBLN final : public c10d::Backend {
     if (auto failure = first_failure_->failure()) {
       C10_THROW_ERROR(DistBackendError, std::string("rbln-ccl: an earlier collective failed: ") + what(failure));
     }
-    poster_->push(posting);
+    posting_thread_.push([posting, host = host_] { posting->post(*host); });
   }
 
   static std::string what(const std::exception_ptr& error) {
@@ -621,8 +639,10 @@ class ProcessGroupRBLN final : public c10d::Backend {
     ready.block(comm);
     c10::StreamGuard guard(comm);
     Tensors host;
+    auto* pinned = at::getHostAllocator(kRBLN);
     for (auto& s : staged) {
-      s.host = at::empty(s.device.sizes(), s.device.options().device(at::kCPU).pinned_memory(true));
+      posting->buffers.push_back(pinned->allocate(s.device.numel() * s.device.element_size()));
+      s.host = at::from_blob(posting->buffers.back().get(), s.device.sizes(), s.device.options().device(at::kCPU));
       if (s.copy_in) s.host.copy_(s.device, /*non_blocking=*/true);
       host.push_back(s.host);
     }
@@ -635,7 +655,9 @@ class ProcessGroupRBLN final : public c10d::Backend {
     post(posting);
 
     auto outcome = std::make_shared<Outcome>();
-    launch(device, name, [posting, outcome, first_failure = first_failure_, host, fix]() mutable {
+    posting->host = host;
+    host.clear();
+    launch(device, name, [posting, outcome, first_failure = first_failure_, fix, releaser = &release_thread_]() mutable {
       std::exception_ptr failure;
       int source = -1;
       try {
@@ -644,12 +666,13 @@ class ProcessGroupRBLN final : public c10d::Backend {
           auto& last = posting->works.back();
           if (last->retrieveOpType() == OpType::RECVANYSOURCE) source = last->sourceRank();
         }
-        fix.apply_after(host);
+        fix.apply_after(posting->host);
       } catch (...) {
         failure = std::current_exception();
         first_failure->finish(failure, -1);
       }
       outcome->finish(failure, source);
+      releaser->push([finished = std::move(posting)] {});
     });
     Tensors outputs;
     auto* allocator = c10::getDeviceAllocator(kRBLN);
@@ -692,7 +715,8 @@ class ProcessGroupRBLN final : public c10d::Backend {
     return c10d::Work::create_from_future(future);
   }
 
-  std::unique_ptr<Poster> poster_;
+  c10::intrusive_ptr<c10d::Backend> host_;
+  TaskThread posting_thread_, release_thread_;
   std::shared_ptr<Outcome> first_failure_ = std::make_shared<Outcome>();  // sticky, as a failed NCCL communicator
   std::once_flag adopted_;
   std::mutex coalesced_mutex_;
