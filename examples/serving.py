@@ -156,14 +156,14 @@ class Server:
         return load(self.port, self.model, requests, max_tokens, timeout=self.timeout)
 
 
-def memory() -> dict:
-    """rbln:0's memory; "peak" is since the last call (it resets the peak)."""
+def memory(device: str) -> dict:
+    """The rbln device's memory; "peak" is since the last call (it resets the peak)."""
     import torch
 
-    torch.rbln.synchronize()
-    stats = {"allocated": torch.rbln.memory_allocated(), "reserved": torch.rbln.memory_reserved(),
-             "peak": torch.rbln.max_memory_allocated()}
-    torch.rbln.reset_peak_memory_stats()
+    torch.rbln.synchronize(device)
+    stats = {"allocated": torch.rbln.memory_allocated(device), "reserved": torch.rbln.memory_reserved(device),
+             "peak": torch.rbln.max_memory_allocated(device)}
+    torch.rbln.reset_peak_memory_stats(device)
     return stats
 
 
@@ -177,17 +177,18 @@ def serve(argv: list[str]) -> int:
     thread) and answers `memory` / `stop` on stdin, so a client can read the device's memory before and after load."""
     from transformers.cli.transformers import app
 
-    on_rbln = "rbln" in argv
-    before = memory() if on_rbln else {}
+    device = argv[argv.index("--device") + 1] if "--device" in argv else "auto"
+    on_rbln = device.startswith("rbln")
+    before = memory(device) if on_rbln else {}
     server = app(["serve", *argv, "--non-blocking"], standalone_mode=False)
     print(json.dumps({"ready": True, "before_load": before}), flush=True)
     for line in sys.stdin:
         if line.strip() != "memory":
             break
-        print(json.dumps({**(memory() if on_rbln else {}), "devices": devices(server)}), flush=True)
+        print(json.dumps({**(memory(device) if on_rbln else {}), "devices": devices(server)}), flush=True)
     server.kill_server()
     server._thread.join(timeout=10)
-    print(json.dumps({"stopped": not server._thread.is_alive(), "after_stop": memory() if on_rbln else {}}),
+    print(json.dumps({"stopped": not server._thread.is_alive(), "after_stop": memory(device) if on_rbln else {}}),
           flush=True)
     return 0
 
