@@ -44,9 +44,10 @@ def build(path: str, hidden: int = 128, layers: int = 2) -> None:
     tokenizer.chat_template = CHAT_TEMPLATE
     torch.manual_seed(0)
     # A wide initialization spreads the logits, so greedy choices are far from ties that rounding could flip.
-    config = LlamaConfig(vocab_size=len(vocab), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                         initializer_range=0.2, bos_token_id=1, eos_token_id=2, pad_token_id=3)
+    config = LlamaConfig(vocab_size=len(vocab), hidden_size=hidden, intermediate_size=2 * hidden,
+                         num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=512, initializer_range=0.2, bos_token_id=1, eos_token_id=2,
+                         pad_token_id=3)
     LlamaForCausalLM(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
 
