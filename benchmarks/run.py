@@ -372,6 +372,9 @@ def main() -> int:
     rows.append(value_row(f"per-op ratio (add chain of {CHAIN}, rbln / CPU) after a profile / with none",
                           "profiler", profiler_off_cost, 1.05, reference="same, fresh processes without a profile"))
 
+    # ---- serving (docs/serving.md): `transformers serve --continuous-batching`, rbln server against CPU server ----
+    rows.extend(serving_rows(reps))
+
     if ONLY:
         print(f"--only: {len(rows)} rows measured; benchmarks/results.json and docs/performance.md left as they are")
         return 0 if rows else 1
@@ -491,6 +494,64 @@ def warm_process_compiles() -> float:
     return counts[1]
 
 
+SERVING_REQUESTS, SERVING_TOKENS = 16, 32
+
+
+def serving_rows(reps: int) -> list:
+    """Tokens/s and p50/p99 request latency of `transformers serve --continuous-batching` on rbln over the same server
+    on CPU: both servers up at once (idle while the other is loaded), SERVING_REQUESTS concurrent greedy requests
+    (completions and chats, 3 to 33 words, SERVING_TOKENS new tokens each) per round, rounds interleaved."""
+    names = ("tokens/s", "p50 request latency", "p99 request latency")
+    group = "serving"
+    if ONLY and not any(s.lower() in f"{group} {n}".lower() for n in names for s in ONLY):
+        return []
+    import serving
+
+    requests = [(p, i % 2 == 1) for i, p in enumerate(serving.prompts(SERVING_REQUESTS))]
+    options = ["--continuous-batching", "--cb-num-blocks", "256", "--cb-max-batch-tokens", "256"]
+    with tempfile.TemporaryDirectory() as tmp:
+        model = os.path.join(tmp, "llama")
+        serving.build(model, hidden=512, layers=4)
+        servers = {d: serving.Server(model, ["--device", d, *options], os.path.join(tmp, f"{d}.log"), timeout=120)
+                   for d in ("cpu", "rbln")}
+        with servers["cpu"], servers["rbln"]:
+            for server in servers.values():  # warm-up: continuous batching's cache, allocator, worker threads
+                server.load(requests, SERVING_TOKENS)
+            rounds = {d: [] for d in servers}
+            for _ in range(reps):
+                for d, server in servers.items():
+                    rounds[d].append(server.load(requests, SERVING_TOKENS))
+            codes = [server.stop()[1] for server in servers.values()]
+    assert codes == [0, 0], codes
+    texts = {d: [r["text"] for r in rounds[d][0]["results"]] for d in rounds}
+    assert texts["rbln"] == texts["cpu"], "the rbln server's greedy completions differ from the CPU server's"
+
+    def stats(load):
+        latency = sorted(r["latency"] for r in load["results"])
+        return {"tokens/s": sum(r["tokens"] for r in load["results"]) / load["wall"],
+                "p50 request latency": statistics.median(latency),
+                "p99 request latency": latency[min(len(latency) - 1, round(0.99 * (len(latency) - 1)))]}
+
+    per_round = {d: [stats(load) for load in rounds[d]] for d in rounds}
+    rows = []
+    for name in names:
+        faster = name == "tokens/s"  # higher is better; latencies: lower is better
+        ratios = [(r[name] / c[name]) for c, r in zip(per_round["cpu"], per_round["rbln"])]
+        cpu, rbln = (statistics.median(s[name] for s in per_round[d]) for d in ("cpu", "rbln"))
+        target = 1.0
+        row = {"name": f"{name}, {SERVING_REQUESTS} concurrent requests x {SERVING_TOKENS} tokens, Llama d512 x4",
+               "group": group, "median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
+               "cpu_s": None if faster else cpu, "rbln_s": None if faster else rbln, "target": target,
+               "higher_is_better": faster, "reference": "same server on cpu", "cpu_value": cpu, "rbln_value": rbln}
+        row["meets_target"] = row["median"] >= target if faster else row["median"] <= target
+        unit = "tokens/s" if faster else "s"
+        print(f"{group:10s} {row['name']:44s} {row['median']:8.2f} (min {row['min']:.2f}, max {row['max']:.2f})"
+              f"  target {'>=' if faster else '<='} {target}  (cpu {cpu:.3g} {unit}, rbln {rbln:.3g} {unit})",
+              flush=True)
+        rows.append(row)
+    return rows
+
+
 class _Rows(list):
     """The measured rows: append() drops the None of a row that --only skipped."""
 
@@ -514,6 +575,8 @@ def render(meta, rows) -> str:
         "serialized on one stream; `memory` is peak reserved / peak allocated bytes (not a time); `compile`",
         "(torch.compile, docs/compile.md) compares compiled rbln with compiled CPU (Inductor) or with eager",
         "rbln, cold compile times of fresh processes, and counts the graphs a warm second process compiles.",
+        "`serving` runs `transformers serve --continuous-batching` on rbln and on CPU under the same concurrent load",
+        "(docs/serving.md): tokens/s rbln / CPU (higher is better) and request latency rbln / CPU.",
         "",
         "| group | workload | median | min | max | target | meets |",
         "|---|---|---|---|---|---|---|",
