@@ -6,6 +6,7 @@ import argparse
 import datetime
 import json
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -18,6 +19,8 @@ parser.add_argument("--repeats", type=int, default=10)
 args = parser.parse_args()
 dist.init_process_group("cpu:gloo,rbln:rbln-ccl", timeout=datetime.timedelta(seconds=120))
 rank, world = dist.get_rank(), dist.get_world_size()
+if rank:
+    sys.stdout = open(os.devnull, "w")  # rank 0 reports; run.py prints its rows
 torch.rbln.set_device(int(os.environ["LOCAL_RANK"]) % torch.rbln.device_count())
 rows = []
 

@@ -375,6 +375,9 @@ def main() -> int:
     # ---- serving (docs/serving.md): `transformers serve --continuous-batching`, rbln server against CPU server ----
     rows.extend(serving_rows(reps))
 
+    # ---- distributed (docs/distributed.md): rbln-ccl against Gloo on CPU tensors, 2 ranks under torchrun ----
+    rows.extend(distributed_rows(reps))
+
     if ONLY:
         print(f"--only: {len(rows)} rows measured; benchmarks/results.json and docs/performance.md left as they are")
         return 0 if rows else 1
@@ -492,6 +495,25 @@ def warm_process_compiles() -> float:
         counts = [int(in_fresh_process(statement, cache).split()[-1]) for _ in range(2)]
     assert counts[0] > 0, counts  # the first process did compile: the second one's 0 means something
     return counts[1]
+
+
+def distributed_rows(reps: int) -> list:
+    """benchmarks/distributed.py under torchrun, 2 ranks on this machine: its rows, measured there by compare()."""
+    if ONLY and not any(s.lower() in "distributed all_reduce ddp step" for s in ONLY):
+        return []
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                           os.path.join(ROOT, "benchmarks", "distributed.py"), "--repeats", str(reps)],
+                          capture_output=True, text=True, timeout=1800, env={**os.environ, "RBLN_DEVICE_COUNT": "2"})
+    lines = [line for line in done.stdout.splitlines() if line.startswith("ROWS ")]
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"benchmarks/distributed.py failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    rows = json.loads(lines[0][len("ROWS "):])
+    for r in rows:
+        print(f"{r['group']:10s} {r['name']:44s} {r['median']:8.2f} (min {r['min']:.2f}, max {r['max']:.2f})"
+              f"  target {'>=' if r['higher_is_better'] else '<='} {r['target']}", flush=True)
+    return rows
 
 
 SERVING_REQUESTS, SERVING_TOKENS = 16, 32

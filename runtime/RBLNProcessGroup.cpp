@@ -11,7 +11,6 @@
 #include "runtime/RBLNProcessGroup.h"
 
 #include <ATen/ATen.h>
-#include <ATen/core/CachingHostAllocator.h>
 #include <ATen/core/ivalue.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Event.h>
@@ -51,9 +50,7 @@ struct Posting {
   std::vector<WorkPtr> works;
   std::exception_ptr error;
   Tensors host;  // views of `buffers` standing in for the device tensors
-  // The pinned memory itself, owned here alone: Gloo and the tasks hold only views, so it is
-  // freed where the posting is dropped, on the release thread.
-  std::vector<c10::DataPtr> buffers;
+  std::vector<std::shared_ptr<void>> buffers;  // StagingPool's, owned here alone
 
   void post(c10d::Backend& host) {
     std::vector<WorkPtr> result;
@@ -84,11 +81,43 @@ struct Posting {
   }
 };
 
+// Pinned staging memory from the driver, kept for reuse by size. A buffer is owned by
+// its posting alone (Gloo and the tasks hold views) and comes back when the posting is
+// dropped on the release thread, after the lane's last task for it has run. Not the
+// caching host allocator: its free records events on the lane, which may be full of
+// collectives waiting for whichever thread frees (a Gloo worker, the posting thread).
+class StagingPool : public std::enable_shared_from_this<StagingPool> {
+ public:
+  ~StagingPool() {
+    for (auto& [bytes, list] : free_)
+      for (void* p : list) driver::host_free(p);
+  }
+  std::shared_ptr<void> take(size_t bytes) {
+    void* p = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto& list = free_[bytes];
+      if (!list.empty()) {
+        p = list.back();
+        list.pop_back();
+      }
+    }
+    if (!p) p = driver_call([&] { return driver::host_malloc(bytes); });
+    return std::shared_ptr<void>(p, [pool = shared_from_this(), bytes](void* q) { pool->give_back(q, bytes); });
+  }
+
+ private:
+  void give_back(void* p, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_[bytes].push_back(p);
+  }
+  std::mutex mutex_;
+  std::map<size_t, std::vector<void*>> free_;
+};
+
 // A thread running the functions pushed to it, in order. A backend has two: one
 // calls the host backend in the order collectives were issued; one drops finished
-// postings, because freeing a pinned buffer records an event on the streams that
-// used it, which may wait for room on a lane stream that itself waits for the
-// posting thread, a Gloo thread, or (from a stream's own worker) for itself.
+// postings, so that no lane task and no Gloo thread does.
 class TaskThread {
  public:
   TaskThread() : thread_([this] { run(); }) {}
@@ -562,7 +591,11 @@ class ProcessGroupRBLN final : public c10d::Backend {
     if (auto failure = first_failure_->failure()) {
       C10_THROW_ERROR(DistBackendError, std::string("rbln-ccl: an earlier collective failed: ") + what(failure));
     }
-    posting_thread_.push([posting, host = host_] { posting->post(*host); });
+    // Neither this thread nor a lane's host task may drop the last reference (TaskThread says why).
+    posting_thread_.push([posting, host = host_, releaser = &release_thread_]() mutable {
+      posting->post(*host);
+      releaser->push([finished = std::move(posting)] {});
+    });
   }
 
   static std::string what(const std::exception_ptr& error) {
@@ -639,9 +672,9 @@ class ProcessGroupRBLN final : public c10d::Backend {
     ready.block(comm);
     c10::StreamGuard guard(comm);
     Tensors host;
-    auto* pinned = at::getHostAllocator(kRBLN);
     for (auto& s : staged) {
-      posting->buffers.push_back(pinned->allocate(s.device.numel() * s.device.element_size()));
+      auto bytes = std::max<size_t>(1, s.device.numel() * s.device.element_size());
+      posting->buffers.push_back(staging_->take(bytes));
       s.host = at::from_blob(posting->buffers.back().get(), s.device.sizes(), s.device.options().device(at::kCPU));
       if (s.copy_in) s.host.copy_(s.device, /*non_blocking=*/true);
       host.push_back(s.host);
@@ -657,7 +690,7 @@ class ProcessGroupRBLN final : public c10d::Backend {
     auto outcome = std::make_shared<Outcome>();
     posting->host = host;
     host.clear();
-    launch(device, name, [posting, outcome, first_failure = first_failure_, fix, releaser = &release_thread_]() mutable {
+    launch(device, name, [posting, outcome, first_failure = first_failure_, fix]() mutable {
       std::exception_ptr failure;
       int source = -1;
       try {
@@ -672,7 +705,6 @@ class ProcessGroupRBLN final : public c10d::Backend {
         first_failure->finish(failure, -1);
       }
       outcome->finish(failure, source);
-      releaser->push([finished = std::move(posting)] {});
     });
     Tensors outputs;
     auto* allocator = c10::getDeviceAllocator(kRBLN);
@@ -683,6 +715,10 @@ class ProcessGroupRBLN final : public c10d::Backend {
       }
       allocator->recordStream(s.device.storage().data_ptr(), comm);
     }
+    // After the copies back nothing uses the staging buffers.
+    launch(device, "rbln-ccl release", [posting, releaser = &release_thread_]() mutable {
+      releaser->push([finished = std::move(posting)] {});
+    });
     auto done = std::make_unique<c10::Event>(kRBLN);
     done->record(comm);
     bool host_blocking = type == OpType::BARRIER;
@@ -716,7 +752,8 @@ class ProcessGroupRBLN final : public c10d::Backend {
   }
 
   c10::intrusive_ptr<c10d::Backend> host_;
-  TaskThread posting_thread_, release_thread_;
+  TaskThread release_thread_, posting_thread_;  // the posting thread hands postings to the release thread: stops first
+  std::shared_ptr<StagingPool> staging_ = std::make_shared<StagingPool>();
   std::shared_ptr<Outcome> first_failure_ = std::make_shared<Outcome>();  // sticky, as a failed NCCL communicator
   std::once_flag adopted_;
   std::mutex coalesced_mutex_;
