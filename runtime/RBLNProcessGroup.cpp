@@ -361,8 +361,7 @@ class ProcessGroupRBLN final : public c10d::Backend {
     auto shape = list_shape(outputs);
     return run(OpType::ALLGATHER, "rbln-ccl allgather", stage(inputs, true, false) + stage(flatten(outputs), false, true),
                {}, [opts, shape, n = inputs.size()](c10d::Backend& h, Tensors& t) {
-                 Tensors in(t.begin(), t.begin() + n);
-                 auto out = unflatten(Tensors(t.begin() + n, t.end()), shape);
+                 auto [in, out] = split(t, n, shape);
                  return one(h.allgather(out, in, opts));
                });
   }
@@ -378,8 +377,7 @@ class ProcessGroupRBLN final : public c10d::Backend {
     return run(OpType::ALLGATHER_COALESCED, "rbln-ccl allgather_coalesced",
                stage(inputs, true, false) + stage(flatten(outputs), false, true), {},
                [opts, shape, n = inputs.size()](c10d::Backend& h, Tensors& t) {
-                 Tensors in(t.begin(), t.begin() + n);
-                 auto out = unflatten(Tensors(t.begin() + n, t.end()), shape);
+                 auto [in, out] = split(t, n, shape);
                  return one(h.allgather_coalesced(out, in, opts));
                });
   }
@@ -398,8 +396,7 @@ class ProcessGroupRBLN final : public c10d::Backend {
     auto shape = list_shape(outputs);
     return run(OpType::GATHER, "rbln-ccl gather", stage(inputs, true, false) + stage(flatten(outputs), false, true),
                {}, [opts, shape, n = inputs.size()](c10d::Backend& h, Tensors& t) {
-                 Tensors in(t.begin(), t.begin() + n);
-                 auto out = unflatten(Tensors(t.begin() + n, t.end()), shape);
+                 auto [in, out] = split(t, n, shape);
                  return one(h.gather(out, in, opts));
                });
   }
@@ -408,8 +405,7 @@ class ProcessGroupRBLN final : public c10d::Backend {
     auto shape = list_shape(inputs);
     return run(OpType::SCATTER, "rbln-ccl scatter", stage(outputs, false, true) + stage(flatten(inputs), true, false),
                {}, [opts, shape, n = outputs.size()](c10d::Backend& h, Tensors& t) {
-                 Tensors out(t.begin(), t.begin() + n);
-                 auto in = unflatten(Tensors(t.begin() + n, t.end()), shape);
+                 auto [out, in] = split(t, n, shape);
                  return one(h.scatter(out, in, opts));
                });
   }
@@ -421,8 +417,7 @@ class ProcessGroupRBLN final : public c10d::Backend {
     return run(OpType::REDUCE_SCATTER, "rbln-ccl reduce_scatter",
                stage(outputs, false, true) + stage(flatten(inputs), true, false), fix.on_inputs_of(outputs.size()),
                [host_opts, shape, n = outputs.size()](c10d::Backend& h, Tensors& t) mutable {
-                 Tensors out(t.begin(), t.begin() + n);
-                 auto in = unflatten(Tensors(t.begin() + n, t.end()), shape);
+                 auto [out, in] = split(t, n, shape);
                  return one(h.reduce_scatter(out, in, host_opts));
                });
   }
@@ -579,6 +574,11 @@ class ProcessGroupRBLN final : public c10d::Backend {
       i += n;
     }
     return lists;
+  }
+
+  // The staged tensors of a collective with a list of lists (n plain tensors first): both parts.
+  static std::pair<Tensors, std::vector<Tensors>> split(const Tensors& t, size_t n, const std::vector<size_t>& shape) {
+    return {Tensors(t.begin(), t.begin() + n), unflatten(Tensors(t.begin() + n, t.end()), shape)};
   }
 
   static std::vector<Staged> stage(const Tensors& tensors, bool copy_in, bool copy_out) {
