@@ -61,7 +61,7 @@ struct Posting {
     } catch (...) {
       failure = std::current_exception();
     }
-    call = nullptr;  // the call's staging buffers live on in the works and tasks
+    call = nullptr;  // drops the call's views here; the posting owns the buffers
     std::lock_guard<std::mutex> lock(mutex);
     works = std::move(result);
     error = failure;
