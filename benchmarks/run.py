@@ -349,6 +349,25 @@ def main() -> int:
     rows.append(value_row("graphs compiled in a warm second process", "compile", warm_process_compiles, 0,
                           reference="count"))
 
+    # ---- compiled ops (docs/compile.md, "Compiled ops"): ops.yaml's `compile` strategy ----
+    def renorm_chain(device):
+        y = torch.randn(1, 1, device=device)
+
+        def run():
+            z = y
+            for _ in range(CHAIN):
+                z = torch.renorm(z, 2, 0, 1.0)
+        return run
+    rows.append(compare(f"renorm (compiled op), 1 element, chain of {CHAIN}", "compiled ops", renorm_chain, reps, 1.5))
+    if not ONLY or any(s.lower() in "compiled ops" for s in ONLY):
+        cold = compiled_op_cold()
+        rows.append(value_row("renorm first call (compile), seconds", "compiled ops", lambda: cold["first_call_s"], 10,
+                              reference="seconds"))
+        rows.append(value_row("compiles for renorm on 5 shapes of rank 2", "compiled ops", lambda: cold["compiles"], 1,
+                              reference="count"))
+        rows.append(value_row("compiles in a second process (plans on disk)", "compiled ops",
+                              lambda: cold["second_process_compiles"], 0, reference="count"))
+
     # ---- profiler (docs/debugging.md): its cost while on, and none left once it is off ----
     def add_chain(device, length):
         y = torch.randn(1, device=device)
@@ -495,6 +514,26 @@ def warm_process_compiles() -> float:
         counts = [int(in_fresh_process(statement, cache).split()[-1]) for _ in range(2)]
     assert counts[0] > 0, counts  # the first process did compile: the second one's 0 means something
     return counts[1]
+
+
+def compiled_op_shapes() -> None:
+    """One process's first renorm call (timed), then four more shapes of the same rank; prints a JSON line."""
+    x = torch.randn(4, 6, device="rbln")
+    with torch.rbln.explain() as ex:
+        first = timed(lambda: torch.renorm(x, 2, 0, 1.0), "rbln")
+        for shape in [(5, 7), (3, 9), (8, 2), (10, 11)]:
+            torch.renorm(torch.randn(shape, device="rbln"), 2, 0, 1.0)
+        torch.rbln.synchronize()
+    print(json.dumps({"first_call_s": first, "compiles": sum(ex.compiles.values())}))
+
+
+def compiled_op_cold() -> dict:
+    """A compiled op in a fresh process with an empty plan cache, then in a second process on the same cache."""
+    with tempfile.TemporaryDirectory() as cache:
+        first, second = (json.loads(in_fresh_process("run.compiled_op_shapes()", cache).splitlines()[-1])
+                         for _ in range(2))
+    assert first["compiles"] > 0, first  # the first process did compile: the second one's 0 means something
+    return {**first, "second_process_compiles": second["compiles"]}
 
 
 def distributed_rows(reps: int) -> list:

@@ -147,6 +147,30 @@ def _body(e: Entry, v: Variant, root: str) -> list[str]:
     return _kernel_body(e, v, root)
 
 
+def _write_rule(e: Entry) -> str:
+    """How CPU's in-place and out= kernels of the op accept a result (runtime/RBLNCompiledOps.h, WriteRule)."""
+    out = next((v.func for v in e.variants if v.kind == "out"), None)
+    if out is None or not out.structured:
+        return "kMeta"
+    return "kCastable" if out.structured_inherits == "TensorIteratorBase" else "kExact"
+
+
+def _compiled_registrations(entries: list[Entry]) -> list[tuple[str, str, str, str, str, str]]:
+    """(overload, functional op, its overload name, dtypes, positions of the data tensors whose dtype is checked,
+    write rule) for every variant of a `strategy: compile` entry."""
+    rows = []
+    for e in entries:
+        if e.strategy != "compile":
+            continue
+        name, _, overload = e.func.partition(".")
+        dtypes = ", ".join(f"at::ScalarType::{DTYPES[d][0]}" for d in e.dtypes)
+        functional = next(v for v in e.variants if v.kind == "functional").func.func.arguments.flat_all
+        data = ", ".join(str(i) for i, a in enumerate(functional)
+                         if a.type.is_tensor_like() and str(a.type) != "Tensor[]" and a.name not in INDEX_ARGS)
+        rows += [(v.name, f"aten::{name}", overload, dtypes, data, _write_rule(e)) for v in e.variants]
+    return rows
+
+
 def _base(overload: str) -> str:
     return overload.split(".")[0].rstrip("_")
 
@@ -172,7 +196,10 @@ def render(entries: list[Entry], root: str = ROOT) -> dict[str, str]:
         wrappers = [(v, _body(e, v, root)) for e in group for v in e.variants]
         headers = sorted({v.func.root_name for e in group for v in e.variants})
         out[path] = template.render(wrappers=wrappers, headers=headers, elementwise=any(e.family for e in group),
-                                    unchecked=[] if any(e.family for e in group) else unchecked_cpu_ops())
+                                    unchecked=[] if any(e.family for e in group) else unchecked_cpu_ops(), compiled=[])
+    # Compiled ops register boxed kernels only: their own small file, so a new entry rebuilds nothing else.
+    out["generated/RegisterRBLN_compiled.cpp"] = template.render(
+        wrappers=[], headers=[], elementwise=False, unchecked=[], compiled=_compiled_registrations(entries))
     namespaces: dict[str, list[str]] = {}
     for e in registered:
         if e.kernel_decl and e.kernel_decl not in namespaces.setdefault(e.kernel_namespace, []):
@@ -182,11 +209,11 @@ def render(entries: list[Entry], root: str = ROOT) -> dict[str, str]:
     groups = {tuple(v): k for k, v in DTYPE_GROUPS.items()}
     out["docs/supported_ops.md"] = env.get_template("supported_ops.md.j2").render(
         entries=sorted(entries, key=lambda e: e.func), dtypes=lambda e: groups.get(tuple(e.dtypes), ", ".join(e.dtypes)),
-        counts={s: sum(e.strategy == s for e in entries) for s in ("kernel", "composite", "fallback")})
-    tested = [e for e in entries if e.strategy in ("kernel", "composite") and e.opinfo and e.dtypes != ["any"]]
+        counts={s: sum(e.strategy == s for e in entries) for s in ("kernel", "compile", "composite", "fallback")})
+    tested = [e for e in entries if e.strategy in ("kernel", "compile", "composite") and e.opinfo and e.dtypes != ["any"]]
     # An OpInfo may reach any overload of its op (add(x, 2) is add.Tensor too).
     related: dict[str, set[str]] = {}
-    for e in registered:
+    for e in registered + [e for e in entries if e.strategy == "compile"]:
         for o in e.overloads:
             related.setdefault(_base(o), set()).add(o)
     cases = [(e, sorted(related.get(_base(e.func), set(e.overloads)))) for e in tested]

@@ -211,8 +211,9 @@ def load(path: str) -> list[Entry]:
             if strategy not in STRATEGIES:
                 err(f"unknown strategy '{strategy}' for {func}; one of {', '.join(STRATEGIES)}")
                 continue
-            if strategy == "compile":
-                err(f"strategy 'compile' for {func} is reserved for the torch.compile lowering, not implemented yet")
+            if strategy == "compile" and f.func.kind() != SchemaKind.functional:
+                err(f"{func}: strategy 'compile' takes the functional overload; its in-place and out= overloads "
+                    f"register with it")
                 continue
             kernel, functor = item.get("kernel"), item.get("functor")
             # Whether a kernel or functor exists, and its signature, the compiler checks (the generated
@@ -270,11 +271,11 @@ def load(path: str) -> list[Entry]:
                         f"overload, and a hand-written kernel with the out= signature")
                     continue
                 variants = [group[k] for k in (SchemaKind.functional, SchemaKind.inplace, SchemaKind.out) if k in group]
-            elif kernel in FAMILIES:
+            elif kernel in FAMILIES or strategy == "compile":
                 group = group_of[func]
                 variants = [group[k] for k in (SchemaKind.functional, SchemaKind.inplace, SchemaKind.out) if k in group]
                 operands = [a for a in f.func.arguments.flat_non_out if is_operand(a)]
-                if len(operands) < FAMILIES[kernel]:
+                if kernel in FAMILIES and len(operands) < FAMILIES[kernel]:
                     err(f"{func}: family '{kernel}' takes {FAMILIES[kernel]} Tensor/Scalar operands, the schema has {len(operands)}")
                     continue
             else:

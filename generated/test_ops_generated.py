@@ -113,7 +113,7 @@ ENTRIES = [
     ("logaddexp", ["logaddexp", "logaddexp.out"], ["logaddexp"], ["float32", "float16", "bfloat16", "float64"], "kernel", {}),
     ("fmax", ["fmax", "fmax.out"], ["fmax"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"], "kernel", {}),
     ("fmin", ["fmin", "fmin.out"], ["fmin"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"], "kernel", {}),
-    ("floor_divide", ["floor_divide", "floor_divide.out", "floor_divide_.Tensor"], ["floor_divide"], ["float32", "float16", "bfloat16", "float64", "int32", "int64"], "kernel", {}),
+    ("floor_divide", ["floor_divide", "floor_divide.Scalar", "floor_divide.Scalar_out", "floor_divide.out", "floor_divide_.Scalar", "floor_divide_.Tensor"], ["floor_divide"], ["float32", "float16", "bfloat16", "float64", "int32", "int64"], "kernel", {}),
     ("special_xlog1py", ["special_xlog1py", "special_xlog1py.out"], ["special.xlog1py"], ["float32", "float16", "bfloat16", "float64"], "kernel", {}),
     ("special_zeta", ["special_zeta", "special_zeta.out"], ["special.zeta"], ["float32", "float64"], "kernel", {}),
     ("igamma", ["igamma", "igamma.out", "igamma_"], ["igamma"], ["float32", "float16", "bfloat16", "float64"], "kernel", {}),
@@ -271,6 +271,18 @@ ENTRIES = [
     ("linalg_qr.out", ["linalg_qr.out"], ["linalg.qr", "qr"], ["float32", "float64"], "kernel", {}),
     ("linalg_matrix_exp", ["linalg_matrix_exp"], ["matrix_exp"], ["float32", "float64"], "kernel", {"float32": [0.001, 0.0001]}),
     ("linalg_cross", ["linalg_cross", "linalg_cross.out"], ["linalg.cross", "cross"], ["float32", "float16", "bfloat16", "float64", "int32", "int64"], "kernel", {}),
+    ("renorm", ["renorm", "renorm.out", "renorm_"], ["renorm"], ["float32", "float16", "bfloat16", "float64"], "compile", {}),
+    ("grid_sampler_2d", ["grid_sampler_2d", "grid_sampler_2d.out"], ["grid_sampler_2d"], ["float32", "float64"], "compile", {}),
+    ("multi_margin_loss", ["multi_margin_loss", "multi_margin_loss.out"], ["nn.functional.multi_margin_loss"], ["float32", "float64"], "compile", {}),
+    ("multilabel_margin_loss_forward", ["multilabel_margin_loss_forward", "multilabel_margin_loss_forward.output"], ["nn.functional.multilabel_margin_loss"], ["float32", "float64"], "compile", {}),
+    ("aminmax", ["aminmax", "aminmax.out"], ["aminmax"], ["float32", "float16", "bfloat16", "float64", "int32", "int64"], "compile", {}),
+    ("count_nonzero.dim_IntList", ["count_nonzero.dim_IntList", "count_nonzero.dim_IntList_out"], ["count_nonzero"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"], "compile", {}),
+    ("frexp.Tensor", ["frexp.Tensor", "frexp.Tensor_out"], ["frexp"], ["float32", "float16", "bfloat16", "float64"], "compile", {}),
+    ("bitwise_left_shift.Tensor", ["bitwise_left_shift.Tensor", "bitwise_left_shift.Tensor_out", "bitwise_left_shift_.Tensor"], ["bitwise_left_shift"], ["int32", "int64"], "compile", {}),
+    ("bitwise_right_shift.Tensor", ["bitwise_right_shift.Tensor", "bitwise_right_shift.Tensor_out", "bitwise_right_shift_.Tensor"], ["bitwise_right_shift"], ["int32", "int64"], "compile", {}),
+    ("mvlgamma", ["mvlgamma", "mvlgamma.out", "mvlgamma_"], ["mvlgamma.mvlgamma_p_1", "mvlgamma.mvlgamma_p_3", "mvlgamma.mvlgamma_p_5"], ["float32", "float16", "bfloat16", "float64"], "compile", {}),
+    ("tril_indices", ["tril_indices", "tril_indices.out"], ["tril_indices"], ["int32", "int64"], "compile", {}),
+    ("triu_indices", ["triu_indices", "triu_indices.out"], ["triu_indices"], ["int32", "int64"], "compile", {}),
 ]
 
 

@@ -14,6 +14,9 @@ struct CompiledKernel;
 // A kernel's identity for launches: its name (errors, explain()) and its
 // device-op counter. Interned: one per name, valid for the process.
 CompiledKernel* compiled_kernel(const char* name);
+// The same for a kernel of a compiled op's plan (runtime/RBLNCompiledOps.h), which
+// counts as a call of its op, not as a device op of its own.
+CompiledKernel* plan_kernel(const char* name);
 
 // The launch entry of generated kernels (a C ABI, called from code built
 // without PyTorch headers). Takes ownership of `args`: `run(args)` runs on the

@@ -307,6 +307,9 @@ void fallback_listed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 void fallback_dtype(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   cpu_fallback(op, stack, FallbackKind::kDtype, "dtype not supported on the device");
 }
+void fallback_compile(const c10::OperatorHandle& op, torch::jit::Stack* stack, const char* reason) {
+  cpu_fallback(op, stack, FallbackKind::kCompile, reason);
+}
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&fallback_unlisted>());

@@ -42,5 +42,7 @@ bool skips_device_check(const std::string& op);
 void fallback_unlisted(const c10::OperatorHandle& op, torch::jit::Stack* stack);  // not in ops.yaml
 void fallback_listed(const c10::OperatorHandle& op, torch::jit::Stack* stack);    // strategy: fallback
 void fallback_dtype(const c10::OperatorHandle& op, torch::jit::Stack* stack);     // dtype not on device
+// strategy: compile, without a plan for these inputs (`reason` says why).
+void fallback_compile(const c10::OperatorHandle& op, torch::jit::Stack* stack, const char* reason);
 
 }  // namespace rbln

@@ -17,7 +17,7 @@ enum class FallbackKind : int {
   kUnlisted,  // "unlisted": not in ops.yaml
   kListed,    // "listed": strategy: fallback in ops.yaml
   kDtype,     // "dtype": the device kernel lacks the dtype
-  kCompile,   // "compile": reserved for a compile strategy; nothing falls back this way yet
+  kCompile,   // "compile": strategy compile, without a plan for these inputs
 };
 constexpr int kFallbackKinds = 4;
 const char* fallback_kind_name(FallbackKind kind);

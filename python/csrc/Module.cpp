@@ -31,6 +31,7 @@
 namespace py = pybind11;
 
 void bind_distributed(py::module_& m);  // Distributed.cpp
+void bind_compiled_ops(py::module_& m);  // CompiledOps.cpp
 
 namespace {
 
@@ -242,6 +243,7 @@ void observe_sync(const char* kind) {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch-rbln native module: emulated RBLN NPU runtime bindings";
   bind_distributed(m);
+  bind_compiled_ops(m);
   m.def("_device_count", [] { return static_cast<int>(rbln::device_count()); });
   m.def("_device_count_error", [] { return rbln::device_count_error(); });
   m.def("_current_device", [] { return static_cast<int>(rbln::current_device()); });

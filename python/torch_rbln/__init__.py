@@ -48,6 +48,10 @@ from . import distributed  # noqa: E402
 
 distributed.register()
 
+from . import _compiled_ops  # noqa: E402
+
+_compiled_ops.install()
+
 if os.environ.get("TORCH_RBLN_SANITIZER", "0") not in ("", "0"):
     from . import sanitizer
 

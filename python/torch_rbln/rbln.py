@@ -622,6 +622,22 @@ def compile_stats():
     return compile_stats()
 
 
+def compiled_op_cache_info() -> dict[str, int]:
+    """The cache of compiled-op plans (ops.yaml's `compile` strategy): plans and bytes loaded, their bounds,
+    hits, misses, plans loaded from disk and plans evicted (least recently used first)."""
+    return _C._plan_cache_info()
+
+
+def set_compiled_op_cache_limits(max_plans: int | None = None, max_bytes: int | None = None) -> None:
+    """Bounds the plans kept loaded (default 512 plans, 256 MiB); the plans on disk stay."""
+    _C._set_plan_cache_limits(max_plans or 0, max_bytes or 0)
+
+
+def clear_compiled_op_cache() -> None:
+    """Unloads every plan (after the device finishes the work they queued) and forgets failed compiles."""
+    _C._clear_plan_cache()
+
+
 # ---- op accounting -----------------------------------------------------------------
 # One line of advice per kind of problem report() shows; fallback kinds are TORCH_RBLN_DISABLE_FALLBACK's words.
 _ADVICE = {
@@ -647,7 +663,9 @@ class Explanation:
     `syncs`: host-blocking calls by kind ("item", "device_to_host", "synchronize", "data_dependent");
     `fallback_sites`: op -> {"file:line": calls}, with explain(with_stack=True). `device_time`: kernel or
     copy name (an ATen overload, "Memcpy HtoD"/"DtoH"/"DtoD", a compiled kernel) -> milliseconds it ran on
-    the device, from the same records as torch.profiler's device timeline."""
+    the device, from the same records as torch.profiler's device timeline. `compiled_ops`: calls of ops.yaml's
+    `compile` ops that ran a compiled plan (also in `device_ops`); `compiles`: the plans they compiled inside
+    (a plan loaded from memory or disk compiles nothing)."""
 
     device_ops: dict[str, int] = field(default_factory=dict)
     compiled_graphs: dict[str, int] = field(default_factory=dict)
@@ -657,6 +675,8 @@ class Explanation:
     fallback_sites: dict[str, dict[str, int]] = field(default_factory=dict)
     device_time: dict[str, float] = field(default_factory=dict)
     device_launches: dict[str, int] = field(default_factory=dict)  # the launches device_time sums
+    compiled_ops: dict[str, int] = field(default_factory=dict)  # ops.yaml `compile` ops: calls that ran a plan
+    compiles: dict[str, int] = field(default_factory=dict)  # their plans compiled inside (not loaded)
 
     def report(self) -> str:
         """A table of what cost time, most first: fallbacks by calls, then syncs, then the ops that kept the
@@ -705,6 +725,7 @@ def explain(with_stack: bool = False):
     """
     result = Explanation()
     device_before, fallback_before, syncs_before = _C._device_op_counts(), _C._fallback_counts(), _C._sync_counts()
+    compiled_before, compiles_before = _C._compiled_op_counts(), _C._compile_counts()
     if with_stack:
         _observe.capture_sites(result.fallback_sites)
     activity = _C._activity_subscribe()
@@ -734,6 +755,9 @@ def explain(with_stack: bool = False):
                 result.fallback_reasons[name] = deltas
                 result.fallback_ops[name] = sum(deltas.values())
         result.syncs.update((k, c - syncs_before[k]) for k, c in _C._sync_counts().items() if c - syncs_before[k])
+        for counts, before, into in ((_C._compiled_op_counts(), compiled_before, result.compiled_ops),
+                                     (_C._compile_counts(), compiles_before, result.compiles)):
+            into.update((k, c - before.get(k, 0)) for k, c in counts.items() if c - before.get(k, 0))
 
 
 from . import amp, memory, random, streams  # noqa: E402,F401  (torch.cuda's submodules; they import from here)

@@ -40,7 +40,8 @@ def test_committed_generated_files_are_up_to_date():
         ("- {func: abs, kernel: unary, functor: abs}\n- {func: abs.out, kernel: index_select}\n",
          "ops.yaml:2: duplicate entry: abs.out already registered by the entry at line 1"),
         ("- {func: mm, strategy: composite}\n", "mm has no composite implementation upstream"),
-        ("- {func: mm, strategy: compile}\n", "reserved for the torch.compile lowering"),
+        ("- {func: renorm.out, strategy: compile}\n", "strategy 'compile' takes the functional overload"),
+        ("- {func: renorm, strategy: compile, kernel: renorm}\n", "'kernel'/'functor' only apply to strategy 'kernel'"),
         ("- {func: mm, strategy: fast}\n", "unknown strategy 'fast'"),
         ("- {kernel: mm}\n", "ops.yaml:1: missing 'func'"),
         ("- {func: mm, kernel: mm, colour: red}\n", "unknown key(s) ['colour']"),
@@ -96,6 +97,17 @@ def test_one_yaml_entry_adds_registration_docs_row_and_tests(tmp_path):
     assert "rbln::functors::trunc<float>()" in sources
     assert "| `fix` | fix, fix_, fix.out | floating | kernel | unary/trunc |" in files["docs/supported_ops.md"]
     assert '("fix", ["fix", "fix.out", "fix_"], ["fix"]' in files["generated/test_ops_generated.py"]
+
+
+def test_one_compile_entry_registers_every_variant_in_the_compiled_file_only(tmp_path):
+    base = render(load(OPS))
+    files = render(load(write_ops(tmp_path, open(OPS).read() + "- {func: special_xlogy, strategy: compile, dtypes: floating}\n")))
+    changed = sorted(p for p in files if files[p] != base.get(p))
+    assert changed == ["docs/supported_ops.md", "generated/RegisterRBLN_compiled.cpp", "generated/test_ops_generated.py"]
+    compiled = files["generated/RegisterRBLN_compiled.cpp"]
+    for overload in ("special_xlogy", "special_xlogy.out"):  # functional and out=; the schema has no in-place form
+        assert f'm.impl("{overload}", rbln::compiled_op("aten::special_xlogy", "", {{at::ScalarType::Float' in compiled
+    assert "| `special_xlogy` | special_xlogy, special_xlogy.out | floating | compile |" in files["docs/supported_ops.md"]
 
 
 def test_one_elementwise_entry_changes_at_most_two_generated_files(tmp_path):

@@ -118,7 +118,13 @@ def test_bad_log_level_fails_the_import(tmp_path):
 DISABLE_CASES = """
 import json
 result = {}
-for kind, fn in {"unlisted": unlisted, "listed": listed, "dtype": dtype}.items():
+def compile():  # a complex Scalar is no plan's argument: CPU's kernel runs it and raises CPU's own error
+    try:
+        torch.renorm(x, complex(2, 0), 0, 1.0)
+    except RuntimeError as e:
+        if "p must be real-valued" not in str(e):
+            raise
+for kind, fn in {"unlisted": unlisted, "listed": listed, "dtype": dtype, "compile": compile}.items():
     try:
         fn()
         result[kind] = "ran"
@@ -132,16 +138,16 @@ print(json.dumps(result))
     ("dtype", {"dtype"}),
     ("unlisted", {"unlisted"}),
     ("listed, dtype", {"listed", "dtype"}),
-    ("compile", set()),  # reserved for the compile strategy: accepted, nothing falls back that way yet
-    ("all", {"unlisted", "listed", "dtype"}),
-    ("1", {"unlisted", "listed", "dtype"}),
+    ("compile", {"compile"}),
+    ("all", {"unlisted", "listed", "dtype", "compile"}),
+    ("1", {"unlisted", "listed", "dtype", "compile"}),
     ("0", set()),
 ])
 def test_disable_fallback_by_kind(tmp_path, value, disabled):
     proc = run(tmp_path, DISABLE_CASES, TORCH_RBLN_DISABLE_FALLBACK=value)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.splitlines()[-1])
-    ops = {"unlisted": "aten::histc", "listed": "aten::_linalg_svd", "dtype": "aten::add.Tensor"}
+    ops = {"unlisted": "aten::histc", "listed": "aten::_linalg_svd", "dtype": "aten::add.Tensor", "compile": "aten::renorm"}
     for kind, outcome in result.items():
         if kind in disabled:
             assert ops[kind] in outcome and f"TORCH_RBLN_DISABLE_FALLBACK={value}" in outcome, outcome

@@ -6,9 +6,7 @@ because importing Inductor costs seconds. docs/compile.md explains the design.
 """
 from __future__ import annotations
 
-import hashlib
 import threading
-from pathlib import Path
 
 import torch
 from torch._dynamo.device_interface import register_interface_for_device
@@ -16,25 +14,19 @@ from torch._inductor.codegen.common import register_backend_for_device, register
 from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.custom_graph_pass import CustomGraphModulePass
 
+from .._compiled_ops import backend_version
 from . import upstream_patches
+from .cpp_wrapper import RBLNCppWrapperCodegen
 from .device_interface import RBLNInterface
 from .wrapper import RBLNDeviceOpOverrides, RBLNWrapperCodegen
 
 _DEVICE_TYPE = "rbln"
 
 
-def _backend_version() -> str:
-    """Hash of this package's compile sources: a changed backend never reads code the old one cached."""
-    digest = hashlib.sha256(torch.__version__.encode())
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
 class BackendVersion(CustomGraphModulePass):
     """A no-op post-grad pass whose uuid() Inductor hashes into every FX graph cache key."""
 
-    version = _backend_version()
+    version = backend_version()
 
     def __call__(self, gm: torch.fx.GraphModule) -> None:
         pass
@@ -45,7 +37,7 @@ class BackendVersion(CustomGraphModulePass):
 
 Scheduling = CppScheduling
 PythonWrapperCodegen = RBLNWrapperCodegen
-CppWrapperCodegen = None  # cpp_wrapper / AOTInductor: not supported on rbln (docs/compile.md)
+CppWrapperCodegen = RBLNCppWrapperCodegen  # for the compile strategy's plans; torch.compile(cpp_wrapper=True) is not supported (docs/compile.md)
 
 _lock = threading.Lock()
 _registered = False
@@ -61,6 +53,7 @@ def register() -> None:
         for index in range(torch.rbln.device_count()):
             register_interface_for_device(f"{_DEVICE_TYPE}:{index}", RBLNInterface)
         register_device_op_overrides(_DEVICE_TYPE, RBLNDeviceOpOverrides())
-        register_backend_for_device(_DEVICE_TYPE, Scheduling, PythonWrapperCodegen, device_custom_pass=BackendVersion())
+        register_backend_for_device(_DEVICE_TYPE, Scheduling, PythonWrapperCodegen, CppWrapperCodegen,
+                                    device_custom_pass=BackendVersion())
         upstream_patches.install()
         _registered = True

@@ -22,29 +22,38 @@ from .. import _C
 _LAUNCH_ARGS = ["uintptr_t", "uintptr_t"]
 
 
+# The launch of one kernel call on the stream (runtime/RBLNCompiledKernels.h), shared with
+# cpp_wrapper.py: a tuple of the call's arguments outlives the caller; `buffer` is any
+# pointer argument, whose device the call runs on.
+ENQUEUE = """
+#include <tuple>
+#include <type_traits>
+
+using rbln_launch_t = void (*)(void* kernel, const void* buffer, void (*run)(void*), void* args, void (*destroy)(void*));
+
+template <auto Kernel, class... A>
+static void rbln_enqueue(rbln_launch_t launch, void* kernel_id, A... a) {
+    using Args = std::tuple<A...>;
+    const void* buffer = nullptr;
+    ([&] { if constexpr (std::is_pointer_v<A>) if (!buffer) buffer = a; }(), ...);
+    launch(kernel_id, buffer, [](void* p) { std::apply(Kernel, *static_cast<Args*>(p)); },
+           new Args(a...), [](void* p) { delete static_cast<Args*>(p); });
+}
+"""
+
+
 class RBLNKernelCodeCache(CppPythonBindingsCodeCache):
     cache = {}
     _loaded_module_names = OrderedSet()
-    # Formatted by str.format (braces doubled). `kernel` is Inductor's entry; a
-    # tuple of the parsed arguments outlives the Python call on the stream.
-    extra_parse_arg = """
-        #include <tuple>
-        #include <type_traits>
-
-        using rbln_launch_t = void (*)(void* kernel, const void* buffer, void (*run)(void*), void* args, void (*destroy)(void*));
-
+    # Formatted by str.format (braces doubled); `kernel` is Inductor's entry, the first two arguments
+    # the runtime's launch entry and the kernel's identity (_LAUNCH_ARGS).
+    extra_parse_arg = ENQUEUE.replace("{", "{{").replace("}", "}}") + """
         template <class... A>
-        static void rbln_enqueue(uintptr_t launch, uintptr_t kernel_id, A... a) {{
-            using Args = std::tuple<A...>;
-            const void* buffer = nullptr;
-            ([&] {{ if constexpr (std::is_pointer_v<A>) if (!buffer) buffer = a; }}(), ...);
-            reinterpret_cast<rbln_launch_t>(launch)(
-                reinterpret_cast<void*>(kernel_id), buffer,
-                [](void* p) {{ std::apply(kernel, *static_cast<Args*>(p)); }},
-                new Args(a...), [](void* p) {{ delete static_cast<Args*>(p); }});
+        static void rbln_enqueue_kernel(uintptr_t launch, uintptr_t kernel_id, A... a) {{
+            rbln_enqueue<kernel>(reinterpret_cast<rbln_launch_t>(launch), reinterpret_cast<void*>(kernel_id), a...);
         }}
     """
-    call_entry_function = "rbln_enqueue({}); Py_RETURN_NONE;"
+    call_entry_function = "rbln_enqueue_kernel({}); Py_RETURN_NONE;"
 
 
 def cpp_pybinding(async_compile: AsyncCompile, name: str, argtypes: list[str], source: str):
