@@ -125,9 +125,10 @@ def _kernel_body(e: Entry, v: Variant, root: str) -> list[str]:
                   f"  return {_fallback_call(v, 'fallback_dtype')};", "}"]
     lines.append(f"RBLN_COUNT_DEVICE_OP(\"aten::{v.name}\");")
     args = list(v.arg_names)
-    if e.structured and v.kind == "functional":  # the out= kernel allocates an undefined result
-        lines.append("at::Tensor result;")
-        args.append("result")
+    if e.structured and v.kind == "functional":  # the out= kernel allocates undefined results, one per return
+        results = ["result"] if len(v.func.func.returns) == 1 else [f"result{i}" for i in range(len(v.func.func.returns))]
+        lines.append(f"at::Tensor {', '.join(results)};")
+        args += results
     elif e.structured and v.kind == "inplace":
         args.append(v.func.func.arguments.self_arg.argument.name)
     lines.append(f"return {e.qualified_kernel}({', '.join(args)});")

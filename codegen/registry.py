@@ -264,10 +264,14 @@ def load(path: str) -> list[Entry]:
             structured = bool(item.get("structured", False))
             if structured:
                 group = group_of[func]
-                if kernel in FAMILIES or SchemaKind.out not in group or len(group[SchemaKind.out].func.arguments.out) != 1 \
-                        or f.func.kind() != SchemaKind.functional or len(f.func.returns) != 1:
-                    err(f"{func}: 'structured' needs a functional overload with one Tensor result and an out= "
-                        f"overload, and a hand-written kernel with the out= signature")
+                out = group.get(SchemaKind.out)
+                # One out= argument per result (max.dim's values and indices): the functional passes that many
+                # undefined tensors, which the kernel allocates.
+                if kernel in FAMILIES or out is None or f.func.kind() != SchemaKind.functional \
+                        or len(out.func.arguments.out) != len(f.func.returns) \
+                        or not all(str(r.type) == "Tensor" for r in f.func.returns):
+                    err(f"{func}: 'structured' needs a functional overload with Tensor results, an out= overload "
+                        f"with one out argument per result, and a hand-written kernel with the out= signature")
                     continue
                 variants = [group[k] for k in (SchemaKind.functional, SchemaKind.inplace, SchemaKind.out) if k in group]
             elif kernel in FAMILIES:

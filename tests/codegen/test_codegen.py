@@ -83,6 +83,20 @@ def test_kernel_declarations_are_generated_from_the_dispatcher_signatures(tmp_pa
     assert not os.path.exists(os.path.join(ROOT, "kernels", "Kernels.h"))
 
 
+def test_structured_ops_with_several_results_pass_one_undefined_result_each(tmp_path):
+    files = render(load(write_ops(tmp_path, """\
+        - {func: max.dim, kernel: max_dim_max, structured: true}
+        """)))
+    header = files["generated/RBLNNativeFunctions.h"]
+    assert ("::std::tuple<at::Tensor &,at::Tensor &> max_dim_max(const at::Tensor & self, int64_t dim, bool keepdim, "
+            "at::Tensor & max, at::Tensor & max_values);") in header
+    source = files["generated/RegisterRBLN.cpp"]
+    for overload in ("max.dim", "max.dim_max"):
+        assert f'm.impl("{overload}", TORCH_FN(' in source
+    assert "at::Tensor result0, result1;\n  return rbln::kernels::max_dim_max(self, dim, keepdim, result0, result1);" in source
+    assert "return rbln::kernels::max_dim_max(self, dim, keepdim, max, max_values);" in source
+
+
 def test_generation_is_deterministic():
     assert render(load(OPS)) == render(load(OPS))
 
