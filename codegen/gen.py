@@ -10,7 +10,8 @@ import zlib
 import jinja2
 from torchgen.model import DeviceCheckType
 
-from .registry import DTYPE_GROUPS, DTYPES, FAMILIES, ROOT, Entry, Variant, is_operand, unchecked_cpu_ops
+from .registry import (DTYPE_GROUPS, DTYPES, FAMILIES, ROOT, Entry, Variant, is_operand, stricter_than_their_out_ops,
+                       unchecked_cpu_ops)
 
 ELEMENTWISE_SHARDS = 16  # generated elementwise files: small, so one edited entry recompiles little
 FUNCTOR_HEADER = "kernels/Functors.h"  # `<functor>_check` / `<functor>_out_check` argument checks
@@ -169,11 +170,15 @@ def render(entries: list[Entry], root: str = ROOT) -> dict[str, str]:
         shards[f"generated/RegisterRBLN_elementwise_{i}.cpp"] = [e for e in registered if e.family and shard(e) == i]
     out = {}
     template = env.get_template("RegisterRBLN.cpp.j2")
+    overloads = {o for e in registered for o in e.overloads}
     for path, group in shards.items():
         wrappers = [(v, _body(e, v, root)) for e in group for v in e.variants]
         headers = sorted({v.func.root_name for e in group for v in e.variants})
-        out[path] = template.render(wrappers=wrappers, headers=headers, elementwise=any(e.family for e in group),
-                                    unchecked=[] if any(e.family for e in group) else unchecked_cpu_ops())
+        main = not any(e.family for e in group)
+        out[path] = template.render(wrappers=wrappers, headers=headers, elementwise=not main,
+                                    unchecked=unchecked_cpu_ops() if main else [],
+                                    checked_fallbacks=[o for o in stricter_than_their_out_ops() if o not in overloads]
+                                    if main else [])
     namespaces: dict[str, list[str]] = {}
     for e in registered:
         if e.kernel_decl and e.kernel_decl not in namespaces.setdefault(e.kernel_namespace, []):

@@ -134,6 +134,20 @@ def unchecked_cpu_ops() -> list[str]:
                   and (str(f.func.name) in cpu or str(f.structured_delegate) in cpu))
 
 
+def stricter_than_their_out_ops() -> list[str]:
+    """Structured functional and in-place ops with CUDA's default device check (every tensor on one device)
+    whose out= overload checks in its kernel instead (`device_check: NoCheck`, a CPU 0-dim tensor taken).
+    Without an rbln kernel PyTorch's composite runs the out= overload, and the counted fallback of that would
+    take a CPU 0-dim `min` that CUDA's clamp_min.Tensor refuses. The generated registrations send these ops to
+    the fallback themselves, which checks devices as the op's own wrapper does."""
+    parsed = _parsed()
+    by_name = {str(f.func.name): f for f in parsed.native_functions}
+    return sorted(str(f.func.name) for f in parsed.native_functions
+                  if f.structured_delegate is not None and f.device_check != DeviceCheckType.NoCheck
+                  and by_name[str(f.structured_delegate)].device_check == DeviceCheckType.NoCheck
+                  and sum(a.type.is_tensor_like() for a in f.func.arguments.flat_positional) >= 2)
+
+
 def _native_functions():
     parsed = _parsed()
     by_name = {str(f.func.name): f for f in parsed.native_functions}

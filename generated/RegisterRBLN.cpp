@@ -78,8 +78,6 @@
 #include <ATen/ops/channel_shuffle_ops.h>
 #include <ATen/ops/cholesky_ops.h>
 #include <ATen/ops/clamp_ops.h>
-#include <ATen/ops/clamp_max_ops.h>
-#include <ATen/ops/clamp_min_ops.h>
 #include <ATen/ops/conj_physical_ops.h>
 #include <ATen/ops/convolution_backward_overrideable_ops.h>
 #include <ATen/ops/convolution_overrideable_ops.h>
@@ -543,14 +541,6 @@ at::Tensor & wrapper_clamp_Tensor_out(const at::Tensor & self, const ::std::opti
   }
   RBLN_COUNT_DEVICE_OP("aten::clamp.Tensor_out");
   return rbln::kernels::clamp_Tensor_out(self, min, max, out);
-}
-
-at::Tensor wrapper_clamp_min_Tensor(const at::Tensor & self, const at::Tensor & min) {
-  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::clamp_min_Tensor>::call(self, min);
-}
-
-at::Tensor wrapper_clamp_max_Tensor(const at::Tensor & self, const at::Tensor & max) {
-  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::clamp_max_Tensor>::call(self, max);
 }
 
 at::Tensor wrapper_sum_dim_IntList(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, ::std::optional<at::ScalarType> dtype) {
@@ -4481,8 +4471,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("clamp.Tensor", TORCH_FN(wrapper_clamp_Tensor));
   m.impl("clamp_.Tensor", TORCH_FN(wrapper_clamp__Tensor));
   m.impl("clamp.Tensor_out", TORCH_FN(wrapper_clamp_Tensor_out));
-  m.impl("clamp_min.Tensor", TORCH_FN(wrapper_clamp_min_Tensor));
-  m.impl("clamp_max.Tensor", TORCH_FN(wrapper_clamp_max_Tensor));
   m.impl("sum.dim_IntList", TORCH_FN(wrapper_sum_dim_IntList));
   m.impl("sum.IntList_out", TORCH_FN(wrapper_sum_IntList_out));
   m.impl("nansum", TORCH_FN(wrapper_nansum));
@@ -4769,6 +4757,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_fft_c2c", TORCH_FN(wrapper__fft_c2c));
   m.impl("_fft_c2r", TORCH_FN(wrapper__fft_c2r));
   m.impl("mode.values", TORCH_FN(wrapper_mode_values));
+  // Not in ops.yaml, and stricter about devices than their out= overloads, which PyTorch's composite would
+  // run instead: the counted fallback, with the op's own device check (codegen/registry.py says more).
+  m.impl("clamp_max.Tensor", torch::CppFunction::makeFromBoxedFunction<&rbln::fallback_unlisted>());
+  m.impl("clamp_max_.Tensor", torch::CppFunction::makeFromBoxedFunction<&rbln::fallback_unlisted>());
+  m.impl("clamp_min.Tensor", torch::CppFunction::makeFromBoxedFunction<&rbln::fallback_unlisted>());
+  m.impl("clamp_min_.Tensor", torch::CppFunction::makeFromBoxedFunction<&rbln::fallback_unlisted>());
 }
 
 }  // namespace rbln::generated

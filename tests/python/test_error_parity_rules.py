@@ -70,6 +70,13 @@ def test_ops_with_the_default_device_check_refuse_a_cpu_scalar_tensor(op, cpu_fi
         op(*((b, a) if cpu_first else (a, b)))
 
 
+@pytest.mark.parametrize("op", [torch.Tensor.clamp_min_, torch.Tensor.clamp_max_])
+def test_in_place_ops_with_the_default_device_check_refuse_a_cpu_scalar_tensor(op):
+    # Their out= overload (which PyTorch's composite would run) takes one; CUDA's in-place wrapper does not.
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        op(torch.tensor([0.5], device="rbln"), torch.tensor(0.25))
+
+
 def test_tensor_iterator_ops_still_take_a_cpu_scalar_tensor():
     a = torch.arange(3.0, device="rbln")
     torch.testing.assert_close((a + torch.tensor(2.0)).cpu(), torch.arange(3.0) + 2)
