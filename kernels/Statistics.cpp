@@ -205,6 +205,11 @@ at::Tensor& linalg_vector_norm_out(const at::Tensor& self, const at::Scalar& ord
                                    bool keepdim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
   TORCH_CHECK(at::isFloatingType(self.scalar_type()),
               "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ", self.scalar_type());
+  TORCH_CHECK(!dtype || at::isFloatingType(*dtype) || at::isComplexType(*dtype),
+              "linalg.vector_norm: dtype should be floating point or complex, but got ", *dtype);
+  TORCH_CHECK(!dtype || at::promoteTypes(self.scalar_type(), *dtype) == *dtype, "linalg.vector_norm: the dtype of the ",
+              "input (", self.scalar_type(), ") should be convertible without narrowing to the specified dtype (", *dtype,
+              ")");
   const auto type = dtype.value_or(self.scalar_type());
   auto pl = plan(self, dim, keepdim, type);
   // As CPU and CUDA: when each output reduces one element, any order but 0 gives |x| (1's sum), without
@@ -259,6 +264,8 @@ at::Tensor& norm_out(const at::Tensor& self, const std::optional<at::Scalar>& p,
 // The result takes `dtype` (autocast's fp32 policy calls this with float32).
 at::Tensor& norm_dtype_out(const at::Tensor& self, const std::optional<at::Scalar>& p, at::IntArrayRef dim,
                            bool keepdim, at::ScalarType dtype, at::Tensor& out) {
+  TORCH_CHECK(at::isFloatingType(dtype) || at::isComplexType(dtype), "norm(): the desired output dtype should be either ",
+              "floating point or complex. Got ", dtype, " instead.");
   return linalg_vector_norm_out(self, p.value_or(2), dim, keepdim, dtype, out);
 }
 
