@@ -13,7 +13,8 @@ from torchgen.model import DeviceCheckType
 from .registry import (DTYPE_GROUPS, DTYPES, FAMILIES, ROOT, Entry, Variant, is_operand, stricter_than_their_out_ops,
                        unchecked_cpu_ops)
 
-ELEMENTWISE_SHARDS = 64  # generated elementwise files: small (about 30 dtype cases each), so one edited entry recompiles little
+# Generated elementwise files: small (about 30 dtype cases each), so one edited entry recompiles little.
+ELEMENTWISE_SHARDS = 64
 FUNCTOR_HEADER = "kernels/Functors.h"  # `<functor>_check` / `<functor>_out_check` argument checks
 CHECKS_HEADER = "kernels/Checks.h"  # `<kernel>_check` functions the wrappers call before hand-written kernels
 
@@ -127,7 +128,8 @@ def _kernel_body(e: Entry, v: Variant, root: str) -> list[str]:
     lines.append(f"RBLN_COUNT_DEVICE_OP(\"aten::{v.name}\");")
     args = list(v.arg_names)
     if e.structured and v.kind == "functional":  # the out= kernel allocates undefined results, one per return
-        results = ["result"] if len(v.func.func.returns) == 1 else [f"result{i}" for i in range(len(v.func.func.returns))]
+        n = len(v.func.func.returns)
+        results = ["result"] if n == 1 else [f"result{i}" for i in range(n)]
         lines.append(f"at::Tensor {', '.join(results)};")
         args += results
     elif e.structured and v.kind == "inplace":
