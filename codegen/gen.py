@@ -10,9 +10,11 @@ import zlib
 import jinja2
 from torchgen.model import DeviceCheckType
 
-from .registry import DTYPE_GROUPS, DTYPES, FAMILIES, ROOT, Entry, Variant, is_operand, unchecked_cpu_ops
+from .registry import (DTYPE_GROUPS, DTYPES, FAMILIES, ROOT, Entry, Variant, is_operand, stricter_than_their_out_ops,
+                       unchecked_cpu_ops)
 
-ELEMENTWISE_SHARDS = 16  # generated elementwise files: small, so one edited entry recompiles little
+# Generated elementwise files: small (about 30 dtype cases each), so one edited entry recompiles little.
+ELEMENTWISE_SHARDS = 64
 FUNCTOR_HEADER = "kernels/Functors.h"  # `<functor>_check` / `<functor>_out_check` argument checks
 CHECKS_HEADER = "kernels/Checks.h"  # `<kernel>_check` functions the wrappers call before hand-written kernels
 
@@ -125,9 +127,11 @@ def _kernel_body(e: Entry, v: Variant, root: str) -> list[str]:
                   f"  return {_fallback_call(v, 'fallback_dtype')};", "}"]
     lines.append(f"RBLN_COUNT_DEVICE_OP(\"aten::{v.name}\");")
     args = list(v.arg_names)
-    if e.structured and v.kind == "functional":  # the out= kernel allocates an undefined result
-        lines.append("at::Tensor result;")
-        args.append("result")
+    if e.structured and v.kind == "functional":  # the out= kernel allocates undefined results, one per return
+        n = len(v.func.func.returns)
+        results = ["result"] if n == 1 else [f"result{i}" for i in range(n)]
+        lines.append(f"at::Tensor {', '.join(results)};")
+        args += results
     elif e.structured and v.kind == "inplace":
         args.append(v.func.func.arguments.self_arg.argument.name)
     lines.append(f"return {e.qualified_kernel}({', '.join(args)});")
@@ -192,14 +196,19 @@ def render(entries: list[Entry], root: str = ROOT) -> dict[str, str]:
         shards[f"generated/RegisterRBLN_elementwise_{i}.cpp"] = [e for e in registered if e.family and shard(e) == i]
     out = {}
     template = env.get_template("RegisterRBLN.cpp.j2")
+    overloads = {o for e in entries if e.strategy in ("kernel", "fallback", "compile") for o in e.overloads}
     for path, group in shards.items():
         wrappers = [(v, _body(e, v, root)) for e in group for v in e.variants]
         headers = sorted({v.func.root_name for e in group for v in e.variants})
-        out[path] = template.render(wrappers=wrappers, headers=headers, elementwise=any(e.family for e in group),
-                                    unchecked=[] if any(e.family for e in group) else unchecked_cpu_ops(), compiled=[])
+        main = path == "generated/RegisterRBLN.cpp"  # not an elementwise shard (which may be empty)
+        out[path] = template.render(wrappers=wrappers, headers=headers, elementwise=not main,
+                                    unchecked=unchecked_cpu_ops() if main else [], compiled=[],
+                                    checked_fallbacks=[o for o in stricter_than_their_out_ops() if o not in overloads]
+                                    if main else [])
     # Compiled ops register boxed kernels only: their own small file, so a new entry rebuilds nothing else.
     out["generated/RegisterRBLN_compiled.cpp"] = template.render(
-        wrappers=[], headers=[], elementwise=False, unchecked=[], compiled=_compiled_registrations(entries))
+        wrappers=[], headers=[], elementwise=False, unchecked=[], compiled=_compiled_registrations(entries),
+        checked_fallbacks=[])
     namespaces: dict[str, list[str]] = {}
     for e in registered:
         if e.kernel_decl and e.kernel_decl not in namespaces.setdefault(e.kernel_namespace, []):

@@ -134,6 +134,20 @@ def unchecked_cpu_ops() -> list[str]:
                   and (str(f.func.name) in cpu or str(f.structured_delegate) in cpu))
 
 
+def stricter_than_their_out_ops() -> list[str]:
+    """Structured functional and in-place ops with CUDA's default device check (every tensor on one device)
+    whose out= overload checks in its kernel instead (`device_check: NoCheck`, a CPU 0-dim tensor taken).
+    Without an rbln kernel PyTorch's composite runs the out= overload, and the counted fallback of that would
+    take a CPU 0-dim `min` that CUDA's clamp_min.Tensor refuses. The generated registrations send these ops to
+    the fallback themselves, which checks devices as the op's own wrapper does."""
+    parsed = _parsed()
+    by_name = {str(f.func.name): f for f in parsed.native_functions}
+    return sorted(str(f.func.name) for f in parsed.native_functions
+                  if f.structured_delegate is not None and f.device_check != DeviceCheckType.NoCheck
+                  and by_name[str(f.structured_delegate)].device_check == DeviceCheckType.NoCheck
+                  and sum(a.type.is_tensor_like() for a in f.func.arguments.flat_positional) >= 2)
+
+
 def _native_functions():
     parsed = _parsed()
     by_name = {str(f.func.name): f for f in parsed.native_functions}
@@ -265,10 +279,14 @@ def load(path: str) -> list[Entry]:
             structured = bool(item.get("structured", False))
             if structured:
                 group = group_of[func]
-                if kernel in FAMILIES or SchemaKind.out not in group or len(group[SchemaKind.out].func.arguments.out) != 1 \
-                        or f.func.kind() != SchemaKind.functional or len(f.func.returns) != 1:
-                    err(f"{func}: 'structured' needs a functional overload with one Tensor result and an out= "
-                        f"overload, and a hand-written kernel with the out= signature")
+                out = group.get(SchemaKind.out)
+                # One out= argument per result (max.dim's values and indices): the functional passes that many
+                # undefined tensors, which the kernel allocates.
+                if kernel in FAMILIES or out is None or f.func.kind() != SchemaKind.functional \
+                        or len(out.func.arguments.out) != len(f.func.returns) \
+                        or not all(str(r.type) == "Tensor" for r in f.func.returns):
+                    err(f"{func}: 'structured' needs a functional overload with Tensor results, an out= overload "
+                        f"with one out argument per result, and a hand-written kernel with the out= signature")
                     continue
                 variants = [group[k] for k in (SchemaKind.functional, SchemaKind.inplace, SchemaKind.out) if k in group]
             elif kernel in FAMILIES or strategy == "compile":

@@ -8,20 +8,11 @@
 
 #include <string>
 #include <unordered_set>
-#include <ATen/ops/addcmul_ops.h>
 #include <ATen/ops/erf_ops.h>
-#include <ATen/ops/erfc_ops.h>
 #include <ATen/ops/ge_ops.h>
-#include <ATen/ops/gelu_backward_ops.h>
 #include <ATen/ops/isnan_ops.h>
-#include <ATen/ops/le_ops.h>
-#include <ATen/ops/logaddexp2_ops.h>
 #include <ATen/ops/nextafter_ops.h>
 #include <ATen/ops/softplus_backward_ops.h>
-#include <ATen/ops/special_chebyshev_polynomial_v_ops.h>
-#include <ATen/ops/special_log_ndtr_ops.h>
-#include <ATen/ops/special_ndtri_ops.h>
-#include <ATen/ops/special_shifted_chebyshev_polynomial_u_ops.h>
 
 #include "kernels/Elementwise.h"
 #include "kernels/Functors.h"
@@ -72,109 +63,6 @@ at::Tensor & wrapper_erf_out(const at::Tensor & self, at::Tensor & out) {
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::erf_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::erf.out");
-  return out;
-}
-
-at::Tensor wrapper_erfc(const at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::erfc", rbln::functors::erfc<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::erfc", rbln::functors::erfc<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::erfc", rbln::functors::erfc<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::erfc", rbln::functors::erfc<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::erfc>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::erfc");
-  return iter.output();
-}
-
-at::Tensor & wrapper_erfc_(at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::erfc_", rbln::functors::erfc<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::erfc_", rbln::functors::erfc<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::erfc_", rbln::functors::erfc<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::erfc_", rbln::functors::erfc<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::erfc_>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::erfc_");
-  return self;
-}
-
-at::Tensor & wrapper_erfc_out(const at::Tensor & self, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::erfc.out", rbln::functors::erfc<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::erfc.out", rbln::functors::erfc<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::erfc.out", rbln::functors::erfc<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::erfc.out", rbln::functors::erfc<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::erfc_out>::call(self, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::erfc.out");
-  return out;
-}
-
-at::Tensor wrapper_special_ndtri(const at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_ndtri", rbln::functors::special_ndtri<float>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_ndtri", rbln::functors::special_ndtri<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_ndtri>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::special_ndtri");
-  return iter.output();
-}
-
-at::Tensor & wrapper_special_ndtri_out(const at::Tensor & self, at::Tensor & out) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, out, "wrapper_special_ndtri_out", "out");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_special_ndtri_out", "self");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_ndtri.out", rbln::functors::special_ndtri<float>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_ndtri.out", rbln::functors::special_ndtri<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_ndtri_out>::call(self, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::special_ndtri.out");
-  return out;
-}
-
-at::Tensor wrapper_special_log_ndtr(const at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_log_ndtr", rbln::functors::special_log_ndtr<float>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_log_ndtr", rbln::functors::special_log_ndtr<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_log_ndtr>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::special_log_ndtr");
-  return iter.output();
-}
-
-at::Tensor & wrapper_special_log_ndtr_out(const at::Tensor & self, at::Tensor & out) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, out, "wrapper_special_log_ndtr_out", "out");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_special_log_ndtr_out", "self");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_log_ndtr.out", rbln::functors::special_log_ndtr<float>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_log_ndtr.out", rbln::functors::special_log_ndtr<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_log_ndtr_out>::call(self, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::special_log_ndtr.out");
   return out;
 }
 
@@ -269,146 +157,6 @@ at::Tensor & wrapper_nextafter_out(const at::Tensor & self, const at::Tensor & o
   return out;
 }
 
-at::Tensor wrapper_logaddexp2(const at::Tensor & self, const at::Tensor & other) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_logaddexp2", "self");
-  c10::impl::check_and_update_common_device(common_device, other, "wrapper_logaddexp2", "other");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logaddexp2", rbln::functors::logaddexp2<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logaddexp2", rbln::functors::logaddexp2<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logaddexp2", rbln::functors::logaddexp2<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logaddexp2", rbln::functors::logaddexp2<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logaddexp2>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::logaddexp2");
-  return iter.output();
-}
-
-at::Tensor & wrapper_logaddexp2_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, out, "wrapper_logaddexp2_out", "out");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_logaddexp2_out", "self");
-  c10::impl::check_and_update_common_device(common_device, other, "wrapper_logaddexp2_out", "other");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logaddexp2.out", rbln::functors::logaddexp2<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logaddexp2.out", rbln::functors::logaddexp2<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logaddexp2.out", rbln::functors::logaddexp2<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logaddexp2.out", rbln::functors::logaddexp2<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logaddexp2_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::logaddexp2.out");
-  return out;
-}
-
-at::Tensor wrapper_special_chebyshev_polynomial_v(const at::Tensor & x, const at::Tensor & n) {
-  const c10::OptionalDeviceGuard guard(at::device_of(x));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_float_iter(result, x, n);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_chebyshev_polynomial_v", rbln::functors::special_chebyshev_polynomial_v<float>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_chebyshev_polynomial_v", rbln::functors::special_chebyshev_polynomial_v<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_chebyshev_polynomial_v>::call(x, n);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::special_chebyshev_polynomial_v");
-  return iter.output();
-}
-
-at::Tensor & wrapper_special_chebyshev_polynomial_v_out(const at::Tensor & x, const at::Tensor & n, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(x));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_float_iter(result, x, n);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_chebyshev_polynomial_v.out", rbln::functors::special_chebyshev_polynomial_v<float>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_chebyshev_polynomial_v.out", rbln::functors::special_chebyshev_polynomial_v<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_chebyshev_polynomial_v_out>::call(x, n, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::special_chebyshev_polynomial_v.out");
-  return out;
-}
-
-at::Tensor wrapper_special_shifted_chebyshev_polynomial_u(const at::Tensor & x, const at::Tensor & n) {
-  const c10::OptionalDeviceGuard guard(at::device_of(x));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_float_iter(result, x, n);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_shifted_chebyshev_polynomial_u", rbln::functors::special_shifted_chebyshev_polynomial_u<float>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_shifted_chebyshev_polynomial_u", rbln::functors::special_shifted_chebyshev_polynomial_u<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_shifted_chebyshev_polynomial_u>::call(x, n);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::special_shifted_chebyshev_polynomial_u");
-  return iter.output();
-}
-
-at::Tensor & wrapper_special_shifted_chebyshev_polynomial_u_out(const at::Tensor & x, const at::Tensor & n, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(x));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_float_iter(result, x, n);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_shifted_chebyshev_polynomial_u.out", rbln::functors::special_shifted_chebyshev_polynomial_u<float>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_shifted_chebyshev_polynomial_u.out", rbln::functors::special_shifted_chebyshev_polynomial_u<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_shifted_chebyshev_polynomial_u_out>::call(x, n, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::special_shifted_chebyshev_polynomial_u.out");
-  return out;
-}
-
-at::Tensor wrapper_addcmul(const at::Tensor & self, const at::Tensor & tensor1, const at::Tensor & tensor2, const at::Scalar & value) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::ternary_iter(result, self, tensor1, tensor2);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::addcmul", rbln::functors::addcmul<float>(value)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::addcmul", rbln::functors::addcmul<at::Half>(value)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::addcmul", rbln::functors::addcmul<at::BFloat16>(value)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::addcmul", rbln::functors::addcmul<double>(value)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 4>(iter, "aten::addcmul", rbln::functors::addcmul<int32_t>(value)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 4>(iter, "aten::addcmul", rbln::functors::addcmul<int64_t>(value)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addcmul>::call(self, tensor1, tensor2, value);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::addcmul");
-  return iter.output();
-}
-
-at::Tensor & wrapper_addcmul_(at::Tensor & self, const at::Tensor & tensor1, const at::Tensor & tensor2, const at::Scalar & value) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::ternary_iter(result, self, tensor1, tensor2);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<float>(value)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<at::Half>(value)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<at::BFloat16>(value)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<double>(value)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<int32_t>(value)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<int64_t>(value)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addcmul_>::call(self, tensor1, tensor2, value);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::addcmul_");
-  return self;
-}
-
-at::Tensor & wrapper_addcmul_out(const at::Tensor & self, const at::Tensor & tensor1, const at::Tensor & tensor2, const at::Scalar & value, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::ternary_iter(result, self, tensor1, tensor2);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<float>(value)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<at::Half>(value)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<at::BFloat16>(value)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<double>(value)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<int32_t>(value)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<int64_t>(value)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addcmul_out>::call(self, tensor1, tensor2, value, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::addcmul.out");
-  return out;
-}
-
 at::Tensor wrapper_ge_Tensor(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
@@ -463,100 +211,6 @@ at::Tensor & wrapper_ge_Tensor_out(const at::Tensor & self, const at::Tensor & o
   return out;
 }
 
-at::Tensor wrapper_le_Scalar(const at::Tensor & self, const at::Scalar & other) {
-  const auto other_t = at::native::wrapped_scalar_tensor(other);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::compare_iter(result, self, other_t);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::le.Scalar", rbln::functors::le<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::le.Scalar", rbln::functors::le<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::le.Scalar", rbln::functors::le<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::le.Scalar", rbln::functors::le<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::le.Scalar", rbln::functors::le<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::le.Scalar", rbln::functors::le<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::le.Scalar", rbln::functors::le<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::le_Scalar>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::le.Scalar");
-  return iter.output();
-}
-
-at::Tensor & wrapper_le__Scalar(at::Tensor & self, const at::Scalar & other) {
-  const auto other_t = at::native::wrapped_scalar_tensor(other);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::compare_iter(result, self, other_t);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::le_.Scalar", rbln::functors::le<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::le_.Scalar", rbln::functors::le<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::le_.Scalar", rbln::functors::le<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::le_.Scalar", rbln::functors::le<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::le_.Scalar", rbln::functors::le<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::le_.Scalar", rbln::functors::le<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::le_.Scalar", rbln::functors::le<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::le__Scalar>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::le_.Scalar");
-  return self;
-}
-
-at::Tensor & wrapper_le_Scalar_out(const at::Tensor & self, const at::Scalar & other, at::Tensor & out) {
-  const auto other_t = at::native::wrapped_scalar_tensor(other);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::compare_iter(result, self, other_t);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::le.Scalar_out", rbln::functors::le<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::le.Scalar_out", rbln::functors::le<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::le.Scalar_out", rbln::functors::le<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::le.Scalar_out", rbln::functors::le<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::le.Scalar_out", rbln::functors::le<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::le.Scalar_out", rbln::functors::le<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::le.Scalar_out", rbln::functors::le<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::le_Scalar_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::le.Scalar_out");
-  return out;
-}
-
-at::Tensor wrapper_gelu_backward(const at::Tensor & grad_output, const at::Tensor & self, c10::string_view approximate) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_gelu_backward", "grad_output");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_gelu_backward", "self");
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::gelu_backward", rbln::functors::gelu_backward<float>(approximate)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::gelu_backward", rbln::functors::gelu_backward<at::Half>(approximate)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::gelu_backward", rbln::functors::gelu_backward<at::BFloat16>(approximate)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::gelu_backward", rbln::functors::gelu_backward<double>(approximate)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gelu_backward>::call(grad_output, self, approximate);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::gelu_backward");
-  return iter.output();
-}
-
-at::Tensor & wrapper_gelu_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, c10::string_view approximate, at::Tensor & grad_input) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, grad_input, "wrapper_gelu_backward_grad_input", "grad_input");
-  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_gelu_backward_grad_input", "grad_output");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_gelu_backward_grad_input", "self");
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result = grad_input;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::gelu_backward.grad_input", rbln::functors::gelu_backward<float>(approximate)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::gelu_backward.grad_input", rbln::functors::gelu_backward<at::Half>(approximate)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::gelu_backward.grad_input", rbln::functors::gelu_backward<at::BFloat16>(approximate)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::gelu_backward.grad_input", rbln::functors::gelu_backward<double>(approximate)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gelu_backward_grad_input>::call(grad_output, self, approximate, grad_input);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::gelu_backward.grad_input");
-  return grad_input;
-}
-
 at::Tensor wrapper_softplus_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & beta, const at::Scalar & threshold) {
   std::optional<c10::Device> common_device;
   c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_softplus_backward", "grad_output");
@@ -600,35 +254,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("erf", TORCH_FN(wrapper_erf));
   m.impl("erf_", TORCH_FN(wrapper_erf_));
   m.impl("erf.out", TORCH_FN(wrapper_erf_out));
-  m.impl("erfc", TORCH_FN(wrapper_erfc));
-  m.impl("erfc_", TORCH_FN(wrapper_erfc_));
-  m.impl("erfc.out", TORCH_FN(wrapper_erfc_out));
-  m.impl("special_ndtri", TORCH_FN(wrapper_special_ndtri));
-  m.impl("special_ndtri.out", TORCH_FN(wrapper_special_ndtri_out));
-  m.impl("special_log_ndtr", TORCH_FN(wrapper_special_log_ndtr));
-  m.impl("special_log_ndtr.out", TORCH_FN(wrapper_special_log_ndtr_out));
   m.impl("isnan", TORCH_FN(wrapper_isnan));
   m.impl("isnan.out", TORCH_FN(wrapper_isnan_out));
   m.impl("nextafter", TORCH_FN(wrapper_nextafter));
   m.impl("nextafter_", TORCH_FN(wrapper_nextafter_));
   m.impl("nextafter.out", TORCH_FN(wrapper_nextafter_out));
-  m.impl("logaddexp2", TORCH_FN(wrapper_logaddexp2));
-  m.impl("logaddexp2.out", TORCH_FN(wrapper_logaddexp2_out));
-  m.impl("special_chebyshev_polynomial_v", TORCH_FN(wrapper_special_chebyshev_polynomial_v));
-  m.impl("special_chebyshev_polynomial_v.out", TORCH_FN(wrapper_special_chebyshev_polynomial_v_out));
-  m.impl("special_shifted_chebyshev_polynomial_u", TORCH_FN(wrapper_special_shifted_chebyshev_polynomial_u));
-  m.impl("special_shifted_chebyshev_polynomial_u.out", TORCH_FN(wrapper_special_shifted_chebyshev_polynomial_u_out));
-  m.impl("addcmul", TORCH_FN(wrapper_addcmul));
-  m.impl("addcmul_", TORCH_FN(wrapper_addcmul_));
-  m.impl("addcmul.out", TORCH_FN(wrapper_addcmul_out));
   m.impl("ge.Tensor", TORCH_FN(wrapper_ge_Tensor));
   m.impl("ge_.Tensor", TORCH_FN(wrapper_ge__Tensor));
   m.impl("ge.Tensor_out", TORCH_FN(wrapper_ge_Tensor_out));
-  m.impl("le.Scalar", TORCH_FN(wrapper_le_Scalar));
-  m.impl("le_.Scalar", TORCH_FN(wrapper_le__Scalar));
-  m.impl("le.Scalar_out", TORCH_FN(wrapper_le_Scalar_out));
-  m.impl("gelu_backward", TORCH_FN(wrapper_gelu_backward));
-  m.impl("gelu_backward.grad_input", TORCH_FN(wrapper_gelu_backward_grad_input));
   m.impl("softplus_backward", TORCH_FN(wrapper_softplus_backward));
   m.impl("softplus_backward.grad_input", TORCH_FN(wrapper_softplus_backward_grad_input));
 }

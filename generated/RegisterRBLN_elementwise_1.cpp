@@ -10,8 +10,6 @@
 #include <unordered_set>
 #include <ATen/ops/elu_ops.h>
 #include <ATen/ops/fmin_ops.h>
-#include <ATen/ops/neg_ops.h>
-#include <ATen/ops/pow_ops.h>
 #include <ATen/ops/reciprocal_ops.h>
 #include <ATen/ops/special_scaled_modified_bessel_k0_ops.h>
 
@@ -21,57 +19,6 @@
 
 namespace rbln::generated {
 namespace {
-
-at::Tensor wrapper_neg(const at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::unary_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::neg", rbln::functors::neg<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::neg", rbln::functors::neg<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::neg", rbln::functors::neg<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::neg", rbln::functors::neg<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::neg", rbln::functors::neg<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::neg", rbln::functors::neg<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::neg>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::neg");
-  return iter.output();
-}
-
-at::Tensor & wrapper_neg_(at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::unary_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::neg_", rbln::functors::neg<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::neg_", rbln::functors::neg<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::neg_", rbln::functors::neg<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::neg_", rbln::functors::neg<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::neg_", rbln::functors::neg<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::neg_", rbln::functors::neg<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::neg_>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::neg_");
-  return self;
-}
-
-at::Tensor & wrapper_neg_out(const at::Tensor & self, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::unary_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::neg.out", rbln::functors::neg<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::neg.out", rbln::functors::neg<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::neg.out", rbln::functors::neg<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::neg.out", rbln::functors::neg<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::neg.out", rbln::functors::neg<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::neg.out", rbln::functors::neg<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::neg_out>::call(self, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::neg.out");
-  return out;
-}
 
 at::Tensor wrapper_reciprocal(const at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
@@ -192,63 +139,6 @@ at::Tensor & wrapper_special_scaled_modified_bessel_k0_out(const at::Tensor & x,
   return out;
 }
 
-at::Tensor wrapper_pow_Tensor_Scalar(const at::Tensor & self, const at::Scalar & exponent) {
-  rbln::functors::pow_check(self, exponent);
-  const auto exponent_t = at::native::wrapped_scalar_tensor(exponent);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, self, exponent_t);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::pow.Tensor_Scalar", rbln::functors::pow<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::pow.Tensor_Scalar", rbln::functors::pow<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::pow.Tensor_Scalar", rbln::functors::pow<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow.Tensor_Scalar", rbln::functors::pow<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow.Tensor_Scalar", rbln::functors::pow<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow.Tensor_Scalar", rbln::functors::pow<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow_Tensor_Scalar>::call(self, exponent);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::pow.Tensor_Scalar");
-  return iter.output();
-}
-
-at::Tensor & wrapper_pow__Scalar(at::Tensor & self, const at::Scalar & exponent) {
-  rbln::functors::pow_check(self, exponent);
-  const auto exponent_t = at::native::wrapped_scalar_tensor(exponent);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::binary_iter(result, self, exponent_t);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::pow_.Scalar", rbln::functors::pow<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::pow_.Scalar", rbln::functors::pow<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::pow_.Scalar", rbln::functors::pow<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow_.Scalar", rbln::functors::pow<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow_.Scalar", rbln::functors::pow<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow_.Scalar", rbln::functors::pow<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow__Scalar>::call(self, exponent);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::pow_.Scalar");
-  return self;
-}
-
-at::Tensor & wrapper_pow_Tensor_Scalar_out(const at::Tensor & self, const at::Scalar & exponent, at::Tensor & out) {
-  rbln::functors::pow_check(self, exponent);
-  const auto exponent_t = at::native::wrapped_scalar_tensor(exponent);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, self, exponent_t);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::pow.Tensor_Scalar_out", rbln::functors::pow<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::pow.Tensor_Scalar_out", rbln::functors::pow<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::pow.Tensor_Scalar_out", rbln::functors::pow<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow.Tensor_Scalar_out", rbln::functors::pow<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow.Tensor_Scalar_out", rbln::functors::pow<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow.Tensor_Scalar_out", rbln::functors::pow<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow_Tensor_Scalar_out>::call(self, exponent, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::pow.Tensor_Scalar_out");
-  return out;
-}
-
 at::Tensor wrapper_fmin(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
@@ -288,9 +178,6 @@ at::Tensor & wrapper_fmin_out(const at::Tensor & self, const at::Tensor & other,
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("neg", TORCH_FN(wrapper_neg));
-  m.impl("neg_", TORCH_FN(wrapper_neg_));
-  m.impl("neg.out", TORCH_FN(wrapper_neg_out));
   m.impl("reciprocal", TORCH_FN(wrapper_reciprocal));
   m.impl("reciprocal_", TORCH_FN(wrapper_reciprocal_));
   m.impl("reciprocal.out", TORCH_FN(wrapper_reciprocal_out));
@@ -299,9 +186,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("elu.out", TORCH_FN(wrapper_elu_out));
   m.impl("special_scaled_modified_bessel_k0", TORCH_FN(wrapper_special_scaled_modified_bessel_k0));
   m.impl("special_scaled_modified_bessel_k0.out", TORCH_FN(wrapper_special_scaled_modified_bessel_k0_out));
-  m.impl("pow.Tensor_Scalar", TORCH_FN(wrapper_pow_Tensor_Scalar));
-  m.impl("pow_.Scalar", TORCH_FN(wrapper_pow__Scalar));
-  m.impl("pow.Tensor_Scalar_out", TORCH_FN(wrapper_pow_Tensor_Scalar_out));
   m.impl("fmin", TORCH_FN(wrapper_fmin));
   m.impl("fmin.out", TORCH_FN(wrapper_fmin_out));
 }

@@ -9,12 +9,8 @@
 #include <string>
 #include <unordered_set>
 #include <ATen/ops/elu_backward_ops.h>
-#include <ATen/ops/exp_ops.h>
 #include <ATen/ops/isposinf_ops.h>
 #include <ATen/ops/logical_not_ops.h>
-#include <ATen/ops/ne_ops.h>
-#include <ATen/ops/sigmoid_ops.h>
-#include <ATen/ops/special_modified_bessel_k1_ops.h>
 
 #include "kernels/Elementwise.h"
 #include "kernels/Functors.h"
@@ -22,125 +18,6 @@
 
 namespace rbln::generated {
 namespace {
-
-at::Tensor wrapper_exp(const at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::exp", rbln::functors::exp<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::exp", rbln::functors::exp<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::exp", rbln::functors::exp<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::exp", rbln::functors::exp<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::exp>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::exp");
-  return iter.output();
-}
-
-at::Tensor & wrapper_exp_(at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::exp_", rbln::functors::exp<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::exp_", rbln::functors::exp<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::exp_", rbln::functors::exp<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::exp_", rbln::functors::exp<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::exp_>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::exp_");
-  return self;
-}
-
-at::Tensor & wrapper_exp_out(const at::Tensor & self, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::exp.out", rbln::functors::exp<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::exp.out", rbln::functors::exp<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::exp.out", rbln::functors::exp<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::exp.out", rbln::functors::exp<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::exp_out>::call(self, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::exp.out");
-  return out;
-}
-
-at::Tensor wrapper_sigmoid(const at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::sigmoid", rbln::functors::sigmoid<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::sigmoid", rbln::functors::sigmoid<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::sigmoid", rbln::functors::sigmoid<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::sigmoid", rbln::functors::sigmoid<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sigmoid>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::sigmoid");
-  return iter.output();
-}
-
-at::Tensor & wrapper_sigmoid_(at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::sigmoid_", rbln::functors::sigmoid<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::sigmoid_", rbln::functors::sigmoid<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::sigmoid_", rbln::functors::sigmoid<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::sigmoid_", rbln::functors::sigmoid<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sigmoid_>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::sigmoid_");
-  return self;
-}
-
-at::Tensor & wrapper_sigmoid_out(const at::Tensor & self, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::sigmoid.out", rbln::functors::sigmoid<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::sigmoid.out", rbln::functors::sigmoid<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::sigmoid.out", rbln::functors::sigmoid<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::sigmoid.out", rbln::functors::sigmoid<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sigmoid_out>::call(self, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::sigmoid.out");
-  return out;
-}
-
-at::Tensor wrapper_special_modified_bessel_k1(const at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_modified_bessel_k1", rbln::functors::special_modified_bessel_k1<float>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_modified_bessel_k1", rbln::functors::special_modified_bessel_k1<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_modified_bessel_k1>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::special_modified_bessel_k1");
-  return iter.output();
-}
-
-at::Tensor & wrapper_special_modified_bessel_k1_out(const at::Tensor & self, at::Tensor & out) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, out, "wrapper_special_modified_bessel_k1_out", "out");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_special_modified_bessel_k1_out", "self");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_modified_bessel_k1.out", rbln::functors::special_modified_bessel_k1<float>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_modified_bessel_k1.out", rbln::functors::special_modified_bessel_k1<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_modified_bessel_k1_out>::call(self, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::special_modified_bessel_k1.out");
-  return out;
-}
 
 at::Tensor wrapper_isposinf(const at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
@@ -236,60 +113,6 @@ at::Tensor & wrapper_logical_not_out(const at::Tensor & self, at::Tensor & out) 
   return out;
 }
 
-at::Tensor wrapper_ne_Tensor(const at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne_Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::ne.Tensor");
-  return iter.output();
-}
-
-at::Tensor & wrapper_ne__Tensor(at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne__Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::ne_.Tensor");
-  return self;
-}
-
-at::Tensor & wrapper_ne_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne_Tensor_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::ne.Tensor_out");
-  return out;
-}
-
 at::Tensor wrapper_elu_backward(const at::Tensor & grad_output, const at::Scalar & alpha, const at::Scalar & scale, const at::Scalar & input_scale, bool is_result, const at::Tensor & self_or_result) {
   std::optional<c10::Device> common_device;
   c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_elu_backward", "grad_output");
@@ -330,22 +153,11 @@ at::Tensor & wrapper_elu_backward_grad_input(const at::Tensor & grad_output, con
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("exp", TORCH_FN(wrapper_exp));
-  m.impl("exp_", TORCH_FN(wrapper_exp_));
-  m.impl("exp.out", TORCH_FN(wrapper_exp_out));
-  m.impl("sigmoid", TORCH_FN(wrapper_sigmoid));
-  m.impl("sigmoid_", TORCH_FN(wrapper_sigmoid_));
-  m.impl("sigmoid.out", TORCH_FN(wrapper_sigmoid_out));
-  m.impl("special_modified_bessel_k1", TORCH_FN(wrapper_special_modified_bessel_k1));
-  m.impl("special_modified_bessel_k1.out", TORCH_FN(wrapper_special_modified_bessel_k1_out));
   m.impl("isposinf", TORCH_FN(wrapper_isposinf));
   m.impl("isposinf.out", TORCH_FN(wrapper_isposinf_out));
   m.impl("logical_not", TORCH_FN(wrapper_logical_not));
   m.impl("logical_not_", TORCH_FN(wrapper_logical_not_));
   m.impl("logical_not.out", TORCH_FN(wrapper_logical_not_out));
-  m.impl("ne.Tensor", TORCH_FN(wrapper_ne_Tensor));
-  m.impl("ne_.Tensor", TORCH_FN(wrapper_ne__Tensor));
-  m.impl("ne.Tensor_out", TORCH_FN(wrapper_ne_Tensor_out));
   m.impl("elu_backward", TORCH_FN(wrapper_elu_backward));
   m.impl("elu_backward.grad_input", TORCH_FN(wrapper_elu_backward_grad_input));
 }

@@ -8,12 +8,8 @@
 
 #include <string>
 #include <unordered_set>
-#include <ATen/ops/hardshrink_ops.h>
-#include <ATen/ops/logical_xor_ops.h>
-#include <ATen/ops/pow_ops.h>
 #include <ATen/ops/special_bessel_j0_ops.h>
 #include <ATen/ops/special_chebyshev_polynomial_t_ops.h>
-#include <ATen/ops/special_legendre_polynomial_p_ops.h>
 #include <ATen/ops/special_shifted_chebyshev_polynomial_w_ops.h>
 
 #include "kernels/Elementwise.h"
@@ -49,90 +45,6 @@ at::Tensor & wrapper_special_bessel_j0_out(const at::Tensor & self, at::Tensor &
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_bessel_j0_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::special_bessel_j0.out");
-  return out;
-}
-
-at::Tensor wrapper_hardshrink(const at::Tensor & self, const at::Scalar & lambd) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::unary_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::hardshrink", rbln::functors::hardshrink<float>(lambd)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::hardshrink", rbln::functors::hardshrink<at::Half>(lambd)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::hardshrink", rbln::functors::hardshrink<at::BFloat16>(lambd)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::hardshrink", rbln::functors::hardshrink<double>(lambd)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardshrink>::call(self, lambd);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::hardshrink");
-  return iter.output();
-}
-
-at::Tensor & wrapper_hardshrink_out(const at::Tensor & self, const at::Scalar & lambd, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::unary_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::hardshrink.out", rbln::functors::hardshrink<float>(lambd)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::hardshrink.out", rbln::functors::hardshrink<at::Half>(lambd)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::hardshrink.out", rbln::functors::hardshrink<at::BFloat16>(lambd)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::hardshrink.out", rbln::functors::hardshrink<double>(lambd)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardshrink_out>::call(self, lambd, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::hardshrink.out");
-  return out;
-}
-
-at::Tensor wrapper_pow_Tensor_Tensor(const at::Tensor & self, const at::Tensor & exponent) {
-  rbln::functors::pow_check(self, exponent);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, self, exponent);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::pow.Tensor_Tensor", rbln::functors::pow<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::pow.Tensor_Tensor", rbln::functors::pow<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::pow.Tensor_Tensor", rbln::functors::pow<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow.Tensor_Tensor", rbln::functors::pow<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow.Tensor_Tensor", rbln::functors::pow<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow.Tensor_Tensor", rbln::functors::pow<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow_Tensor_Tensor>::call(self, exponent);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::pow.Tensor_Tensor");
-  return iter.output();
-}
-
-at::Tensor & wrapper_pow__Tensor(at::Tensor & self, const at::Tensor & exponent) {
-  rbln::functors::pow_check(self, exponent);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::binary_iter(result, self, exponent);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::pow_.Tensor", rbln::functors::pow<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::pow_.Tensor", rbln::functors::pow<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::pow_.Tensor", rbln::functors::pow<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow_.Tensor", rbln::functors::pow<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow_.Tensor", rbln::functors::pow<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow_.Tensor", rbln::functors::pow<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow__Tensor>::call(self, exponent);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::pow_.Tensor");
-  return self;
-}
-
-at::Tensor & wrapper_pow_Tensor_Tensor_out(const at::Tensor & self, const at::Tensor & exponent, at::Tensor & out) {
-  rbln::functors::pow_check(self, exponent);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, self, exponent);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::pow.Tensor_Tensor_out", rbln::functors::pow<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::pow.Tensor_Tensor_out", rbln::functors::pow<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::pow.Tensor_Tensor_out", rbln::functors::pow<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow.Tensor_Tensor_out", rbln::functors::pow<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow.Tensor_Tensor_out", rbln::functors::pow<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow.Tensor_Tensor_out", rbln::functors::pow<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow_Tensor_Tensor_out>::call(self, exponent, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::pow.Tensor_Tensor_out");
   return out;
 }
 
@@ -188,107 +100,15 @@ at::Tensor & wrapper_special_shifted_chebyshev_polynomial_w_out(const at::Tensor
   return out;
 }
 
-at::Tensor wrapper_special_legendre_polynomial_p(const at::Tensor & x, const at::Tensor & n) {
-  const c10::OptionalDeviceGuard guard(at::device_of(x));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_float_iter(result, x, n);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_legendre_polynomial_p", rbln::functors::special_legendre_polynomial_p<float>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_legendre_polynomial_p", rbln::functors::special_legendre_polynomial_p<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_legendre_polynomial_p>::call(x, n);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::special_legendre_polynomial_p");
-  return iter.output();
-}
-
-at::Tensor & wrapper_special_legendre_polynomial_p_out(const at::Tensor & x, const at::Tensor & n, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(x));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_float_iter(result, x, n);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_legendre_polynomial_p.out", rbln::functors::special_legendre_polynomial_p<float>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_legendre_polynomial_p.out", rbln::functors::special_legendre_polynomial_p<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_legendre_polynomial_p_out>::call(x, n, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::special_legendre_polynomial_p.out");
-  return out;
-}
-
-at::Tensor wrapper_logical_xor(const at::Tensor & self, const at::Tensor & other) {
-  TORCH_CHECK(!self.is_cpu(), "Expected all tensors to be on the same device, but found at least two "
-              "devices, cpu and ", other.device(), "!");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_xor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::logical_xor");
-  return iter.output();
-}
-
-at::Tensor & wrapper_logical_xor_(at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_xor_>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::logical_xor_");
-  return self;
-}
-
-at::Tensor & wrapper_logical_xor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_xor_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::logical_xor.out");
-  return out;
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("special_bessel_j0", TORCH_FN(wrapper_special_bessel_j0));
   m.impl("special_bessel_j0.out", TORCH_FN(wrapper_special_bessel_j0_out));
-  m.impl("hardshrink", TORCH_FN(wrapper_hardshrink));
-  m.impl("hardshrink.out", TORCH_FN(wrapper_hardshrink_out));
-  m.impl("pow.Tensor_Tensor", TORCH_FN(wrapper_pow_Tensor_Tensor));
-  m.impl("pow_.Tensor", TORCH_FN(wrapper_pow__Tensor));
-  m.impl("pow.Tensor_Tensor_out", TORCH_FN(wrapper_pow_Tensor_Tensor_out));
   m.impl("special_chebyshev_polynomial_t", TORCH_FN(wrapper_special_chebyshev_polynomial_t));
   m.impl("special_chebyshev_polynomial_t.out", TORCH_FN(wrapper_special_chebyshev_polynomial_t_out));
   m.impl("special_shifted_chebyshev_polynomial_w", TORCH_FN(wrapper_special_shifted_chebyshev_polynomial_w));
   m.impl("special_shifted_chebyshev_polynomial_w.out", TORCH_FN(wrapper_special_shifted_chebyshev_polynomial_w_out));
-  m.impl("special_legendre_polynomial_p", TORCH_FN(wrapper_special_legendre_polynomial_p));
-  m.impl("special_legendre_polynomial_p.out", TORCH_FN(wrapper_special_legendre_polynomial_p_out));
-  m.impl("logical_xor", TORCH_FN(wrapper_logical_xor));
-  m.impl("logical_xor_", TORCH_FN(wrapper_logical_xor_));
-  m.impl("logical_xor.out", TORCH_FN(wrapper_logical_xor_out));
 }
 
 }  // namespace rbln::generated

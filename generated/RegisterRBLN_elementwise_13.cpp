@@ -8,18 +8,10 @@
 
 #include <string>
 #include <unordered_set>
-#include <ATen/ops/acos_ops.h>
 #include <ATen/ops/add_ops.h>
 #include <ATen/ops/div_ops.h>
 #include <ATen/ops/ge_ops.h>
-#include <ATen/ops/i0_ops.h>
-#include <ATen/ops/igamma_ops.h>
-#include <ATen/ops/le_ops.h>
 #include <ATen/ops/logaddexp_ops.h>
-#include <ATen/ops/silu_backward_ops.h>
-#include <ATen/ops/special_modified_bessel_k0_ops.h>
-#include <ATen/ops/sub_ops.h>
-#include <ATen/ops/xlogy_ops.h>
 
 #include "kernels/Elementwise.h"
 #include "kernels/Functors.h"
@@ -27,128 +19,6 @@
 
 namespace rbln::generated {
 namespace {
-
-at::Tensor wrapper_acos(const at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::acos", rbln::functors::acos<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::acos", rbln::functors::acos<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::acos", rbln::functors::acos<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::acos", rbln::functors::acos<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::acos>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::acos");
-  return iter.output();
-}
-
-at::Tensor & wrapper_acos_(at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::acos_", rbln::functors::acos<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::acos_", rbln::functors::acos<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::acos_", rbln::functors::acos<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::acos_", rbln::functors::acos<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::acos_>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::acos_");
-  return self;
-}
-
-at::Tensor & wrapper_acos_out(const at::Tensor & self, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::acos.out", rbln::functors::acos<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::acos.out", rbln::functors::acos<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::acos.out", rbln::functors::acos<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::acos.out", rbln::functors::acos<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::acos_out>::call(self, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::acos.out");
-  return out;
-}
-
-at::Tensor wrapper_i0(const at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::i0", rbln::functors::i0<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::i0", rbln::functors::i0<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::i0", rbln::functors::i0<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::i0", rbln::functors::i0<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::i0>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::i0");
-  return iter.output();
-}
-
-at::Tensor & wrapper_i0_(at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::i0_", rbln::functors::i0<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::i0_", rbln::functors::i0<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::i0_", rbln::functors::i0<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::i0_", rbln::functors::i0<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::i0_>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::i0_");
-  return self;
-}
-
-at::Tensor & wrapper_i0_out(const at::Tensor & self, at::Tensor & out) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, out, "wrapper_i0_out", "out");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_i0_out", "self");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::i0.out", rbln::functors::i0<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::i0.out", rbln::functors::i0<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::i0.out", rbln::functors::i0<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::i0.out", rbln::functors::i0<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::i0_out>::call(self, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::i0.out");
-  return out;
-}
-
-at::Tensor wrapper_special_modified_bessel_k0(const at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_modified_bessel_k0", rbln::functors::special_modified_bessel_k0<float>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_modified_bessel_k0", rbln::functors::special_modified_bessel_k0<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_modified_bessel_k0>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::special_modified_bessel_k0");
-  return iter.output();
-}
-
-at::Tensor & wrapper_special_modified_bessel_k0_out(const at::Tensor & self, at::Tensor & out) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, out, "wrapper_special_modified_bessel_k0_out", "out");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_special_modified_bessel_k0_out", "self");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_modified_bessel_k0.out", rbln::functors::special_modified_bessel_k0<float>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_modified_bessel_k0.out", rbln::functors::special_modified_bessel_k0<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_modified_bessel_k0_out>::call(self, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::special_modified_bessel_k0.out");
-  return out;
-}
 
 at::Tensor wrapper_add_Tensor(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
@@ -204,60 +74,6 @@ at::Tensor & wrapper_add_out(const at::Tensor & self, const at::Tensor & other, 
   return out;
 }
 
-at::Tensor wrapper_sub_Tensor(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
-  rbln::functors::sub_check(self, other, alpha);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<float>(alpha)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<at::Half>(alpha)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<at::BFloat16>(alpha)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<double>(alpha)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<int32_t>(alpha)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<int64_t>(alpha)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sub_Tensor>::call(self, other, alpha);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::sub.Tensor");
-  return iter.output();
-}
-
-at::Tensor & wrapper_sub__Tensor(at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
-  rbln::functors::sub_check(self, other, alpha);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<float>(alpha)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<at::Half>(alpha)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<at::BFloat16>(alpha)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<double>(alpha)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<int32_t>(alpha)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<int64_t>(alpha)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sub__Tensor>::call(self, other, alpha);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::sub_.Tensor");
-  return self;
-}
-
-at::Tensor & wrapper_sub_out(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha, at::Tensor & out) {
-  rbln::functors::sub_check(self, other, alpha);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::sub.out", rbln::functors::sub<float>(alpha)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::sub.out", rbln::functors::sub<at::Half>(alpha)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::sub.out", rbln::functors::sub<at::BFloat16>(alpha)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::sub.out", rbln::functors::sub<double>(alpha)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::sub.out", rbln::functors::sub<int32_t>(alpha)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::sub.out", rbln::functors::sub<int64_t>(alpha)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sub_out>::call(self, other, alpha, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::sub.out");
-  return out;
-}
-
 at::Tensor wrapper_div_Tensor_mode(const at::Tensor & self, const at::Tensor & other, ::std::optional<c10::string_view> rounding_mode) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
@@ -309,51 +125,6 @@ at::Tensor & wrapper_div_out_mode(const at::Tensor & self, const at::Tensor & ot
   return out;
 }
 
-at::Tensor wrapper_xlogy_Tensor(const at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_float_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::xlogy.Tensor", rbln::functors::xlogy<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::xlogy.Tensor", rbln::functors::xlogy<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::xlogy.Tensor", rbln::functors::xlogy<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::xlogy.Tensor", rbln::functors::xlogy<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::xlogy_Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::xlogy.Tensor");
-  return iter.output();
-}
-
-at::Tensor & wrapper_xlogy__Tensor(at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::binary_float_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::xlogy_.Tensor", rbln::functors::xlogy<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::xlogy_.Tensor", rbln::functors::xlogy<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::xlogy_.Tensor", rbln::functors::xlogy<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::xlogy_.Tensor", rbln::functors::xlogy<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::xlogy__Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::xlogy_.Tensor");
-  return self;
-}
-
-at::Tensor & wrapper_xlogy_OutTensor(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_float_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::xlogy.OutTensor", rbln::functors::xlogy<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::xlogy.OutTensor", rbln::functors::xlogy<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::xlogy.OutTensor", rbln::functors::xlogy<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::xlogy.OutTensor", rbln::functors::xlogy<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::xlogy_OutTensor>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::xlogy.OutTensor");
-  return out;
-}
-
 at::Tensor wrapper_logaddexp(const at::Tensor & self, const at::Tensor & other) {
   std::optional<c10::Device> common_device;
   c10::impl::check_and_update_common_device(common_device, self, "wrapper_logaddexp", "self");
@@ -388,61 +159,6 @@ at::Tensor & wrapper_logaddexp_out(const at::Tensor & self, const at::Tensor & o
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logaddexp_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::logaddexp.out");
-  return out;
-}
-
-at::Tensor wrapper_igamma(const at::Tensor & self, const at::Tensor & other) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_igamma", "self");
-  c10::impl::check_and_update_common_device(common_device, other, "wrapper_igamma", "other");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_float_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::igamma", rbln::functors::igamma<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::igamma", rbln::functors::igamma<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::igamma", rbln::functors::igamma<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::igamma", rbln::functors::igamma<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::igamma>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::igamma");
-  return iter.output();
-}
-
-at::Tensor & wrapper_igamma_(at::Tensor & self, const at::Tensor & other) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_igamma_", "self");
-  c10::impl::check_and_update_common_device(common_device, other, "wrapper_igamma_", "other");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::binary_float_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::igamma_", rbln::functors::igamma<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::igamma_", rbln::functors::igamma<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::igamma_", rbln::functors::igamma<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::igamma_", rbln::functors::igamma<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::igamma_>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::igamma_");
-  return self;
-}
-
-at::Tensor & wrapper_igamma_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, out, "wrapper_igamma_out", "out");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_igamma_out", "self");
-  c10::impl::check_and_update_common_device(common_device, other, "wrapper_igamma_out", "other");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_float_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::igamma.out", rbln::functors::igamma<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::igamma.out", rbln::functors::igamma<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::igamma.out", rbln::functors::igamma<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::igamma.out", rbln::functors::igamma<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::igamma_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::igamma.out");
   return out;
 }
 
@@ -503,133 +219,20 @@ at::Tensor & wrapper_ge_Scalar_out(const at::Tensor & self, const at::Scalar & o
   return out;
 }
 
-at::Tensor wrapper_le_Tensor(const at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::le.Tensor", rbln::functors::le<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::le.Tensor", rbln::functors::le<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::le.Tensor", rbln::functors::le<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::le.Tensor", rbln::functors::le<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::le.Tensor", rbln::functors::le<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::le.Tensor", rbln::functors::le<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::le.Tensor", rbln::functors::le<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::le_Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::le.Tensor");
-  return iter.output();
-}
-
-at::Tensor & wrapper_le__Tensor(at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::le_.Tensor", rbln::functors::le<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::le_.Tensor", rbln::functors::le<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::le_.Tensor", rbln::functors::le<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::le_.Tensor", rbln::functors::le<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::le_.Tensor", rbln::functors::le<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::le_.Tensor", rbln::functors::le<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::le_.Tensor", rbln::functors::le<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::le__Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::le_.Tensor");
-  return self;
-}
-
-at::Tensor & wrapper_le_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::compare_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::le.Tensor_out", rbln::functors::le<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::le.Tensor_out", rbln::functors::le<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::le.Tensor_out", rbln::functors::le<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::le.Tensor_out", rbln::functors::le<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::le.Tensor_out", rbln::functors::le<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::le.Tensor_out", rbln::functors::le<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::le.Tensor_out", rbln::functors::le<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::le_Tensor_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::le.Tensor_out");
-  return out;
-}
-
-at::Tensor wrapper_silu_backward(const at::Tensor & grad_output, const at::Tensor & self) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_silu_backward", "grad_output");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_silu_backward", "self");
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::silu_backward", rbln::functors::silu_backward<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::silu_backward", rbln::functors::silu_backward<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::silu_backward", rbln::functors::silu_backward<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::silu_backward", rbln::functors::silu_backward<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::silu_backward>::call(grad_output, self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::silu_backward");
-  return iter.output();
-}
-
-at::Tensor & wrapper_silu_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, at::Tensor & grad_input) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, grad_input, "wrapper_silu_backward_grad_input", "grad_input");
-  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_silu_backward_grad_input", "grad_output");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_silu_backward_grad_input", "self");
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result = grad_input;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::silu_backward.grad_input", rbln::functors::silu_backward<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::silu_backward.grad_input", rbln::functors::silu_backward<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::silu_backward.grad_input", rbln::functors::silu_backward<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::silu_backward.grad_input", rbln::functors::silu_backward<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::silu_backward_grad_input>::call(grad_output, self, grad_input);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::silu_backward.grad_input");
-  return grad_input;
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("acos", TORCH_FN(wrapper_acos));
-  m.impl("acos_", TORCH_FN(wrapper_acos_));
-  m.impl("acos.out", TORCH_FN(wrapper_acos_out));
-  m.impl("i0", TORCH_FN(wrapper_i0));
-  m.impl("i0_", TORCH_FN(wrapper_i0_));
-  m.impl("i0.out", TORCH_FN(wrapper_i0_out));
-  m.impl("special_modified_bessel_k0", TORCH_FN(wrapper_special_modified_bessel_k0));
-  m.impl("special_modified_bessel_k0.out", TORCH_FN(wrapper_special_modified_bessel_k0_out));
   m.impl("add.Tensor", TORCH_FN(wrapper_add_Tensor));
   m.impl("add_.Tensor", TORCH_FN(wrapper_add__Tensor));
   m.impl("add.out", TORCH_FN(wrapper_add_out));
-  m.impl("sub.Tensor", TORCH_FN(wrapper_sub_Tensor));
-  m.impl("sub_.Tensor", TORCH_FN(wrapper_sub__Tensor));
-  m.impl("sub.out", TORCH_FN(wrapper_sub_out));
   m.impl("div.Tensor_mode", TORCH_FN(wrapper_div_Tensor_mode));
   m.impl("div_.Tensor_mode", TORCH_FN(wrapper_div__Tensor_mode));
   m.impl("div.out_mode", TORCH_FN(wrapper_div_out_mode));
-  m.impl("xlogy.Tensor", TORCH_FN(wrapper_xlogy_Tensor));
-  m.impl("xlogy_.Tensor", TORCH_FN(wrapper_xlogy__Tensor));
-  m.impl("xlogy.OutTensor", TORCH_FN(wrapper_xlogy_OutTensor));
   m.impl("logaddexp", TORCH_FN(wrapper_logaddexp));
   m.impl("logaddexp.out", TORCH_FN(wrapper_logaddexp_out));
-  m.impl("igamma", TORCH_FN(wrapper_igamma));
-  m.impl("igamma_", TORCH_FN(wrapper_igamma_));
-  m.impl("igamma.out", TORCH_FN(wrapper_igamma_out));
   m.impl("ge.Scalar", TORCH_FN(wrapper_ge_Scalar));
   m.impl("ge_.Scalar", TORCH_FN(wrapper_ge__Scalar));
   m.impl("ge.Scalar_out", TORCH_FN(wrapper_ge_Scalar_out));
-  m.impl("le.Tensor", TORCH_FN(wrapper_le_Tensor));
-  m.impl("le_.Tensor", TORCH_FN(wrapper_le__Tensor));
-  m.impl("le.Tensor_out", TORCH_FN(wrapper_le_Tensor_out));
-  m.impl("silu_backward", TORCH_FN(wrapper_silu_backward));
-  m.impl("silu_backward.grad_input", TORCH_FN(wrapper_silu_backward_grad_input));
 }
 
 }  // namespace rbln::generated

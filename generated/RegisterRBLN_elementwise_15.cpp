@@ -10,14 +10,7 @@
 #include <unordered_set>
 #include <ATen/ops/acosh_ops.h>
 #include <ATen/ops/atan_ops.h>
-#include <ATen/ops/atanh_ops.h>
-#include <ATen/ops/fmod_ops.h>
-#include <ATen/ops/log10_ops.h>
-#include <ATen/ops/log1p_ops.h>
-#include <ATen/ops/logit_backward_ops.h>
 #include <ATen/ops/special_i0e_ops.h>
-#include <ATen/ops/special_modified_bessel_i0_ops.h>
-#include <ATen/ops/threshold_backward_ops.h>
 
 #include "kernels/Elementwise.h"
 #include "kernels/Functors.h"
@@ -25,51 +18,6 @@
 
 namespace rbln::generated {
 namespace {
-
-at::Tensor wrapper_log1p(const at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::log1p", rbln::functors::log1p<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::log1p", rbln::functors::log1p<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::log1p", rbln::functors::log1p<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::log1p", rbln::functors::log1p<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::log1p>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::log1p");
-  return iter.output();
-}
-
-at::Tensor & wrapper_log1p_(at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::log1p_", rbln::functors::log1p<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::log1p_", rbln::functors::log1p<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::log1p_", rbln::functors::log1p<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::log1p_", rbln::functors::log1p<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::log1p_>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::log1p_");
-  return self;
-}
-
-at::Tensor & wrapper_log1p_out(const at::Tensor & self, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::log1p.out", rbln::functors::log1p<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::log1p.out", rbln::functors::log1p<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::log1p.out", rbln::functors::log1p<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::log1p.out", rbln::functors::log1p<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::log1p_out>::call(self, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::log1p.out");
-  return out;
-}
 
 at::Tensor wrapper_atan(const at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
@@ -164,99 +112,6 @@ at::Tensor & wrapper_acosh_out(const at::Tensor & self, at::Tensor & out) {
   return out;
 }
 
-at::Tensor wrapper_atanh(const at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::atanh", rbln::functors::atanh<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::atanh", rbln::functors::atanh<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::atanh", rbln::functors::atanh<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::atanh", rbln::functors::atanh<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::atanh>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::atanh");
-  return iter.output();
-}
-
-at::Tensor & wrapper_atanh_(at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::atanh_", rbln::functors::atanh<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::atanh_", rbln::functors::atanh<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::atanh_", rbln::functors::atanh<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::atanh_", rbln::functors::atanh<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::atanh_>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::atanh_");
-  return self;
-}
-
-at::Tensor & wrapper_atanh_out(const at::Tensor & self, at::Tensor & out) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, out, "wrapper_atanh_out", "out");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_atanh_out", "self");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::atanh.out", rbln::functors::atanh<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::atanh.out", rbln::functors::atanh<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::atanh.out", rbln::functors::atanh<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::atanh.out", rbln::functors::atanh<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::atanh_out>::call(self, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::atanh.out");
-  return out;
-}
-
-at::Tensor wrapper_log10(const at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::log10", rbln::functors::log10<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::log10", rbln::functors::log10<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::log10", rbln::functors::log10<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::log10", rbln::functors::log10<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::log10>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::log10");
-  return iter.output();
-}
-
-at::Tensor & wrapper_log10_(at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::log10_", rbln::functors::log10<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::log10_", rbln::functors::log10<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::log10_", rbln::functors::log10<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::log10_", rbln::functors::log10<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::log10_>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::log10_");
-  return self;
-}
-
-at::Tensor & wrapper_log10_out(const at::Tensor & self, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::log10.out", rbln::functors::log10<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::log10.out", rbln::functors::log10<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::log10.out", rbln::functors::log10<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::log10.out", rbln::functors::log10<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::log10_out>::call(self, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::log10.out");
-  return out;
-}
-
 at::Tensor wrapper_special_i0e(const at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
@@ -290,193 +145,17 @@ at::Tensor & wrapper_special_i0e_out(const at::Tensor & self, at::Tensor & out) 
   return out;
 }
 
-at::Tensor wrapper_special_modified_bessel_i0(const at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_modified_bessel_i0", rbln::functors::special_modified_bessel_i0<float>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_modified_bessel_i0", rbln::functors::special_modified_bessel_i0<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_modified_bessel_i0>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::special_modified_bessel_i0");
-  return iter.output();
-}
-
-at::Tensor & wrapper_special_modified_bessel_i0_out(const at::Tensor & self, at::Tensor & out) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, out, "wrapper_special_modified_bessel_i0_out", "out");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_special_modified_bessel_i0_out", "self");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_modified_bessel_i0.out", rbln::functors::special_modified_bessel_i0<float>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_modified_bessel_i0.out", rbln::functors::special_modified_bessel_i0<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_modified_bessel_i0_out>::call(self, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::special_modified_bessel_i0.out");
-  return out;
-}
-
-at::Tensor wrapper_fmod_Tensor(const at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::fmod.Tensor", rbln::functors::fmod<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::fmod.Tensor", rbln::functors::fmod<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::fmod.Tensor", rbln::functors::fmod<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::fmod.Tensor", rbln::functors::fmod<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::fmod.Tensor", rbln::functors::fmod<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::fmod.Tensor", rbln::functors::fmod<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fmod_Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::fmod.Tensor");
-  return iter.output();
-}
-
-at::Tensor & wrapper_fmod__Tensor(at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::fmod_.Tensor", rbln::functors::fmod<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::fmod_.Tensor", rbln::functors::fmod<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::fmod_.Tensor", rbln::functors::fmod<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::fmod_.Tensor", rbln::functors::fmod<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::fmod_.Tensor", rbln::functors::fmod<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::fmod_.Tensor", rbln::functors::fmod<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fmod__Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::fmod_.Tensor");
-  return self;
-}
-
-at::Tensor & wrapper_fmod_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::fmod.Tensor_out", rbln::functors::fmod<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::fmod.Tensor_out", rbln::functors::fmod<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::fmod.Tensor_out", rbln::functors::fmod<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::fmod.Tensor_out", rbln::functors::fmod<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::fmod.Tensor_out", rbln::functors::fmod<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::fmod.Tensor_out", rbln::functors::fmod<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fmod_Tensor_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::fmod.Tensor_out");
-  return out;
-}
-
-at::Tensor wrapper_threshold_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & threshold) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_threshold_backward", "grad_output");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_threshold_backward", "self");
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::threshold_backward", rbln::functors::threshold_backward<float>(threshold)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::threshold_backward", rbln::functors::threshold_backward<at::Half>(threshold)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::threshold_backward", rbln::functors::threshold_backward<at::BFloat16>(threshold)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::threshold_backward", rbln::functors::threshold_backward<double>(threshold)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::threshold_backward", rbln::functors::threshold_backward<int32_t>(threshold)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::threshold_backward", rbln::functors::threshold_backward<int64_t>(threshold)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::threshold_backward>::call(grad_output, self, threshold);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::threshold_backward");
-  return iter.output();
-}
-
-at::Tensor & wrapper_threshold_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & threshold, at::Tensor & grad_input) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, grad_input, "wrapper_threshold_backward_grad_input", "grad_input");
-  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_threshold_backward_grad_input", "grad_output");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_threshold_backward_grad_input", "self");
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result = grad_input;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::threshold_backward.grad_input", rbln::functors::threshold_backward<float>(threshold)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::threshold_backward.grad_input", rbln::functors::threshold_backward<at::Half>(threshold)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::threshold_backward.grad_input", rbln::functors::threshold_backward<at::BFloat16>(threshold)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::threshold_backward.grad_input", rbln::functors::threshold_backward<double>(threshold)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::threshold_backward.grad_input", rbln::functors::threshold_backward<int32_t>(threshold)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::threshold_backward.grad_input", rbln::functors::threshold_backward<int64_t>(threshold)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::threshold_backward_grad_input>::call(grad_output, self, threshold, grad_input);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::threshold_backward.grad_input");
-  return grad_input;
-}
-
-at::Tensor wrapper_logit_backward(const at::Tensor & grad_output, const at::Tensor & self, ::std::optional<double> eps) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_logit_backward", "grad_output");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_logit_backward", "self");
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logit_backward", rbln::functors::logit_backward<float>(eps)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logit_backward", rbln::functors::logit_backward<at::Half>(eps)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logit_backward", rbln::functors::logit_backward<at::BFloat16>(eps)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logit_backward", rbln::functors::logit_backward<double>(eps)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logit_backward>::call(grad_output, self, eps);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::logit_backward");
-  return iter.output();
-}
-
-at::Tensor & wrapper_logit_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, ::std::optional<double> eps, at::Tensor & grad_input) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, grad_input, "wrapper_logit_backward_grad_input", "grad_input");
-  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_logit_backward_grad_input", "grad_output");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_logit_backward_grad_input", "self");
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result = grad_input;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::logit_backward.grad_input", rbln::functors::logit_backward<float>(eps)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logit_backward.grad_input", rbln::functors::logit_backward<at::Half>(eps)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logit_backward.grad_input", rbln::functors::logit_backward<at::BFloat16>(eps)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logit_backward.grad_input", rbln::functors::logit_backward<double>(eps)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logit_backward_grad_input>::call(grad_output, self, eps, grad_input);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::logit_backward.grad_input");
-  return grad_input;
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("log1p", TORCH_FN(wrapper_log1p));
-  m.impl("log1p_", TORCH_FN(wrapper_log1p_));
-  m.impl("log1p.out", TORCH_FN(wrapper_log1p_out));
   m.impl("atan", TORCH_FN(wrapper_atan));
   m.impl("atan_", TORCH_FN(wrapper_atan_));
   m.impl("atan.out", TORCH_FN(wrapper_atan_out));
   m.impl("acosh", TORCH_FN(wrapper_acosh));
   m.impl("acosh_", TORCH_FN(wrapper_acosh_));
   m.impl("acosh.out", TORCH_FN(wrapper_acosh_out));
-  m.impl("atanh", TORCH_FN(wrapper_atanh));
-  m.impl("atanh_", TORCH_FN(wrapper_atanh_));
-  m.impl("atanh.out", TORCH_FN(wrapper_atanh_out));
-  m.impl("log10", TORCH_FN(wrapper_log10));
-  m.impl("log10_", TORCH_FN(wrapper_log10_));
-  m.impl("log10.out", TORCH_FN(wrapper_log10_out));
   m.impl("special_i0e", TORCH_FN(wrapper_special_i0e));
   m.impl("special_i0e.out", TORCH_FN(wrapper_special_i0e_out));
-  m.impl("special_modified_bessel_i0", TORCH_FN(wrapper_special_modified_bessel_i0));
-  m.impl("special_modified_bessel_i0.out", TORCH_FN(wrapper_special_modified_bessel_i0_out));
-  m.impl("fmod.Tensor", TORCH_FN(wrapper_fmod_Tensor));
-  m.impl("fmod_.Tensor", TORCH_FN(wrapper_fmod__Tensor));
-  m.impl("fmod.Tensor_out", TORCH_FN(wrapper_fmod_Tensor_out));
-  m.impl("threshold_backward", TORCH_FN(wrapper_threshold_backward));
-  m.impl("threshold_backward.grad_input", TORCH_FN(wrapper_threshold_backward_grad_input));
-  m.impl("logit_backward", TORCH_FN(wrapper_logit_backward));
-  m.impl("logit_backward.grad_input", TORCH_FN(wrapper_logit_backward_grad_input));
 }
 
 }  // namespace rbln::generated

@@ -8,12 +8,7 @@
 
 #include <string>
 #include <unordered_set>
-#include <ATen/ops/bitwise_xor_ops.h>
-#include <ATen/ops/hardswish_backward_ops.h>
-#include <ATen/ops/hardtanh_backward_ops.h>
 #include <ATen/ops/mul_ops.h>
-#include <ATen/ops/round_ops.h>
-#include <ATen/ops/sgn_ops.h>
 
 #include "kernels/Elementwise.h"
 #include "kernels/Functors.h"
@@ -21,114 +16,6 @@
 
 namespace rbln::generated {
 namespace {
-
-at::Tensor wrapper_round(const at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::unary_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::round", rbln::functors::round<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::round", rbln::functors::round<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::round", rbln::functors::round<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::round", rbln::functors::round<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::round", rbln::functors::round<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::round", rbln::functors::round<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::round>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::round");
-  return iter.output();
-}
-
-at::Tensor & wrapper_round_(at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::unary_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::round_", rbln::functors::round<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::round_", rbln::functors::round<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::round_", rbln::functors::round<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::round_", rbln::functors::round<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::round_", rbln::functors::round<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::round_", rbln::functors::round<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::round_>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::round_");
-  return self;
-}
-
-at::Tensor & wrapper_round_out(const at::Tensor & self, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::unary_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::round.out", rbln::functors::round<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::round.out", rbln::functors::round<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::round.out", rbln::functors::round<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::round.out", rbln::functors::round<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::round.out", rbln::functors::round<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::round.out", rbln::functors::round<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::round_out>::call(self, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::round.out");
-  return out;
-}
-
-at::Tensor wrapper_sgn(const at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::unary_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::sgn", rbln::functors::sign<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::sgn", rbln::functors::sign<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::sgn", rbln::functors::sign<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::sgn", rbln::functors::sign<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::sgn", rbln::functors::sign<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::sgn", rbln::functors::sign<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::sgn", rbln::functors::sign<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sgn>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::sgn");
-  return iter.output();
-}
-
-at::Tensor & wrapper_sgn_(at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::unary_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::sgn_", rbln::functors::sign<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::sgn_", rbln::functors::sign<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::sgn_", rbln::functors::sign<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::sgn_", rbln::functors::sign<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::sgn_", rbln::functors::sign<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::sgn_", rbln::functors::sign<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::sgn_", rbln::functors::sign<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sgn_>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::sgn_");
-  return self;
-}
-
-at::Tensor & wrapper_sgn_out(const at::Tensor & self, at::Tensor & out) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, out, "wrapper_sgn_out", "out");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_sgn_out", "self");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::unary_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::sgn.out", rbln::functors::sign<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::sgn.out", rbln::functors::sign<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::sgn.out", rbln::functors::sign<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::sgn.out", rbln::functors::sign<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::sgn.out", rbln::functors::sign<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::sgn.out", rbln::functors::sign<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::sgn.out", rbln::functors::sign<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sgn_out>::call(self, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::sgn.out");
-  return out;
-}
 
 at::Tensor wrapper_mul_Tensor(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
@@ -184,137 +71,12 @@ at::Tensor & wrapper_mul_out(const at::Tensor & self, const at::Tensor & other, 
   return out;
 }
 
-at::Tensor wrapper_bitwise_xor_Tensor(const at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_xor.Tensor", rbln::functors::bitwise_xor<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_xor.Tensor", rbln::functors::bitwise_xor<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_xor.Tensor", rbln::functors::bitwise_xor<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_xor_Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::bitwise_xor.Tensor");
-  return iter.output();
-}
-
-at::Tensor & wrapper_bitwise_xor__Tensor(at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_xor_.Tensor", rbln::functors::bitwise_xor<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_xor_.Tensor", rbln::functors::bitwise_xor<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_xor_.Tensor", rbln::functors::bitwise_xor<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_xor__Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::bitwise_xor_.Tensor");
-  return self;
-}
-
-at::Tensor & wrapper_bitwise_xor_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_xor.Tensor_out", rbln::functors::bitwise_xor<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_xor.Tensor_out", rbln::functors::bitwise_xor<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_xor.Tensor_out", rbln::functors::bitwise_xor<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_xor_Tensor_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::bitwise_xor.Tensor_out");
-  return out;
-}
-
-at::Tensor wrapper_hardtanh_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & min_val, const at::Scalar & max_val) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_hardtanh_backward", "grad_output");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_hardtanh_backward", "self");
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hardtanh_backward", rbln::functors::hardtanh_backward<float>(min_val, max_val)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hardtanh_backward", rbln::functors::hardtanh_backward<at::Half>(min_val, max_val)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hardtanh_backward", rbln::functors::hardtanh_backward<at::BFloat16>(min_val, max_val)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hardtanh_backward", rbln::functors::hardtanh_backward<double>(min_val, max_val)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardtanh_backward>::call(grad_output, self, min_val, max_val);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::hardtanh_backward");
-  return iter.output();
-}
-
-at::Tensor & wrapper_hardtanh_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & min_val, const at::Scalar & max_val, at::Tensor & grad_input) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, grad_input, "wrapper_hardtanh_backward_grad_input", "grad_input");
-  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_hardtanh_backward_grad_input", "grad_output");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_hardtanh_backward_grad_input", "self");
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result = grad_input;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hardtanh_backward.grad_input", rbln::functors::hardtanh_backward<float>(min_val, max_val)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hardtanh_backward.grad_input", rbln::functors::hardtanh_backward<at::Half>(min_val, max_val)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hardtanh_backward.grad_input", rbln::functors::hardtanh_backward<at::BFloat16>(min_val, max_val)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hardtanh_backward.grad_input", rbln::functors::hardtanh_backward<double>(min_val, max_val)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardtanh_backward_grad_input>::call(grad_output, self, min_val, max_val, grad_input);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::hardtanh_backward.grad_input");
-  return grad_input;
-}
-
-at::Tensor wrapper_hardswish_backward(const at::Tensor & grad_output, const at::Tensor & self) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_hardswish_backward", "grad_output");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_hardswish_backward", "self");
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hardswish_backward", rbln::functors::hardswish_backward<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hardswish_backward", rbln::functors::hardswish_backward<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hardswish_backward", rbln::functors::hardswish_backward<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hardswish_backward", rbln::functors::hardswish_backward<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardswish_backward>::call(grad_output, self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::hardswish_backward");
-  return iter.output();
-}
-
-at::Tensor & wrapper_hardswish_backward_out(const at::Tensor & grad_output, const at::Tensor & self, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hardswish_backward.out", rbln::functors::hardswish_backward<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hardswish_backward.out", rbln::functors::hardswish_backward<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hardswish_backward.out", rbln::functors::hardswish_backward<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hardswish_backward.out", rbln::functors::hardswish_backward<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardswish_backward_out>::call(grad_output, self, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::hardswish_backward.out");
-  return out;
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("round", TORCH_FN(wrapper_round));
-  m.impl("round_", TORCH_FN(wrapper_round_));
-  m.impl("round.out", TORCH_FN(wrapper_round_out));
-  m.impl("sgn", TORCH_FN(wrapper_sgn));
-  m.impl("sgn_", TORCH_FN(wrapper_sgn_));
-  m.impl("sgn.out", TORCH_FN(wrapper_sgn_out));
   m.impl("mul.Tensor", TORCH_FN(wrapper_mul_Tensor));
   m.impl("mul_.Tensor", TORCH_FN(wrapper_mul__Tensor));
   m.impl("mul.out", TORCH_FN(wrapper_mul_out));
-  m.impl("bitwise_xor.Tensor", TORCH_FN(wrapper_bitwise_xor_Tensor));
-  m.impl("bitwise_xor_.Tensor", TORCH_FN(wrapper_bitwise_xor__Tensor));
-  m.impl("bitwise_xor.Tensor_out", TORCH_FN(wrapper_bitwise_xor_Tensor_out));
-  m.impl("hardtanh_backward", TORCH_FN(wrapper_hardtanh_backward));
-  m.impl("hardtanh_backward.grad_input", TORCH_FN(wrapper_hardtanh_backward_grad_input));
-  m.impl("hardswish_backward", TORCH_FN(wrapper_hardswish_backward));
-  m.impl("hardswish_backward.out", TORCH_FN(wrapper_hardswish_backward_out));
 }
 
 }  // namespace rbln::generated

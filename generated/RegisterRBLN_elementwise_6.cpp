@@ -8,16 +8,9 @@
 
 #include <string>
 #include <unordered_set>
-#include <ATen/ops/abs_ops.h>
-#include <ATen/ops/digamma_ops.h>
 #include <ATen/ops/maximum_ops.h>
 #include <ATen/ops/nan_to_num_ops.h>
-#include <ATen/ops/ne_ops.h>
-#include <ATen/ops/rsqrt_ops.h>
 #include <ATen/ops/special_airy_ai_ops.h>
-#include <ATen/ops/special_chebyshev_polynomial_w_ops.h>
-#include <ATen/ops/special_shifted_chebyshev_polynomial_t_ops.h>
-#include <ATen/ops/threshold_ops.h>
 
 #include "kernels/Elementwise.h"
 #include "kernels/Functors.h"
@@ -25,198 +18,6 @@
 
 namespace rbln::generated {
 namespace {
-
-at::Tensor wrapper_abs(const at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::unary_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::abs", rbln::functors::abs<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::abs", rbln::functors::abs<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::abs", rbln::functors::abs<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::abs", rbln::functors::abs<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::abs", rbln::functors::abs<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::abs", rbln::functors::abs<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::abs>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::abs");
-  return iter.output();
-}
-
-at::Tensor & wrapper_abs_(at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::unary_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::abs_", rbln::functors::abs<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::abs_", rbln::functors::abs<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::abs_", rbln::functors::abs<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::abs_", rbln::functors::abs<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::abs_", rbln::functors::abs<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::abs_", rbln::functors::abs<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::abs_>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::abs_");
-  return self;
-}
-
-at::Tensor & wrapper_abs_out(const at::Tensor & self, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::unary_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::abs.out", rbln::functors::abs<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::abs.out", rbln::functors::abs<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::abs.out", rbln::functors::abs<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::abs.out", rbln::functors::abs<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::abs.out", rbln::functors::abs<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::abs.out", rbln::functors::abs<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::abs_out>::call(self, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::abs.out");
-  return out;
-}
-
-at::Tensor wrapper_rsqrt(const at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::rsqrt", rbln::functors::rsqrt<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::rsqrt", rbln::functors::rsqrt<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::rsqrt", rbln::functors::rsqrt<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::rsqrt", rbln::functors::rsqrt<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::rsqrt>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::rsqrt");
-  return iter.output();
-}
-
-at::Tensor & wrapper_rsqrt_(at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::rsqrt_", rbln::functors::rsqrt<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::rsqrt_", rbln::functors::rsqrt<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::rsqrt_", rbln::functors::rsqrt<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::rsqrt_", rbln::functors::rsqrt<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::rsqrt_>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::rsqrt_");
-  return self;
-}
-
-at::Tensor & wrapper_rsqrt_out(const at::Tensor & self, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::rsqrt.out", rbln::functors::rsqrt<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::rsqrt.out", rbln::functors::rsqrt<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::rsqrt.out", rbln::functors::rsqrt<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::rsqrt.out", rbln::functors::rsqrt<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::rsqrt_out>::call(self, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::rsqrt.out");
-  return out;
-}
-
-at::Tensor wrapper_threshold(const at::Tensor & self, const at::Scalar & threshold, const at::Scalar & value) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::unary_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::threshold", rbln::functors::threshold<float>(threshold, value)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::threshold", rbln::functors::threshold<at::Half>(threshold, value)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::threshold", rbln::functors::threshold<at::BFloat16>(threshold, value)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::threshold", rbln::functors::threshold<double>(threshold, value)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::threshold", rbln::functors::threshold<int32_t>(threshold, value)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::threshold", rbln::functors::threshold<int64_t>(threshold, value)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::threshold>::call(self, threshold, value);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::threshold");
-  return iter.output();
-}
-
-at::Tensor & wrapper_threshold_(at::Tensor & self, const at::Scalar & threshold, const at::Scalar & value) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::unary_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::threshold_", rbln::functors::threshold<float>(threshold, value)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::threshold_", rbln::functors::threshold<at::Half>(threshold, value)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::threshold_", rbln::functors::threshold<at::BFloat16>(threshold, value)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::threshold_", rbln::functors::threshold<double>(threshold, value)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::threshold_", rbln::functors::threshold<int32_t>(threshold, value)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::threshold_", rbln::functors::threshold<int64_t>(threshold, value)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::threshold_>::call(self, threshold, value);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::threshold_");
-  return self;
-}
-
-at::Tensor & wrapper_threshold_out(const at::Tensor & self, const at::Scalar & threshold, const at::Scalar & value, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::unary_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::threshold.out", rbln::functors::threshold<float>(threshold, value)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::threshold.out", rbln::functors::threshold<at::Half>(threshold, value)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::threshold.out", rbln::functors::threshold<at::BFloat16>(threshold, value)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::threshold.out", rbln::functors::threshold<double>(threshold, value)); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::threshold.out", rbln::functors::threshold<int32_t>(threshold, value)); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::threshold.out", rbln::functors::threshold<int64_t>(threshold, value)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::threshold_out>::call(self, threshold, value, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::threshold.out");
-  return out;
-}
-
-at::Tensor wrapper_digamma(const at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::digamma", rbln::functors::digamma<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::digamma", rbln::functors::digamma<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::digamma", rbln::functors::digamma<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::digamma", rbln::functors::digamma<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::digamma>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::digamma");
-  return iter.output();
-}
-
-at::Tensor & wrapper_digamma_(at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::digamma_", rbln::functors::digamma<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::digamma_", rbln::functors::digamma<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::digamma_", rbln::functors::digamma<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::digamma_", rbln::functors::digamma<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::digamma_>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::digamma_");
-  return self;
-}
-
-at::Tensor & wrapper_digamma_out(const at::Tensor & self, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::digamma.out", rbln::functors::digamma<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::digamma.out", rbln::functors::digamma<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::digamma.out", rbln::functors::digamma<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::digamma.out", rbln::functors::digamma<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::digamma_out>::call(self, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::digamma.out");
-  return out;
-}
 
 at::Tensor wrapper_special_airy_ai(const at::Tensor & x) {
   const c10::OptionalDeviceGuard guard(at::device_of(x));
@@ -304,58 +105,6 @@ at::Tensor & wrapper_nan_to_num_out(const at::Tensor & self, ::std::optional<dou
   return out;
 }
 
-at::Tensor wrapper_special_chebyshev_polynomial_w(const at::Tensor & x, const at::Tensor & n) {
-  const c10::OptionalDeviceGuard guard(at::device_of(x));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_float_iter(result, x, n);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_chebyshev_polynomial_w", rbln::functors::special_chebyshev_polynomial_w<float>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_chebyshev_polynomial_w", rbln::functors::special_chebyshev_polynomial_w<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_chebyshev_polynomial_w>::call(x, n);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::special_chebyshev_polynomial_w");
-  return iter.output();
-}
-
-at::Tensor & wrapper_special_chebyshev_polynomial_w_out(const at::Tensor & x, const at::Tensor & n, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(x));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_float_iter(result, x, n);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_chebyshev_polynomial_w.out", rbln::functors::special_chebyshev_polynomial_w<float>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_chebyshev_polynomial_w.out", rbln::functors::special_chebyshev_polynomial_w<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_chebyshev_polynomial_w_out>::call(x, n, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::special_chebyshev_polynomial_w.out");
-  return out;
-}
-
-at::Tensor wrapper_special_shifted_chebyshev_polynomial_t(const at::Tensor & x, const at::Tensor & n) {
-  const c10::OptionalDeviceGuard guard(at::device_of(x));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_float_iter(result, x, n);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_shifted_chebyshev_polynomial_t", rbln::functors::special_shifted_chebyshev_polynomial_t<float>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_shifted_chebyshev_polynomial_t", rbln::functors::special_shifted_chebyshev_polynomial_t<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_shifted_chebyshev_polynomial_t>::call(x, n);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::special_shifted_chebyshev_polynomial_t");
-  return iter.output();
-}
-
-at::Tensor & wrapper_special_shifted_chebyshev_polynomial_t_out(const at::Tensor & x, const at::Tensor & n, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(x));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_float_iter(result, x, n);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_shifted_chebyshev_polynomial_t.out", rbln::functors::special_shifted_chebyshev_polynomial_t<float>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_shifted_chebyshev_polynomial_t.out", rbln::functors::special_shifted_chebyshev_polynomial_t<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_shifted_chebyshev_polynomial_t_out>::call(x, n, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::special_shifted_chebyshev_polynomial_t.out");
-  return out;
-}
-
 at::Tensor wrapper_maximum(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
@@ -392,92 +141,16 @@ at::Tensor & wrapper_maximum_out(const at::Tensor & self, const at::Tensor & oth
   return out;
 }
 
-at::Tensor wrapper_ne_Scalar(const at::Tensor & self, const at::Scalar & other) {
-  const auto other_t = at::native::wrapped_scalar_tensor(other);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::compare_iter(result, self, other_t);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne_Scalar>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::ne.Scalar");
-  return iter.output();
-}
-
-at::Tensor & wrapper_ne__Scalar(at::Tensor & self, const at::Scalar & other) {
-  const auto other_t = at::native::wrapped_scalar_tensor(other);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::compare_iter(result, self, other_t);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne__Scalar>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::ne_.Scalar");
-  return self;
-}
-
-at::Tensor & wrapper_ne_Scalar_out(const at::Tensor & self, const at::Scalar & other, at::Tensor & out) {
-  const auto other_t = at::native::wrapped_scalar_tensor(other);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::compare_iter(result, self, other_t);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne_Scalar_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::ne.Scalar_out");
-  return out;
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("abs", TORCH_FN(wrapper_abs));
-  m.impl("abs_", TORCH_FN(wrapper_abs_));
-  m.impl("abs.out", TORCH_FN(wrapper_abs_out));
-  m.impl("rsqrt", TORCH_FN(wrapper_rsqrt));
-  m.impl("rsqrt_", TORCH_FN(wrapper_rsqrt_));
-  m.impl("rsqrt.out", TORCH_FN(wrapper_rsqrt_out));
-  m.impl("threshold", TORCH_FN(wrapper_threshold));
-  m.impl("threshold_", TORCH_FN(wrapper_threshold_));
-  m.impl("threshold.out", TORCH_FN(wrapper_threshold_out));
-  m.impl("digamma", TORCH_FN(wrapper_digamma));
-  m.impl("digamma_", TORCH_FN(wrapper_digamma_));
-  m.impl("digamma.out", TORCH_FN(wrapper_digamma_out));
   m.impl("special_airy_ai", TORCH_FN(wrapper_special_airy_ai));
   m.impl("special_airy_ai.out", TORCH_FN(wrapper_special_airy_ai_out));
   m.impl("nan_to_num", TORCH_FN(wrapper_nan_to_num));
   m.impl("nan_to_num_", TORCH_FN(wrapper_nan_to_num_));
   m.impl("nan_to_num.out", TORCH_FN(wrapper_nan_to_num_out));
-  m.impl("special_chebyshev_polynomial_w", TORCH_FN(wrapper_special_chebyshev_polynomial_w));
-  m.impl("special_chebyshev_polynomial_w.out", TORCH_FN(wrapper_special_chebyshev_polynomial_w_out));
-  m.impl("special_shifted_chebyshev_polynomial_t", TORCH_FN(wrapper_special_shifted_chebyshev_polynomial_t));
-  m.impl("special_shifted_chebyshev_polynomial_t.out", TORCH_FN(wrapper_special_shifted_chebyshev_polynomial_t_out));
   m.impl("maximum", TORCH_FN(wrapper_maximum));
   m.impl("maximum.out", TORCH_FN(wrapper_maximum_out));
-  m.impl("ne.Scalar", TORCH_FN(wrapper_ne_Scalar));
-  m.impl("ne_.Scalar", TORCH_FN(wrapper_ne__Scalar));
-  m.impl("ne.Scalar_out", TORCH_FN(wrapper_ne_Scalar_out));
 }
 
 }  // namespace rbln::generated

@@ -9,15 +9,8 @@
 #include <string>
 #include <unordered_set>
 #include <ATen/ops/angle_ops.h>
-#include <ATen/ops/bitwise_and_ops.h>
-#include <ATen/ops/frac_ops.h>
-#include <ATen/ops/hardshrink_backward_ops.h>
 #include <ATen/ops/isneginf_ops.h>
 #include <ATen/ops/minimum_ops.h>
-#include <ATen/ops/remainder_ops.h>
-#include <ATen/ops/silu_ops.h>
-#include <ATen/ops/special_modified_bessel_i1_ops.h>
-#include <ATen/ops/special_xlog1py_ops.h>
 
 #include "kernels/Elementwise.h"
 #include "kernels/Functors.h"
@@ -25,128 +18,6 @@
 
 namespace rbln::generated {
 namespace {
-
-at::Tensor wrapper_silu(const at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::unary_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::silu", rbln::functors::silu<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::silu", rbln::functors::silu<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::silu", rbln::functors::silu<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::silu", rbln::functors::silu<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::silu>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::silu");
-  return iter.output();
-}
-
-at::Tensor & wrapper_silu_(at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::unary_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::silu_", rbln::functors::silu<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::silu_", rbln::functors::silu<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::silu_", rbln::functors::silu<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::silu_", rbln::functors::silu<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::silu_>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::silu_");
-  return self;
-}
-
-at::Tensor & wrapper_silu_out(const at::Tensor & self, at::Tensor & out) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, out, "wrapper_silu_out", "out");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_silu_out", "self");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::unary_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::silu.out", rbln::functors::silu<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::silu.out", rbln::functors::silu<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::silu.out", rbln::functors::silu<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::silu.out", rbln::functors::silu<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::silu_out>::call(self, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::silu.out");
-  return out;
-}
-
-at::Tensor wrapper_frac(const at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::unary_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::frac", rbln::functors::frac<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::frac", rbln::functors::frac<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::frac", rbln::functors::frac<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::frac", rbln::functors::frac<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::frac>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::frac");
-  return iter.output();
-}
-
-at::Tensor & wrapper_frac_(at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::unary_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::frac_", rbln::functors::frac<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::frac_", rbln::functors::frac<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::frac_", rbln::functors::frac<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::frac_", rbln::functors::frac<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::frac_>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::frac_");
-  return self;
-}
-
-at::Tensor & wrapper_frac_out(const at::Tensor & self, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::unary_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::frac.out", rbln::functors::frac<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::frac.out", rbln::functors::frac<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::frac.out", rbln::functors::frac<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::frac.out", rbln::functors::frac<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::frac_out>::call(self, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::frac.out");
-  return out;
-}
-
-at::Tensor wrapper_special_modified_bessel_i1(const at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_modified_bessel_i1", rbln::functors::special_modified_bessel_i1<float>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_modified_bessel_i1", rbln::functors::special_modified_bessel_i1<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_modified_bessel_i1>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::special_modified_bessel_i1");
-  return iter.output();
-}
-
-at::Tensor & wrapper_special_modified_bessel_i1_out(const at::Tensor & self, at::Tensor & out) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, out, "wrapper_special_modified_bessel_i1_out", "out");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_special_modified_bessel_i1_out", "self");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::special_modified_bessel_i1.out", rbln::functors::special_modified_bessel_i1<float>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::special_modified_bessel_i1.out", rbln::functors::special_modified_bessel_i1<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_modified_bessel_i1_out>::call(self, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::special_modified_bessel_i1.out");
-  return out;
-}
 
 at::Tensor wrapper_angle(const at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
@@ -218,123 +89,6 @@ at::Tensor & wrapper_isneginf_out(const at::Tensor & self, at::Tensor & out) {
   return out;
 }
 
-at::Tensor wrapper_remainder_Tensor(const at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::remainder.Tensor", rbln::functors::remainder<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::remainder.Tensor", rbln::functors::remainder<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::remainder.Tensor", rbln::functors::remainder<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::remainder.Tensor", rbln::functors::remainder<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::remainder.Tensor", rbln::functors::remainder<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::remainder.Tensor", rbln::functors::remainder<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::remainder_Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::remainder.Tensor");
-  return iter.output();
-}
-
-at::Tensor & wrapper_remainder__Tensor(at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::remainder_.Tensor", rbln::functors::remainder<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::remainder_.Tensor", rbln::functors::remainder<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::remainder_.Tensor", rbln::functors::remainder<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::remainder_.Tensor", rbln::functors::remainder<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::remainder_.Tensor", rbln::functors::remainder<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::remainder_.Tensor", rbln::functors::remainder<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::remainder__Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::remainder_.Tensor");
-  return self;
-}
-
-at::Tensor & wrapper_remainder_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::remainder.Tensor_out", rbln::functors::remainder<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::remainder.Tensor_out", rbln::functors::remainder<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::remainder.Tensor_out", rbln::functors::remainder<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::remainder.Tensor_out", rbln::functors::remainder<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::remainder.Tensor_out", rbln::functors::remainder<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::remainder.Tensor_out", rbln::functors::remainder<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::remainder_Tensor_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::remainder.Tensor_out");
-  return out;
-}
-
-at::Tensor wrapper_special_xlog1py(const at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_float_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_xlog1py", rbln::functors::special_xlog1py<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_xlog1py", rbln::functors::special_xlog1py<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_xlog1py", rbln::functors::special_xlog1py<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_xlog1py", rbln::functors::special_xlog1py<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_xlog1py>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::special_xlog1py");
-  return iter.output();
-}
-
-at::Tensor & wrapper_special_xlog1py_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_float_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::special_xlog1py.out", rbln::functors::special_xlog1py<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::special_xlog1py.out", rbln::functors::special_xlog1py<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::special_xlog1py.out", rbln::functors::special_xlog1py<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::special_xlog1py.out", rbln::functors::special_xlog1py<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_xlog1py_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::special_xlog1py.out");
-  return out;
-}
-
-at::Tensor wrapper_remainder_Scalar_Tensor(const at::Scalar & self, const at::Tensor & other) {
-  const auto self_t = at::native::wrapped_scalar_tensor(self);
-  const c10::OptionalDeviceGuard guard(at::device_of(other));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, self_t, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::remainder.Scalar_Tensor", rbln::functors::remainder<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::remainder.Scalar_Tensor", rbln::functors::remainder<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::remainder.Scalar_Tensor", rbln::functors::remainder<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::remainder.Scalar_Tensor", rbln::functors::remainder<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::remainder.Scalar_Tensor", rbln::functors::remainder<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::remainder.Scalar_Tensor", rbln::functors::remainder<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::remainder_Scalar_Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::remainder.Scalar_Tensor");
-  return iter.output();
-}
-
-at::Tensor & wrapper_remainder_Scalar_Tensor_out(const at::Scalar & self, const at::Tensor & other, at::Tensor & out) {
-  const auto self_t = at::native::wrapped_scalar_tensor(self);
-  const c10::OptionalDeviceGuard guard(at::device_of(other));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, self_t, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::remainder.Scalar_Tensor_out", rbln::functors::remainder<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::remainder.Scalar_Tensor_out", rbln::functors::remainder<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::remainder.Scalar_Tensor_out", rbln::functors::remainder<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::remainder.Scalar_Tensor_out", rbln::functors::remainder<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::remainder.Scalar_Tensor_out", rbln::functors::remainder<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::remainder.Scalar_Tensor_out", rbln::functors::remainder<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::remainder_Scalar_Tensor_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::remainder.Scalar_Tensor_out");
-  return out;
-}
-
 at::Tensor wrapper_minimum(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
@@ -371,114 +125,15 @@ at::Tensor & wrapper_minimum_out(const at::Tensor & self, const at::Tensor & oth
   return out;
 }
 
-at::Tensor wrapper_bitwise_and_Tensor(const at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_and.Tensor", rbln::functors::bitwise_and<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_and.Tensor", rbln::functors::bitwise_and<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_and.Tensor", rbln::functors::bitwise_and<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_and_Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::bitwise_and.Tensor");
-  return iter.output();
-}
-
-at::Tensor & wrapper_bitwise_and__Tensor(at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_and_.Tensor", rbln::functors::bitwise_and<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_and_.Tensor", rbln::functors::bitwise_and<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_and_.Tensor", rbln::functors::bitwise_and<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_and__Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::bitwise_and_.Tensor");
-  return self;
-}
-
-at::Tensor & wrapper_bitwise_and_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_and.Tensor_out", rbln::functors::bitwise_and<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_and.Tensor_out", rbln::functors::bitwise_and<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::bitwise_and.Tensor_out", rbln::functors::bitwise_and<bool>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_and_Tensor_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::bitwise_and.Tensor_out");
-  return out;
-}
-
-at::Tensor wrapper_hardshrink_backward(const at::Tensor & grad_out, const at::Tensor & self, const at::Scalar & lambd) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, grad_out, "wrapper_hardshrink_backward", "grad_out");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_hardshrink_backward", "self");
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_out));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, grad_out, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hardshrink_backward", rbln::functors::shrink_backward<float>(lambd)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hardshrink_backward", rbln::functors::shrink_backward<at::Half>(lambd)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hardshrink_backward", rbln::functors::shrink_backward<at::BFloat16>(lambd)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hardshrink_backward", rbln::functors::shrink_backward<double>(lambd)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardshrink_backward>::call(grad_out, self, lambd);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::hardshrink_backward");
-  return iter.output();
-}
-
-at::Tensor & wrapper_hardshrink_backward_grad_input(const at::Tensor & grad_out, const at::Tensor & self, const at::Scalar & lambd, at::Tensor & grad_input) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, grad_input, "wrapper_hardshrink_backward_grad_input", "grad_input");
-  c10::impl::check_and_update_common_device(common_device, grad_out, "wrapper_hardshrink_backward_grad_input", "grad_out");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_hardshrink_backward_grad_input", "self");
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_out));
-  at::Tensor result = grad_input;
-  auto iter = rbln::kernels::binary_iter(result, grad_out, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hardshrink_backward.grad_input", rbln::functors::shrink_backward<float>(lambd)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hardshrink_backward.grad_input", rbln::functors::shrink_backward<at::Half>(lambd)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hardshrink_backward.grad_input", rbln::functors::shrink_backward<at::BFloat16>(lambd)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hardshrink_backward.grad_input", rbln::functors::shrink_backward<double>(lambd)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardshrink_backward_grad_input>::call(grad_out, self, lambd, grad_input);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::hardshrink_backward.grad_input");
-  return grad_input;
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("silu", TORCH_FN(wrapper_silu));
-  m.impl("silu_", TORCH_FN(wrapper_silu_));
-  m.impl("silu.out", TORCH_FN(wrapper_silu_out));
-  m.impl("frac", TORCH_FN(wrapper_frac));
-  m.impl("frac_", TORCH_FN(wrapper_frac_));
-  m.impl("frac.out", TORCH_FN(wrapper_frac_out));
-  m.impl("special_modified_bessel_i1", TORCH_FN(wrapper_special_modified_bessel_i1));
-  m.impl("special_modified_bessel_i1.out", TORCH_FN(wrapper_special_modified_bessel_i1_out));
   m.impl("angle", TORCH_FN(wrapper_angle));
   m.impl("angle.out", TORCH_FN(wrapper_angle_out));
   m.impl("isneginf", TORCH_FN(wrapper_isneginf));
   m.impl("isneginf.out", TORCH_FN(wrapper_isneginf_out));
-  m.impl("remainder.Tensor", TORCH_FN(wrapper_remainder_Tensor));
-  m.impl("remainder_.Tensor", TORCH_FN(wrapper_remainder__Tensor));
-  m.impl("remainder.Tensor_out", TORCH_FN(wrapper_remainder_Tensor_out));
-  m.impl("special_xlog1py", TORCH_FN(wrapper_special_xlog1py));
-  m.impl("special_xlog1py.out", TORCH_FN(wrapper_special_xlog1py_out));
-  m.impl("remainder.Scalar_Tensor", TORCH_FN(wrapper_remainder_Scalar_Tensor));
-  m.impl("remainder.Scalar_Tensor_out", TORCH_FN(wrapper_remainder_Scalar_Tensor_out));
   m.impl("minimum", TORCH_FN(wrapper_minimum));
   m.impl("minimum.out", TORCH_FN(wrapper_minimum_out));
-  m.impl("bitwise_and.Tensor", TORCH_FN(wrapper_bitwise_and_Tensor));
-  m.impl("bitwise_and_.Tensor", TORCH_FN(wrapper_bitwise_and__Tensor));
-  m.impl("bitwise_and.Tensor_out", TORCH_FN(wrapper_bitwise_and_Tensor_out));
-  m.impl("hardshrink_backward", TORCH_FN(wrapper_hardshrink_backward));
-  m.impl("hardshrink_backward.grad_input", TORCH_FN(wrapper_hardshrink_backward_grad_input));
 }
 
 }  // namespace rbln::generated

@@ -169,7 +169,7 @@ ENTRIES = [
     ("var_mean.correction", ["var_mean.correction"], ["var_mean"], ["float32", "float16", "bfloat16", "float64"], "kernel", {}),
     ("std_mean.correction", ["std_mean.correction"], ["std_mean"], ["float32", "float16", "bfloat16", "float64"], "kernel", {}),
     ("linalg_vector_norm", ["linalg_vector_norm", "linalg_vector_norm.out"], ["linalg.vector_norm"], ["float32", "float16", "bfloat16", "float64"], "kernel", {}),
-    ("norm.ScalarOpt_dim", ["norm.ScalarOpt_dim", "norm.ScalarOpt_dim_dtype", "norm.out"], ["norm", "dist"], ["float32", "float16", "bfloat16", "float64"], "kernel", {}),
+    ("norm.ScalarOpt_dim", ["norm.ScalarOpt_dim", "norm.ScalarOpt_dim_dtype", "norm.dtype_out", "norm.out"], ["norm", "dist"], ["float32", "float16", "bfloat16", "float64"], "kernel", {}),
     ("argmax", ["argmax"], ["argmax"], ["float32", "float16", "bfloat16", "float64", "int32", "int64"], "kernel", {}),
     ("argmin", ["argmin"], ["argmin"], ["float32", "float16", "bfloat16", "float64", "int32", "int64"], "kernel", {}),
     ("_softmax", ["_softmax", "_softmax.out"], ["softmax"], ["float32", "float16", "bfloat16", "float64"], "kernel", {}),

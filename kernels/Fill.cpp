@@ -208,7 +208,8 @@ at::Tensor& where_self_out(const at::Tensor& condition, const at::Tensor& self, 
     auto moved = (t.dim() == 0 && t.is_cpu()) ? t.to(device) : t;
     return moved.scalar_type() == type ? moved : moved.to(type);
   };
-  TORCH_CHECK(out.scalar_type() == dtype, "Expected out type to be ", dtype, " but got ", out.scalar_type());
+  TORCH_CHECK(!out.defined() || out.scalar_type() == dtype, "Expected out type to be ", dtype, " but got ",
+              out.scalar_type());
   TORCH_CHECK(condition.scalar_type() == at::kBool || condition.scalar_type() == at::kByte,
               "where expected condition to be a boolean tensor, but got a tensor with dtype ",
               condition.scalar_type());
@@ -216,6 +217,8 @@ at::Tensor& where_self_out(const at::Tensor& condition, const at::Tensor& self, 
   auto a = prepare(self, dtype);
   auto b = prepare(other, dtype);
   check_same_device({&cond, &a, &b});
+  // The functional's result, on `device` (the first device tensor's, as CUDA's out_device): the iterator sizes it.
+  if (!out.defined()) out = at::empty({0}, a.options());
   auto iter = at::TensorIteratorConfig()
                   .check_all_same_dtype(false)
                   .add_output(out)
@@ -227,12 +230,6 @@ at::Tensor& where_self_out(const at::Tensor& condition, const at::Tensor& self, 
     launch_elementwise<scalar_t, 4>(iter, "aten::where.self", select<at::opmath_type<scalar_t>>());
   });
   return out;
-}
-
-at::Tensor where_self(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other) {
-  auto device = self.device().type() == kRBLN ? self.device() : condition.device();
-  auto out = at::empty({0}, self.options().dtype(at::native::result_type(self, other)).device(device));
-  return where_self_out(condition, self, other, out);
 }
 
 at::Tensor& arange_start_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step,
@@ -294,8 +291,6 @@ at::Tensor& clamp_out(const at::Tensor& self, const std::optional<at::Scalar>& m
   return out;
 }
 
-
-
 at::Tensor& clamp_Tensor_out(const at::Tensor& self, const std::optional<at::Tensor>& min,
                              const std::optional<at::Tensor>& max, at::Tensor& out) {
   TORCH_CHECK(min || max, "torch.clamp: At least one of 'min' or 'max' must not be None");
@@ -303,26 +298,13 @@ at::Tensor& clamp_Tensor_out(const at::Tensor& self, const std::optional<at::Ten
   at::Tensor result = self;
   if (min) result = at::maximum(result, *min);
   if (max) result = at::minimum(result, *max);
+  if (!out.defined()) return out = result;  // the functional: the promoted result itself
   // As CPU's TensorIterator: the result casts into out's dtype.
   TORCH_CHECK(c10::canCast(result.scalar_type(), out.scalar_type()), "result type ", result.scalar_type(),
               " can't be cast to the desired output type ", out.scalar_type());
   if (!out.is_same(self)) prepare_out(out, result.sizes(), result.scalar_type(), self, "clamp", /*castable=*/true);
   device_copy(out, result);
   return out;
-}
-
-at::Tensor clamp_Tensor(const at::Tensor& self, const std::optional<at::Tensor>& min,
-                        const std::optional<at::Tensor>& max) {
-  auto out = at::empty({0}, self.options());
-  TORCH_CHECK(min || max, "torch.clamp: At least one of 'min' or 'max' must not be None");
-  at::Tensor result = self;
-  if (min) result = at::maximum(result, *min);
-  if (max) result = at::minimum(result, *max);
-  return result.is_same(self) ? result.clone() : result;
-}
-
-at::Tensor& clamp__Tensor(at::Tensor& self, const std::optional<at::Tensor>& min, const std::optional<at::Tensor>& max) {
-  return clamp_Tensor_out(self, min, max, self);
 }
 
 at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {

@@ -109,14 +109,6 @@ std::tuple<at::Tensor&, at::Tensor&> nll_loss_forward_output(const at::Tensor& s
   return {output, total_weight};
 }
 
-std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self, const at::Tensor& target,
-                                                    const std::optional<at::Tensor>& weight, int64_t reduction,
-                                                    c10::SymInt ignore_index) {
-  auto output = at::empty({0}, self.options()), total_weight = at::empty({0}, self.options());
-  nll_loss_forward_output(self, target, weight, reduction, ignore_index, output, total_weight);
-  return {output, total_weight};
-}
-
 at::Tensor& nll_loss_backward_grad_input(const at::Tensor& grad_output, const at::Tensor& self,
                                          const at::Tensor& target, const std::optional<at::Tensor>& weight,
                                          int64_t reduction, c10::SymInt ignore_index, const at::Tensor& total_weight,
@@ -189,7 +181,8 @@ std::tuple<at::Tensor, at::Tensor> nll_loss2d_forward(const at::Tensor& self, co
                                                       const std::optional<at::Tensor>& weight, int64_t reduction,
                                                       c10::SymInt ignore_index) {
   check_spatial(self, target);
-  auto [out, total] = nll_loss_forward(as_rows(self), target.reshape({-1}), weight, reduction, ignore_index);
+  at::Tensor out, total;
+  nll_loss_forward_output(as_rows(self), target.reshape({-1}), weight, reduction, ignore_index, out, total);
   if (reduction == at::Reduction::None) out = out.view(target.sizes());
   return {out, total};
 }

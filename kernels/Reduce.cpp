@@ -361,33 +361,28 @@ at::Tensor arg_extremum(const at::Tensor& self, std::optional<int64_t> dim, bool
 
 }  // namespace
 
+// The result's dtype: `dtype`, else out='s (as CPU's meta functions), else the functional's rule.
 at::Tensor& sum_IntList_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                             std::optional<at::ScalarType> dtype, at::Tensor& out) {
-  return reduce_into(self, dim, keepdim, dtype.value_or(out.scalar_type()), out, Op::kSum, "sum");
-}
-at::Tensor sum_dim_IntList(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
-                           std::optional<at::ScalarType> dtype) {
-  auto out = at::empty({0}, self.options().dtype(sum_dtype(self, dtype)));
-  return reduce_into(self, dim, keepdim, out.scalar_type(), out, Op::kSum, "sum");
+  const auto type = out.defined() ? dtype.value_or(out.scalar_type()) : sum_dtype(self, dtype);
+  return reduce_into(self, dim, keepdim, type, out, Op::kSum, "sum");
 }
 // NaNs count as zero: the sum of the input with its NaNs replaced.
 at::Tensor nansum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                   std::optional<at::ScalarType> dtype) {
   const auto x = at::isFloatingType(self.scalar_type()) ? at::where(at::isnan(self), 0, self) : self;
-  return sum_dim_IntList(x, dim, keepdim, dtype);
+  at::Tensor out;
+  return sum_IntList_out(x, dim, keepdim, dtype, out);
 }
 at::Tensor trace(const at::Tensor& self) {
   TORCH_CHECK(self.dim() == 2, "trace: expected a matrix, but got tensor with dim ", self.dim());
-  return sum_dim_IntList(self.diagonal(), std::nullopt, false, std::nullopt);
+  at::Tensor out;
+  return sum_IntList_out(self.diagonal(), std::nullopt, false, std::nullopt, out);
 }
 at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                      std::optional<at::ScalarType> dtype, at::Tensor& out) {
-  return reduce_into(self, dim, keepdim, mean_dtype(self, dtype ? dtype : out.scalar_type()), out, Op::kMean, "mean");
-}
-at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
-                    std::optional<at::ScalarType> dtype) {
-  auto out = at::empty({0}, self.options().dtype(mean_dtype(self, dtype)));
-  return reduce_into(self, dim, keepdim, out.scalar_type(), out, Op::kMean, "mean");
+  const auto type = mean_dtype(self, dtype || !out.defined() ? dtype : out.scalar_type());
+  return reduce_into(self, dim, keepdim, type, out, Op::kMean, "mean");
 }
 at::Tensor& amax_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
   check_reduced_nonempty(self, dim, "amax");
@@ -404,21 +399,9 @@ std::tuple<at::Tensor&, at::Tensor&> max_dim_max(const at::Tensor& self, int64_t
                                                  at::Tensor& max_values) {
   return extremum_dim(self, dim, keepdim, max, max_values, Op::kMax, "max");
 }
-std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
-  auto values = at::empty({0}, self.options());
-  auto indices = at::empty({0}, self.options().dtype(at::kLong));
-  extremum_dim(self, dim, keepdim, values, indices, Op::kMax, "max");
-  return {values, indices};
-}
 std::tuple<at::Tensor&, at::Tensor&> min_dim_min(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& min,
                                                  at::Tensor& min_indices) {
   return extremum_dim(self, dim, keepdim, min, min_indices, Op::kMin, "min");
-}
-std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
-  auto values = at::empty({0}, self.options());
-  auto indices = at::empty({0}, self.options().dtype(at::kLong));
-  extremum_dim(self, dim, keepdim, values, indices, Op::kMin, "min");
-  return {values, indices};
 }
 at::Tensor argmax(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
   return arg_extremum(self, dim, keepdim, Op::kMax, "argmax");

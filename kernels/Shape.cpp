@@ -278,18 +278,9 @@ at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& 
   const CatPlan plan = plan_cat(tensors, inputs, dim);
   for (const at::Tensor& t : inputs) check_no_overlap(out, {&t});
   // As CPU: the inputs' result type casts into out's dtype.
-  TORCH_CHECK_TYPE(at::canCast(plan.dtype, out.scalar_type()),
+  TORCH_CHECK_TYPE(!out.defined() || at::canCast(plan.dtype, out.scalar_type()),
                    "torch.cat(): input types can't be cast to the desired output type ", out.scalar_type());
   prepare_out(out, plan.sizes, plan.dtype, plan.ref ? *plan.ref : inputs[0].get(), "cat", /*castable=*/true);
-  fill_cat(inputs, plan, out);
-  return out;
-}
-
-// The output is allocated at its final size (no empty-then-resize round trip).
-at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
-  auto inputs = tensors.materialize();
-  const CatPlan plan = plan_cat(tensors, inputs, dim);
-  auto out = at::empty(plan.sizes, inputs[0].get().options().dtype(plan.dtype));
   fill_cat(inputs, plan, out);
   return out;
 }

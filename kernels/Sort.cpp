@@ -104,13 +104,6 @@ std::tuple<at::Tensor&, at::Tensor&> sort_values_stable(const at::Tensor& self, 
   return {values, indices};
 }
 
-std::tuple<at::Tensor, at::Tensor> sort_stable(const at::Tensor& self, std::optional<bool> stable, int64_t dim,
-                                               bool descending) {
-  at::Tensor values, indices;
-  sort_values_stable(self, stable, dim, descending, values, indices);
-  return {values, indices};
-}
-
 std::tuple<at::Tensor&, at::Tensor&> topk_values(const at::Tensor& self, c10::SymInt k, int64_t dim, bool largest,
                                                  bool sorted, at::Tensor& values, at::Tensor& indices) {
   check_same_device({&self, &values, &indices});
@@ -118,13 +111,6 @@ std::tuple<at::Tensor&, at::Tensor&> topk_values(const at::Tensor& self, c10::Sy
   const int64_t kk = k.expect_int(), n = self.dim() ? self.size(dim) : 1;
   TORCH_CHECK(kk >= 0 && kk <= n, "selected index k out of range");
   sort_rows(self, dim, kk, largest, false, true, sorted, values, indices, "aten::topk");
-  return {values, indices};
-}
-
-std::tuple<at::Tensor, at::Tensor> topk(const at::Tensor& self, c10::SymInt k, int64_t dim, bool largest,
-                                        bool sorted) {
-  at::Tensor values, indices;
-  topk_values(self, k, dim, largest, sorted, values, indices);
   return {values, indices};
 }
 

@@ -152,7 +152,7 @@ void variance_into(const at::Tensor& self, at::OptionalIntArrayRef dims, const s
 
 }  // namespace
 
-// all / any: the dim, dims and full-reduction overloads, functional and out=.
+// all / any: the dim, dims and full-reduction out= overloads (structured: the functionals pass no out).
 #define RBLN_LOGICAL_REDUCTION(NAME, IS_ALL)                                                                      \
   at::Tensor& NAME##_out(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& out) {                     \
     return logical_reduce(self, at::IntArrayRef(dim), keepdim, out, IS_ALL);                                       \
@@ -161,18 +161,6 @@ void variance_into(const at::Tensor& self, at::OptionalIntArrayRef dims, const s
     return logical_reduce(self, dim, keepdim, out, IS_ALL);                                                        \
   }                                                                                                                \
   at::Tensor& NAME##_all_out(const at::Tensor& self, at::Tensor& out) {                                            \
-    return logical_reduce(self, std::nullopt, false, out, IS_ALL);                                                 \
-  }                                                                                                                \
-  at::Tensor NAME##_dim(const at::Tensor& self, int64_t dim, bool keepdim) {                                       \
-    at::Tensor out;                                                                                                \
-    return logical_reduce(self, at::IntArrayRef(dim), keepdim, out, IS_ALL);                                       \
-  }                                                                                                                \
-  at::Tensor NAME##_dims(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim) {                      \
-    at::Tensor out;                                                                                                \
-    return logical_reduce(self, dim, keepdim, out, IS_ALL);                                                        \
-  }                                                                                                                \
-  at::Tensor NAME(const at::Tensor& self) {                                                                        \
-    at::Tensor out;                                                                                                \
     return logical_reduce(self, std::nullopt, false, out, IS_ALL);                                                 \
   }
 RBLN_LOGICAL_REDUCTION(all, true)
@@ -183,13 +171,11 @@ at::Tensor prod(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
   auto out = at::empty({0}, self.options().dtype(prod_dtype(self, dtype)));
   return prod_into(self, std::nullopt, false, out.scalar_type(), out);
 }
-at::Tensor prod_dim_int(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype) {
-  auto out = at::empty({0}, self.options().dtype(prod_dtype(self, dtype)));
-  return prod_into(self, at::IntArrayRef(dim), keepdim, out.scalar_type(), out);
-}
+// The result's dtype: `dtype`, else out='s (as CPU's meta function), else the functional's rule.
 at::Tensor& prod_int_out(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype,
                          at::Tensor& out) {
-  return prod_into(self, at::IntArrayRef(dim), keepdim, dtype.value_or(out.scalar_type()), out);
+  const auto type = out.defined() ? dtype.value_or(out.scalar_type()) : prod_dtype(self, dtype);
+  return prod_into(self, at::IntArrayRef(dim), keepdim, type, out);
 }
 
 at::Tensor& var_correction_out(const at::Tensor& self, at::OptionalIntArrayRef dim,
@@ -219,6 +205,11 @@ at::Tensor& linalg_vector_norm_out(const at::Tensor& self, const at::Scalar& ord
                                    bool keepdim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
   TORCH_CHECK(at::isFloatingType(self.scalar_type()),
               "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ", self.scalar_type());
+  TORCH_CHECK(!dtype || at::isFloatingType(*dtype) || at::isComplexType(*dtype),
+              "linalg.vector_norm: dtype should be floating point or complex, but got ", *dtype);
+  TORCH_CHECK(!dtype || at::promoteTypes(self.scalar_type(), *dtype) == *dtype, "linalg.vector_norm: the dtype of the ",
+              "input (", self.scalar_type(), ") should be convertible without narrowing to the specified dtype (", *dtype,
+              ")");
   const auto type = dtype.value_or(self.scalar_type());
   auto pl = plan(self, dim, keepdim, type);
   // As CPU and CUDA: when each output reduces one element, any order but 0 gives |x| (1's sum), without
@@ -271,9 +262,10 @@ at::Tensor& norm_out(const at::Tensor& self, const std::optional<at::Scalar>& p,
   return linalg_vector_norm_out(self, p.value_or(2), dim, keepdim, std::nullopt, out);
 }
 // The result takes `dtype` (autocast's fp32 policy calls this with float32).
-at::Tensor norm_dtype(const at::Tensor& self, const std::optional<at::Scalar>& p, at::IntArrayRef dim, bool keepdim,
-                      at::ScalarType dtype) {
-  auto out = at::empty({0}, self.options().dtype(dtype));
+at::Tensor& norm_dtype_out(const at::Tensor& self, const std::optional<at::Scalar>& p, at::IntArrayRef dim,
+                           bool keepdim, at::ScalarType dtype, at::Tensor& out) {
+  TORCH_CHECK(at::isFloatingType(dtype) || at::isComplexType(dtype), "norm(): the desired output dtype should be either ",
+              "floating point or complex. Got ", dtype, " instead.");
   return linalg_vector_norm_out(self, p.value_or(2), dim, keepdim, dtype, out);
 }
 

@@ -84,6 +84,30 @@ def test_kernel_declarations_are_generated_from_the_dispatcher_signatures(tmp_pa
     assert not os.path.exists(os.path.join(ROOT, "kernels", "Kernels.h"))
 
 
+def test_structured_ops_with_several_results_pass_one_undefined_result_each(tmp_path):
+    files = render(load(write_ops(tmp_path, """\
+        - {func: max.dim, kernel: max_dim_max, structured: true}
+        """)))
+    header = files["generated/RBLNNativeFunctions.h"]
+    assert ("::std::tuple<at::Tensor &,at::Tensor &> max_dim_max(const at::Tensor & self, int64_t dim, bool keepdim, "
+            "at::Tensor & max, at::Tensor & max_values);") in header
+    source = files["generated/RegisterRBLN.cpp"]
+    for overload in ("max.dim", "max.dim_max"):
+        assert f'm.impl("{overload}", TORCH_FN(' in source
+    assert "at::Tensor result0, result1;\n  return rbln::kernels::max_dim_max(self, dim, keepdim, result0, result1);" in source
+    assert "return rbln::kernels::max_dim_max(self, dim, keepdim, max, max_values);" in source
+
+
+def test_ops_stricter_than_their_out_overload_keep_their_device_check(tmp_path):
+    # clamp_min.Tensor checks devices as CUDA's wrapper does; clamp_min.Tensor_out (what PyTorch's composite
+    # would run) takes a CPU 0-dim tensor. Unlisted, they go to the counted fallback under their own name.
+    source = render(load(write_ops(tmp_path, "- {func: mm, kernel: mm_out, structured: true}\n")))["generated/RegisterRBLN.cpp"]
+    for op in ("clamp_min.Tensor", "clamp_min_.Tensor", "clamp_max.Tensor", "clamp_max_.Tensor"):
+        assert f'm.impl("{op}", torch::CppFunction::makeFromBoxedFunction<&rbln::fallback_unlisted>());' in source
+    listed = render(load(write_ops(tmp_path, "- {func: clamp_min.Tensor, strategy: fallback}\n")))["generated/RegisterRBLN.cpp"]
+    assert listed.count('m.impl("clamp_min.Tensor"') == 1 and "TORCH_FN(wrapper_clamp_min_Tensor)" in listed
+
+
 def test_generation_is_deterministic():
     assert render(load(OPS)) == render(load(OPS))
 

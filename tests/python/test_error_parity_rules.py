@@ -70,6 +70,13 @@ def test_ops_with_the_default_device_check_refuse_a_cpu_scalar_tensor(op, cpu_fi
         op(*((b, a) if cpu_first else (a, b)))
 
 
+@pytest.mark.parametrize("op", [torch.Tensor.clamp_min_, torch.Tensor.clamp_max_])
+def test_in_place_ops_with_the_default_device_check_refuse_a_cpu_scalar_tensor(op):
+    # Their out= overload (which PyTorch's composite would run) takes one; CUDA's in-place wrapper does not.
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        op(torch.tensor([0.5], device="rbln"), torch.tensor(0.25))
+
+
 def test_tensor_iterator_ops_still_take_a_cpu_scalar_tensor():
     a = torch.arange(3.0, device="rbln")
     torch.testing.assert_close((a + torch.tensor(2.0)).cpu(), torch.arange(3.0) + 2)
@@ -204,3 +211,24 @@ def test_logical_ops_with_a_cpu_self_fail_cudas_device_check(op):
         op(torch.tensor(1.0), torch.tensor(0.0, device="rbln"))
     torch.testing.assert_close(op(torch.tensor([1.0, 0.0], device="rbln"), torch.tensor(1.0)).cpu(),
                                op(torch.tensor([1.0, 0.0]), torch.tensor(1.0)))
+
+
+# ---- norm with a dtype: CPU's dtype checks (norm.dtype_out runs on the device) --------------------------
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float16])
+@pytest.mark.parametrize("out", [False, True])
+def test_norm_with_a_dtype_checks_it_as_cpu(dtype, out):
+    norm = torch.ops.aten.norm
+    if out:
+        _assert_raises_like_cpu(lambda x, o: norm.dtype_out(x, 2, [0], False, dtype=dtype, out=o), torch.randn(3, 4),
+                                torch.empty(0, dtype=dtype))
+    else:
+        _assert_raises_like_cpu(lambda x: norm.ScalarOpt_dim_dtype(x, 2, [0], False, dtype=dtype), torch.randn(3, 4))
+    _assert_raises_like_cpu(lambda x: torch.linalg.vector_norm(x, dtype=dtype), torch.randn(3, 4))
+
+
+def test_norm_dtype_out_runs_on_the_device():
+    x, o = torch.randn(3, 4), torch.empty(0, dtype=torch.float64)
+    got = _on_device(lambda x, o: torch.ops.aten.norm.dtype_out(x, 2, [1], True, dtype=torch.float64, out=o), x, o,
+                     ops=["aten::norm.dtype_out"])
+    _assert_same(got, torch.ops.aten.norm.dtype_out(x, 2, [1], True, dtype=torch.float64, out=o.clone()))
