@@ -189,3 +189,10 @@ def test_entries_without_an_opinfo(op):
         actual = CALLERS[op](*dev_args)
     torch.testing.assert_close(actual.cpu() if isinstance(actual, torch.Tensor) else [t.cpu() for t in actual], expected)
     assert op in ex.compiled_ops and not ex.fallback_ops
+
+
+def test_torch_compile_with_cpp_wrapper_says_it_is_not_supported():
+    # The registered C++ wrapper makes plans for the runtime; a torch.compile graph gets a clear error, not a plan.
+    f = torch.compile(lambda x: (x * 2).sin(), options={"cpp_wrapper": True})
+    with pytest.raises(Exception, match="cpp_wrapper=True is not supported on rbln"):
+        f(torch.randn(4, device="rbln"))
