@@ -25,8 +25,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("grid_sampler_2d.out", rbln::compiled_op("aten::grid_sampler_2d", "", {at::ScalarType::Float, at::ScalarType::Double}, {0, 1}, rbln::WriteRule::kMeta));
   m.impl("multi_margin_loss", rbln::compiled_op("aten::multi_margin_loss", "", {at::ScalarType::Float, at::ScalarType::Double}, {0, 4}, rbln::WriteRule::kMeta));
   m.impl("multi_margin_loss.out", rbln::compiled_op("aten::multi_margin_loss", "", {at::ScalarType::Float, at::ScalarType::Double}, {0, 4}, rbln::WriteRule::kMeta));
-  m.impl("multilabel_margin_loss_forward", rbln::compiled_op("aten::multilabel_margin_loss_forward", "", {at::ScalarType::Float, at::ScalarType::Double}, {0}, rbln::WriteRule::kMeta));
-  m.impl("multilabel_margin_loss_forward.output", rbln::compiled_op("aten::multilabel_margin_loss_forward", "", {at::ScalarType::Float, at::ScalarType::Double}, {0}, rbln::WriteRule::kMeta));
   m.impl("aminmax", rbln::compiled_op("aten::aminmax", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long}, {0}, rbln::WriteRule::kExact));
   m.impl("aminmax.out", rbln::compiled_op("aten::aminmax", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long}, {0}, rbln::WriteRule::kExact));
   m.impl("count_nonzero.dim_IntList", rbln::compiled_op("aten::count_nonzero", "dim_IntList", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long, at::ScalarType::Bool}, {0}, rbln::WriteRule::kMeta));
@@ -51,6 +49,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("floor_divide.Scalar", rbln::compiled_op("aten::floor_divide", "Scalar", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long}, {0}, rbln::WriteRule::kMeta));
   m.impl("floor_divide_.Scalar", rbln::compiled_op("aten::floor_divide", "Scalar", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long}, {0}, rbln::WriteRule::kMeta));
   m.impl("floor_divide.Scalar_out", rbln::compiled_op("aten::floor_divide", "Scalar", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long}, {0}, rbln::WriteRule::kMeta));
+  m.impl("logspace", rbln::compiled_op("aten::logspace", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long}, {}, rbln::WriteRule::kMeta));
+  m.impl("logspace.out", rbln::compiled_op("aten::logspace", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long}, {}, rbln::WriteRule::kMeta));
+  m.impl("im2col", rbln::compiled_op("aten::im2col", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0}, rbln::WriteRule::kMeta));
+  m.impl("im2col.out", rbln::compiled_op("aten::im2col", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0}, rbln::WriteRule::kMeta));
   m.impl("col2im", rbln::compiled_op("aten::col2im", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0}, rbln::WriteRule::kMeta));
   m.impl("col2im.out", rbln::compiled_op("aten::col2im", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0}, rbln::WriteRule::kMeta));
 }

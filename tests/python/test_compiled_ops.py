@@ -172,11 +172,15 @@ CALLERS = {
     "aten::_weight_norm_interface": lambda v, g: torch._weight_norm(v, g, 0),
     "aten::col2im": lambda cols, _: torch.nn.functional.fold(cols, (4, 5), (2, 2), stride=1),
     "aten::floor_divide.Scalar": lambda a, _: torch.ops.aten.floor_divide.Scalar(a, 3),
+    "aten::im2col": lambda x, _: torch.nn.functional.unfold(x, (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)),
+    "aten::logspace": lambda x, _: torch.logspace(-2, 3, 7, base=2.0, device=x.device),
 }
 INPUTS = {
     "aten::_weight_norm_interface": lambda: (torch.randn(6, 4, 3), torch.randn(6, 1, 1)),
     "aten::col2im": lambda: (torch.randn(2, 12, 12), None),
     "aten::floor_divide.Scalar": lambda: (torch.randint(-20, 20, (5, 6)), None),
+    "aten::im2col": lambda: (torch.randn(2, 3, 7, 8), None),
+    "aten::logspace": lambda: (torch.empty(0), None),
 }
 
 
