@@ -47,20 +47,22 @@ def test_fallback_matches_cpu_and_is_counted(name, device, cpu_rand):
 
 def test_fallback_on_strided_input_and_in_place_on_a_view(cpu_rand):
     x = cpu_rand(6, 8)
-    d = x.rbln()
+    i = torch.randint(1, 60, (6, 8))
+    d, di = x.rbln(), i.rbln()
+    six, four = torch.full((6, 3), 6), torch.full((4, 5), 4)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with torch.rbln.explain() as ex:
             counts = torch.histc(d.t()[1:, ::2], bins=4)
-            # unlisted in-place ops writing through non-contiguous views of d
-            d[:, 1:4].renorm_(2, 1, 0.5)
-            d[1:, ::2].t().renorm_(1, 0, 1.0)
-    assert ex.fallback_ops == {"aten::histc": 1, "aten::renorm.out": 2}  # renorm_ is a composite over renorm.out
-    expected = x.clone()
-    expected[:, 1:4].renorm_(2, 1, 0.5)
-    expected[1:, ::2].t().renorm_(1, 0, 1.0)
+            # unlisted in-place ops writing through non-contiguous views of di
+            di[:, 1:4].gcd_(six.rbln())
+            di[1:, ::2].t().lcm_(four.rbln())
+    assert ex.fallback_ops == {"aten::histc": 1, "aten::gcd.out": 1, "aten::lcm.out": 1}  # gcd_: a composite over gcd.out
+    expected = i.clone()
+    expected[:, 1:4].gcd_(six)
+    expected[1:, ::2].t().lcm_(four)
     torch.testing.assert_close(counts.cpu(), torch.histc(x.t()[1:, ::2], bins=4))
-    torch.testing.assert_close(d.cpu(), expected)
+    torch.testing.assert_close(di.cpu(), expected)
 
 
 def test_device_ops_are_counted_and_do_not_fall_back(cpu_rand):
