@@ -292,6 +292,11 @@ def load(path: str) -> list[Entry]:
             elif kernel in FAMILIES or strategy == "compile":
                 group = group_of[func]
                 variants = [group[k] for k in (SchemaKind.functional, SchemaKind.inplace, SchemaKind.out) if k in group]
+                if strategy == "compile":
+                    # The compiled kernel reads a variant's arguments as the functional's, then its outs: a factory's
+                    # out= form has no dtype/device arguments (logspace.out), so it stays with the fallback.
+                    names = [a.name for a in f.func.arguments.flat_all]
+                    variants = [v for v in variants if [a.name for a in v.func.arguments.flat_all][:len(names)] == names]
                 operands = [a for a in f.func.arguments.flat_non_out if is_operand(a)]
                 if kernel in FAMILIES and len(operands) < FAMILIES[kernel]:
                     err(f"{func}: family '{kernel}' takes {FAMILIES[kernel]} Tensor/Scalar operands, the schema has {len(operands)}")

@@ -43,14 +43,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_weight_norm_interface", rbln::compiled_op("aten::_weight_norm_interface", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0, 1}, rbln::WriteRule::kMeta));
   m.impl("_weight_norm_interface.out", rbln::compiled_op("aten::_weight_norm_interface", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0, 1}, rbln::WriteRule::kMeta));
   m.impl("tril_indices", rbln::compiled_op("aten::tril_indices", "", {at::ScalarType::Int, at::ScalarType::Long}, {}, rbln::WriteRule::kMeta));
-  m.impl("tril_indices.out", rbln::compiled_op("aten::tril_indices", "", {at::ScalarType::Int, at::ScalarType::Long}, {}, rbln::WriteRule::kMeta));
   m.impl("triu_indices", rbln::compiled_op("aten::triu_indices", "", {at::ScalarType::Int, at::ScalarType::Long}, {}, rbln::WriteRule::kMeta));
-  m.impl("triu_indices.out", rbln::compiled_op("aten::triu_indices", "", {at::ScalarType::Int, at::ScalarType::Long}, {}, rbln::WriteRule::kMeta));
   m.impl("floor_divide.Scalar", rbln::compiled_op("aten::floor_divide", "Scalar", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long}, {0}, rbln::WriteRule::kMeta));
   m.impl("floor_divide_.Scalar", rbln::compiled_op("aten::floor_divide", "Scalar", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long}, {0}, rbln::WriteRule::kMeta));
   m.impl("floor_divide.Scalar_out", rbln::compiled_op("aten::floor_divide", "Scalar", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long}, {0}, rbln::WriteRule::kMeta));
   m.impl("logspace", rbln::compiled_op("aten::logspace", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long}, {}, rbln::WriteRule::kMeta));
-  m.impl("logspace.out", rbln::compiled_op("aten::logspace", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long}, {}, rbln::WriteRule::kMeta));
   m.impl("im2col", rbln::compiled_op("aten::im2col", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0}, rbln::WriteRule::kMeta));
   m.impl("im2col.out", rbln::compiled_op("aten::im2col", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0}, rbln::WriteRule::kMeta));
   m.impl("col2im", rbln::compiled_op("aten::col2im", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0}, rbln::WriteRule::kMeta));

@@ -280,8 +280,8 @@ ENTRIES = [
     ("bitwise_left_shift.Tensor", ["bitwise_left_shift.Tensor", "bitwise_left_shift.Tensor_out", "bitwise_left_shift_.Tensor"], ["bitwise_left_shift"], ["int32", "int64"], "compile", {}),
     ("bitwise_right_shift.Tensor", ["bitwise_right_shift.Tensor", "bitwise_right_shift.Tensor_out", "bitwise_right_shift_.Tensor"], ["bitwise_right_shift"], ["int32", "int64"], "compile", {}),
     ("mvlgamma", ["mvlgamma", "mvlgamma.out", "mvlgamma_"], ["mvlgamma.mvlgamma_p_1", "mvlgamma.mvlgamma_p_3", "mvlgamma.mvlgamma_p_5"], ["float32", "float16", "bfloat16", "float64"], "compile", {}),
-    ("tril_indices", ["tril_indices", "tril_indices.out"], ["tril_indices"], ["int32", "int64"], "compile", {}),
-    ("triu_indices", ["triu_indices", "triu_indices.out"], ["triu_indices"], ["int32", "int64"], "compile", {}),
+    ("tril_indices", ["tril_indices"], ["tril_indices"], ["int32", "int64"], "compile", {}),
+    ("triu_indices", ["triu_indices"], ["triu_indices"], ["int32", "int64"], "compile", {}),
 ]
 
 

@@ -319,6 +319,10 @@ class CompiledOpKernel final : public c10::OperatorKernel {
     const auto& schema = op.schema();
     functional_ = c10::Dispatcher::singleton().findSchemaOrThrow(functional_name_.c_str(), overload_.c_str());
     n_functional_ = functional_->schema().arguments().size();
+    for (size_t i = 0; i < n_functional_; ++i) {  // codegen registers only variants that lead with these (registry.py)
+      TORCH_INTERNAL_ASSERT(i < schema.arguments().size() &&
+                            schema.arguments()[i].name() == functional_->schema().arguments()[i].name());
+    }
     n_outputs_ = functional_->schema().returns().size();
     const bool is_out = std::any_of(schema.arguments().begin(), schema.arguments().end(),
                                     [](const c10::Argument& a) { return a.is_out(); });
