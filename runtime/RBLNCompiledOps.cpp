@@ -117,7 +117,7 @@ class PlanCache {
       bytes_ += plan->bytes;
       ++plans_;
       entry.plans.push_back(std::move(plan));
-      while ((plans_ > max_plans_ || bytes_ > max_bytes_) && lru_.size() > 1) evict_oldest(evicted);
+      trim(evicted, /*keep=*/1);  // the key just added stays, whatever it weighs
     }
   }
   void fail(const std::string& key, std::string reason) {
@@ -134,7 +134,7 @@ class PlanCache {
     std::lock_guard<std::mutex> lock(mutex_);
     if (max_plans) max_plans_ = max_plans;
     if (max_bytes) max_bytes_ = max_bytes;
-    while ((plans_ > max_plans_ || bytes_ > max_bytes_) && !lru_.empty()) evict_oldest(evicted);
+    trim(evicted, /*keep=*/0);
   }
   PlanCacheInfo info() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -148,6 +148,10 @@ class PlanCache {
     auto [it, inserted] = keys_.try_emplace(key);
     if (inserted) it->second.lru = lru_.insert(lru_.end(), key);
     return it->second;
+  }
+  // Least recently used keys out until the bounds hold, keeping the `keep` newest.
+  void trim(std::vector<std::shared_ptr<Plan>>& evicted, size_t keep) {
+    while ((plans_ > max_plans_ || bytes_ > max_bytes_) && lru_.size() > keep) evict_oldest(evicted);
   }
   void evict_oldest(std::vector<std::shared_ptr<Plan>>& evicted) {
     auto it = keys_.find(lru_.front());
@@ -253,8 +257,8 @@ class CompiledOpKernel final : public c10::OperatorKernel {
  public:
   CompiledOpKernel(const char* functional, const char* overload, std::vector<c10::ScalarType> dtypes,
                    std::vector<size_t> data_args, WriteRule rule)
-      : functional_name_(functional), overload_(overload), dtypes_(std::move(dtypes)), data_args_(std::move(data_args)),
-        rule_(rule) {}
+      : functional_name_(functional), overload_(overload), key_prefix_(functional_name_ + "." + overload_ + "|"),
+        dtypes_(std::move(dtypes)), data_args_(std::move(data_args)), rule_(rule) {}
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
     std::call_once(init_, [&] { init(op); });
@@ -356,7 +360,7 @@ class CompiledOpKernel final : public c10::OperatorKernel {
                                                         std::string* reason) {
     const c10::DeviceGuard guard(device);
 
-    std::string key = functional_name_ + "." + overload_ + "|" + std::to_string(device.index()) + "|";
+    std::string key = key_prefix_ + std::to_string(device.index()) + "|";
     std::vector<at::Tensor> tensors;
     std::vector<const int64_t*> sizes;
     for (auto& v : args) {
@@ -466,6 +470,7 @@ class CompiledOpKernel final : public c10::OperatorKernel {
   }
 
   const std::string functional_name_, overload_;
+  const std::string key_prefix_;  // every key starts with the functional overload
   const std::vector<c10::ScalarType> dtypes_;
   const std::vector<size_t> data_args_;
   const WriteRule rule_;
