@@ -43,7 +43,10 @@ def test_edge_sizes(shape):
                                   lambda t: t.expand(2, 6, 8)[1]], ids=["transposed", "offset", "strided", "expanded"])
 def test_layouts_and_offsets(view):
     base = torch.randn(6, 8)
-    torch.testing.assert_close(renorm(view(base.to("rbln"))).cpu(), renorm(view(base)))
+    with torch.rbln.explain() as ex:
+        actual = renorm(view(base.to("rbln"))).cpu()
+    torch.testing.assert_close(actual, renorm(view(base)))
+    assert ex.compiled_ops == {"aten::renorm": 1} and not ex.fallback_ops
 
 
 def test_inplace_and_out_follow_cpu():
@@ -200,3 +203,32 @@ def test_torch_compile_with_cpp_wrapper_says_it_is_not_supported():
     f = torch.compile(lambda x: (x * 2).sin(), options={"cpp_wrapper": True})
     with pytest.raises(Exception, match="cpp_wrapper=True is not supported on rbln"):
         f(torch.randn(4, device="rbln"))
+
+
+WAV2VEC2 = r"""
+import json, warnings, torch, torch_rbln
+from transformers import Wav2Vec2Config, Wav2Vec2Model
+warnings.simplefilter("ignore")
+torch.manual_seed(0)
+config = Wav2Vec2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                        conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
+                        num_conv_pos_embedding_groups=4)
+model = Wav2Vec2Model(config).eval()
+audio = torch.randn(1, 800)
+with torch.no_grad():
+    expected = model(audio).last_hidden_state
+    model.to("rbln")
+    with torch.rbln.explain() as ex:
+        actual = model(audio.to("rbln")).last_hidden_state
+torch.testing.assert_close(actual.cpu(), expected, atol=1e-4, rtol=1e-4)
+print(json.dumps({"compiled_ops": ex.compiled_ops, "fallback_ops": ex.fallback_ops}))
+"""
+
+
+def test_hugging_face_wav2vec2_runs_its_weight_norm_compiled():
+    # Wav2Vec2's positional convolution is weight-normalized: _weight_norm_interface, a compiled op.
+    r = subprocess.run([sys.executable, "-c", WAV2VEC2], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert result["compiled_ops"].get("aten::_weight_norm_interface", 0) >= 1
+    assert result["fallback_ops"] == {}
