@@ -97,6 +97,7 @@
 #include <ATen/ops/gather_ops.h>
 #include <ATen/ops/glu_ops.h>
 #include <ATen/ops/glu_backward_ops.h>
+#include <ATen/ops/histc_ops.h>
 #include <ATen/ops/huber_loss_ops.h>
 #include <ATen/ops/huber_loss_backward_ops.h>
 #include <ATen/ops/index_ops.h>
@@ -2666,6 +2667,30 @@ at::Tensor wrapper_adaptive_max_pool3d_backward(const at::Tensor & grad_output, 
   return rbln::kernels::batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_var, update, eps, output_mask, reserve);
 }
 
+at::Tensor wrapper_histc(const at::Tensor & self, int64_t bins, const at::Scalar & min, const at::Scalar & max) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::histc>::call(self, bins, min, max);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::histc");
+  at::Tensor result;
+  return rbln::kernels::histc_out(self, bins, min, max, result);
+}
+
+at::Tensor & wrapper_histc_out(const at::Tensor & self, int64_t bins, const at::Scalar & min, const at::Scalar & max, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_histc_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_histc_out", "self");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::histc_out>::call(self, bins, min, max, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::histc.out");
+  return rbln::kernels::histc_out(self, bins, min, max, out);
+}
+
 ::std::tuple<at::Tensor,at::Tensor> wrapper_sort_stable(const at::Tensor & self, ::std::optional<bool> stable, int64_t dim, bool descending) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
@@ -4641,6 +4666,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_native_batch_norm_legit.no_stats", TORCH_FN(wrapper__native_batch_norm_legit_no_stats));
   m.impl("_batch_norm_with_update", TORCH_FN(wrapper__batch_norm_with_update));
   m.impl("batch_norm_backward", TORCH_FN(wrapper_batch_norm_backward));
+  m.impl("histc", TORCH_FN(wrapper_histc));
+  m.impl("histc.out", TORCH_FN(wrapper_histc_out));
   m.impl("sort.stable", TORCH_FN(wrapper_sort_stable));
   m.impl("sort.values_stable", TORCH_FN(wrapper_sort_values_stable));
   m.impl("topk", TORCH_FN(wrapper_topk));

@@ -238,6 +238,7 @@ ENTRIES = [
     ("_native_batch_norm_legit", ["_native_batch_norm_legit", "_native_batch_norm_legit.no_stats"], ["_native_batch_norm_legit"], ["float32", "float16", "bfloat16", "float64"], "kernel", {"bfloat16": [0.0625, 0.07]}),
     ("_batch_norm_with_update", ["_batch_norm_with_update"], ["_batch_norm_with_update"], ["float32", "float16", "bfloat16", "float64"], "kernel", {"bfloat16": [0.0625, 0.07]}),
     ("batch_norm", ["batch_norm"], ["nn.functional.batch_norm", "nn.functional.instance_norm"], ["float32", "float16", "bfloat16", "float64"], "composite", {"bfloat16": [0.0625, 0.07]}),
+    ("histc", ["histc", "histc.out"], ["histc"], ["float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "int32", "int64"], "kernel", {}),
     ("sort.stable", ["sort.stable", "sort.values_stable"], ["sort", "argsort", "msort"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"], "kernel", {}),
     ("topk", ["topk", "topk.values"], ["topk"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"], "kernel", {}),
     ("mse_loss", ["mse_loss"], ["nn.functional.mse_loss"], ["float32", "float16", "bfloat16", "float64"], "kernel", {}),

@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # The ops each model may run through the CPU fallback today: everything else runs on the
 # device. A kernel that lands makes its op disappear from the observed set (the check is
 # "observed <= listed"); remove it here and in docs/models.md then.
-LISTED_FALLBACKS = {key: set() for key in ("resnet18", "resnet18-train", "bert", "minilm", "llama", "cnn",
-                                           "transformer")}
+LISTED_FALLBACKS = {key: set() for key in ("resnet18", "resnet18-train", "bert", "minilm", "llama", "mixtral",
+                                           "cnn", "transformer")}
 
 
 def check_ops(key: str, ex, expected_device_ops=()):
@@ -203,6 +203,32 @@ def test_llama_forward_and_greedy_generation_match_cpu():
     assert torch.equal(tokens, expected_tokens), (tokens, expected_tokens)
     check_ops("llama", ex, {"aten::mm", "aten::bmm", "aten::index_select", "aten::rsqrt", "aten::silu", "aten::cat",
                             "aten::argmax"})
+
+
+def tiny_mixtral():
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    config = MixtralConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2,
+                           max_position_embeddings=64)
+    return MixtralForCausalLM(config)
+
+
+def test_mixtral_forward_and_greedy_generation_match_cpu():
+    """Hugging Face's default experts path off the CPU counts tokens per expert with histc on int32 ids."""
+    torch.manual_seed(0)
+    cpu_model, dev_model = twin(tiny_mixtral)
+    cpu_model.eval(), dev_model.eval()
+    prompt = torch.randint(3, 128, (2, 9))
+    with torch.no_grad():
+        expected_logits = cpu_model(prompt).logits
+        expected_tokens = cpu_model.generate(prompt[:1], do_sample=False, max_new_tokens=6, use_cache=True)
+        with torch.rbln.explain() as ex:
+            logits = dev_model(prompt.rbln()).logits.cpu()
+            tokens = dev_model.generate(prompt[:1].rbln(), do_sample=False, max_new_tokens=6, use_cache=True).cpu()
+    torch.testing.assert_close(logits, expected_logits, rtol=1e-4, atol=1e-5)
+    assert torch.equal(tokens, expected_tokens), (tokens, expected_tokens)
+    check_ops("mixtral", ex, {"aten::histc", "aten::topk", "aten::mm", "aten::silu"})
 
 
 # ---------------------------------------------------------------- loss curves

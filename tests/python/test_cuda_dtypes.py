@@ -1,0 +1,67 @@
+"""Dtypes CUDA supports and CPU does not: they run on the device, checked against CPU in a dtype CPU supports."""
+import pytest
+import torch
+
+INTEGERS = [torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64]
+
+
+@pytest.mark.parametrize("dtype", INTEGERS, ids=str)
+@pytest.mark.parametrize("bins,lo,hi", [(4, 0, 3), (7, 0, 10), (3, 2.7, 9.9), (5, 0, 0)])
+def test_integer_histc_bins_as_cuda_does(dtype, bins, lo, hi):
+    """CUDA truncates integer bounds and bins with integer arithmetic; for these ranges that is CPU's float64
+    histc of the same values with the truncated bounds."""
+    x = torch.randint(0 if dtype == torch.uint8 else -2, 12, (3, 41), generator=torch.Generator().manual_seed(bins),
+                      dtype=dtype)
+    with pytest.raises(NotImplementedError, match="histogram_cpu"):
+        torch.histc(x, bins=bins, min=lo, max=hi)
+    expected = torch.histc(x.double(), bins=bins, min=int(lo), max=int(hi)).to(dtype)
+    with torch.rbln.explain() as ex:
+        actual = torch.histc(x.rbln().t(), bins=bins, min=lo, max=hi)  # a strided input
+        out = torch.empty(1, dtype=dtype, device="rbln")
+        torch.histc(x.rbln(), bins=bins, min=lo, max=hi, out=out)
+    assert actual.dtype == dtype and actual.device.type == "rbln"
+    assert torch.equal(actual.cpu(), expected) and torch.equal(out.cpu(), expected)
+    assert not ex.fallback_ops and ex.device_ops["aten::histc"] == 1 and ex.device_ops["aten::histc.out"] == 1
+
+
+def test_integer_histc_counts_expert_ids_like_mixture_of_experts_routing():
+    """Hugging Face's grouped-mm experts path: histc(int32 ids, bins=E, min=0, max=E-1) counts tokens per expert."""
+    ids = torch.randint(0, 8, (1000,), generator=torch.Generator().manual_seed(0), dtype=torch.int32)
+    counts = torch.histc(ids.rbln(), bins=8, min=0, max=7)
+    assert torch.equal(counts.cpu(), torch.bincount(ids, minlength=8).int())
+
+
+def test_floating_histc_matches_cpu_at_edges_nan_and_out_of_range():
+    x = torch.tensor([0.0, 0.1, 0.3, 0.7, 1.0, -0.5, 1.5, float("nan"), 1 / 3, 2 / 3])
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+        for bins, lo, hi in [(3, 0, 1), (10, 0, 1), (4, 0, 0), (1, -1, 2)]:
+            data = x[:-3].to(dtype) if lo == hi else x.to(dtype)  # the data's range, without the NaN
+            with torch.rbln.explain() as ex:
+                actual = torch.histc(data.rbln(), bins=bins, min=lo, max=hi)
+            assert torch.equal(actual.cpu(), torch.histc(data, bins=bins, min=lo, max=hi)), (dtype, bins)
+            assert not ex.fallback_ops
+    big = torch.randn(300_000, generator=torch.Generator().manual_seed(1))  # several chunks in parallel
+    assert torch.equal(torch.histc(big.rbln(), bins=50).cpu(), torch.histc(big, bins=50))
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: torch.histc(x, bins=0),
+    lambda x: torch.histc(x, min=2, max=1),
+    lambda x: torch.histc(x, min=float("inf"), max=1),
+    lambda x: torch.histc(torch.cat([x, x.new_tensor([float("nan")])])),  # the data's range is NaN
+    lambda x: torch.histc(x, out=torch.empty(3, dtype=torch.float64, device=x.device)),
+], ids=["bins", "range", "finite", "nan-range", "out-dtype"])
+def test_histc_errors_as_cpus_and_the_device_stays_usable(call):
+    x = torch.randn(10)
+    with pytest.raises(RuntimeError) as cpu_error:
+        call(x)
+    with pytest.raises(RuntimeError) as rbln_error:
+        call(x.rbln())
+    # CPU's vectorized min reduction prints x86's default NaN, whose sign bit is set, as -nan
+    assert str(rbln_error.value) == str(cpu_error.value).replace("-nan", "nan")
+    assert torch.equal(torch.histc(x.rbln(), bins=4).cpu(), torch.histc(x, bins=4))
+
+
+def test_histc_out_on_another_device_gets_cudas_error():
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.histc(torch.randn(10, device="rbln"), out=torch.empty(0))
