@@ -19,6 +19,8 @@
 #include <ATen/ops/_conj_physical_ops.h>
 #include <ATen/ops/_copy_from_ops.h>
 #include <ATen/ops/_copy_from_and_resize_ops.h>
+#include <ATen/ops/_cummax_helper_ops.h>
+#include <ATen/ops/_cummin_helper_ops.h>
 #include <ATen/ops/_efficientzerotensor_ops.h>
 #include <ATen/ops/_fft_c2c_ops.h>
 #include <ATen/ops/_fft_c2r_ops.h>
@@ -74,6 +76,7 @@
 #include <ATen/ops/binary_cross_entropy_ops.h>
 #include <ATen/ops/binary_cross_entropy_backward_ops.h>
 #include <ATen/ops/bmm_ops.h>
+#include <ATen/ops/bucketize_ops.h>
 #include <ATen/ops/cat_ops.h>
 #include <ATen/ops/channel_shuffle_ops.h>
 #include <ATen/ops/cholesky_ops.h>
@@ -183,6 +186,7 @@
 #include <ATen/ops/scatter_ops.h>
 #include <ATen/ops/scatter_add_ops.h>
 #include <ATen/ops/scatter_reduce_ops.h>
+#include <ATen/ops/searchsorted_ops.h>
 #include <ATen/ops/segment_reduce_ops.h>
 #include <ATen/ops/set_ops.h>
 #include <ATen/ops/smooth_l1_loss_ops.h>
@@ -1348,6 +1352,34 @@ at::Tensor & wrapper__logcumsumexp_out(const at::Tensor & self, int64_t dim, at:
   }
   RBLN_COUNT_DEVICE_OP("aten::_logcumsumexp.out");
   return rbln::kernels::_logcumsumexp_out(self, dim, out);
+}
+
+void wrapper__cummax_helper(const at::Tensor & self, at::Tensor & values, at::Tensor & indices, int64_t dim) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper__cummax_helper", "self");
+  c10::impl::check_and_update_common_device(common_device, values, "wrapper__cummax_helper", "values");
+  c10::impl::check_and_update_common_device(common_device, indices, "wrapper__cummax_helper", "indices");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(values.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_cummax_helper>::call(self, values, indices, dim);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_cummax_helper");
+  return rbln::kernels::cummax_helper(self, values, indices, dim);
+}
+
+void wrapper__cummin_helper(const at::Tensor & self, at::Tensor & values, at::Tensor & indices, int64_t dim) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper__cummin_helper", "self");
+  c10::impl::check_and_update_common_device(common_device, values, "wrapper__cummin_helper", "values");
+  c10::impl::check_and_update_common_device(common_device, indices, "wrapper__cummin_helper", "indices");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(values.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_cummin_helper>::call(self, values, indices, dim);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_cummin_helper");
+  return rbln::kernels::cummin_helper(self, values, indices, dim);
 }
 
 at::Tensor wrapper_mm(const at::Tensor & self, const at::Tensor & mat2) {
@@ -2689,6 +2721,96 @@ at::Tensor & wrapper_histc_out(const at::Tensor & self, int64_t bins, const at::
   }
   RBLN_COUNT_DEVICE_OP("aten::histc.out");
   return rbln::kernels::histc_out(self, bins, min, max, out);
+}
+
+at::Tensor wrapper_searchsorted_Tensor(const at::Tensor & sorted_sequence, const at::Tensor & self, bool out_int32, bool right, ::std::optional<c10::string_view> side, const ::std::optional<at::Tensor> & sorter) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, sorted_sequence, "wrapper_searchsorted_Tensor", "sorted_sequence");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_searchsorted_Tensor", "self");
+  const c10::OptionalDeviceGuard guard(at::device_of(sorted_sequence));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  if (!(dtype_ok(sorted_sequence.scalar_type()) && dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::searchsorted_Tensor>::call(sorted_sequence, self, out_int32, right, side, sorter);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::searchsorted.Tensor");
+  at::Tensor result;
+  return rbln::kernels::searchsorted_out(sorted_sequence, self, out_int32, right, side, sorter, result);
+}
+
+at::Tensor & wrapper_searchsorted_Tensor_out(const at::Tensor & sorted_sequence, const at::Tensor & self, bool out_int32, bool right, ::std::optional<c10::string_view> side, const ::std::optional<at::Tensor> & sorter, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_searchsorted_Tensor_out", "out");
+  c10::impl::check_and_update_common_device(common_device, sorted_sequence, "wrapper_searchsorted_Tensor_out", "sorted_sequence");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_searchsorted_Tensor_out", "self");
+  const c10::OptionalDeviceGuard guard(at::device_of(sorted_sequence));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  if (!(dtype_ok(sorted_sequence.scalar_type()) && dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::searchsorted_Tensor_out>::call(sorted_sequence, self, out_int32, right, side, sorter, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::searchsorted.Tensor_out");
+  return rbln::kernels::searchsorted_out(sorted_sequence, self, out_int32, right, side, sorter, out);
+}
+
+at::Tensor wrapper_searchsorted_Scalar(const at::Tensor & sorted_sequence, const at::Scalar & self, bool out_int32, bool right, ::std::optional<c10::string_view> side, const ::std::optional<at::Tensor> & sorter) {
+  const c10::OptionalDeviceGuard guard(at::device_of(sorted_sequence));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  if (!(dtype_ok(sorted_sequence.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::searchsorted_Scalar>::call(sorted_sequence, self, out_int32, right, side, sorter);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::searchsorted.Scalar");
+  at::Tensor result;
+  return rbln::kernels::searchsorted_Scalar_out(sorted_sequence, self, out_int32, right, side, sorter, result);
+}
+
+at::Tensor & wrapper_searchsorted_Scalar_out(const at::Tensor & sorted_sequence, const at::Scalar & self, bool out_int32, bool right, ::std::optional<c10::string_view> side, const ::std::optional<at::Tensor> & sorter, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_searchsorted_Scalar_out", "out");
+  c10::impl::check_and_update_common_device(common_device, sorted_sequence, "wrapper_searchsorted_Scalar_out", "sorted_sequence");
+  const c10::OptionalDeviceGuard guard(at::device_of(sorted_sequence));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  if (!(dtype_ok(sorted_sequence.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::searchsorted_Scalar_out>::call(sorted_sequence, self, out_int32, right, side, sorter, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::searchsorted.Scalar_out");
+  return rbln::kernels::searchsorted_Scalar_out(sorted_sequence, self, out_int32, right, side, sorter, out);
+}
+
+at::Tensor wrapper_bucketize_Tensor(const at::Tensor & self, const at::Tensor & boundaries, bool out_int32, bool right) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_bucketize_Tensor", "self");
+  c10::impl::check_and_update_common_device(common_device, boundaries, "wrapper_bucketize_Tensor", "boundaries");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(boundaries.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bucketize_Tensor>::call(self, boundaries, out_int32, right);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::bucketize.Tensor");
+  at::Tensor result;
+  return rbln::kernels::bucketize_out(self, boundaries, out_int32, right, result);
+}
+
+at::Tensor & wrapper_bucketize_Tensor_out(const at::Tensor & self, const at::Tensor & boundaries, bool out_int32, bool right, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_bucketize_Tensor_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_bucketize_Tensor_out", "self");
+  c10::impl::check_and_update_common_device(common_device, boundaries, "wrapper_bucketize_Tensor_out", "boundaries");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(boundaries.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bucketize_Tensor_out>::call(self, boundaries, out_int32, right, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::bucketize.Tensor_out");
+  return rbln::kernels::bucketize_out(self, boundaries, out_int32, right, out);
+}
+
+at::Tensor wrapper_bucketize_Scalar(const at::Scalar & self, const at::Tensor & boundaries, bool out_int32, bool right) {
+  const c10::OptionalDeviceGuard guard(at::device_of(boundaries));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  if (!(dtype_ok(boundaries.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bucketize_Scalar>::call(self, boundaries, out_int32, right);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::bucketize.Scalar");
+  return rbln::kernels::bucketize_Scalar(self, boundaries, out_int32, right);
 }
 
 ::std::tuple<at::Tensor,at::Tensor> wrapper_sort_stable(const at::Tensor & self, ::std::optional<bool> stable, int64_t dim, bool descending) {
@@ -4566,6 +4688,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("cumprod.out", TORCH_FN(wrapper_cumprod_out));
   m.impl("_logcumsumexp", TORCH_FN(wrapper__logcumsumexp));
   m.impl("_logcumsumexp.out", TORCH_FN(wrapper__logcumsumexp_out));
+  m.impl("_cummax_helper", TORCH_FN(wrapper__cummax_helper));
+  m.impl("_cummin_helper", TORCH_FN(wrapper__cummin_helper));
   m.impl("mm", TORCH_FN(wrapper_mm));
   m.impl("mm.out", TORCH_FN(wrapper_mm_out));
   m.impl("bmm", TORCH_FN(wrapper_bmm));
@@ -4668,6 +4792,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("batch_norm_backward", TORCH_FN(wrapper_batch_norm_backward));
   m.impl("histc", TORCH_FN(wrapper_histc));
   m.impl("histc.out", TORCH_FN(wrapper_histc_out));
+  m.impl("searchsorted.Tensor", TORCH_FN(wrapper_searchsorted_Tensor));
+  m.impl("searchsorted.Tensor_out", TORCH_FN(wrapper_searchsorted_Tensor_out));
+  m.impl("searchsorted.Scalar", TORCH_FN(wrapper_searchsorted_Scalar));
+  m.impl("searchsorted.Scalar_out", TORCH_FN(wrapper_searchsorted_Scalar_out));
+  m.impl("bucketize.Tensor", TORCH_FN(wrapper_bucketize_Tensor));
+  m.impl("bucketize.Tensor_out", TORCH_FN(wrapper_bucketize_Tensor_out));
+  m.impl("bucketize.Scalar", TORCH_FN(wrapper_bucketize_Scalar));
   m.impl("sort.stable", TORCH_FN(wrapper_sort_stable));
   m.impl("sort.values_stable", TORCH_FN(wrapper_sort_values_stable));
   m.impl("topk", TORCH_FN(wrapper_topk));

@@ -1,6 +1,7 @@
 // The scans: cumsum, cumprod and logcumsumexp, running along one dim in the
-// accumulate type, as CPU's kernels do.
+// accumulate type, as CPU's kernels do; cummax and cummin with their indices.
 #include <ATen/AccumulateType.h>
+#include <ATen/NumericUtils.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/ops/empty.h>
 
@@ -80,7 +81,55 @@ at::Tensor& scan_out(const at::Tensor& self, int64_t dim, std::optional<at::Scal
   return out;
 }
 
+// Running extremum along `dim` and its index: a NaN wins and stays, and an equal value takes over (greater_equal or
+// less_equal), so the index is the last one, as in CPU's cummax_cummin_helper. values and indices come sized.
+template <bool is_max>
+void cumulative_extremum(const at::Tensor& self, at::Tensor& values, at::Tensor& indices, int64_t dim,
+                         const char* name) {
+  if (self.numel() == 0) return;
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  auto x = contiguous(self);
+  int64_t size = self.size(dim), inner = 1;
+  for (int64_t d = dim + 1; d < self.dim(); ++d) inner *= self.size(d);
+  const int64_t outer = self.numel() / (size * inner);
+  write_contiguous(values, [&](const at::Tensor& v) {
+    write_contiguous(indices, [&](const at::Tensor& i) {
+      RBLN_DISPATCH_ALL(self.scalar_type(), "cumulative_extremum", [&] {
+        const auto* xp = x.const_data_ptr<scalar_t>();
+        auto* vp = v.data_ptr<scalar_t>();
+        auto* ip = i.data_ptr<int64_t>();
+        launch_on(self, name, [=] {
+          at::parallel_for(0, outer * inner, std::max<int64_t>(1, kGrainSize / size), [&](int64_t lo, int64_t hi) {
+            for (int64_t r = lo; r < hi; ++r) {
+              const int64_t base = (r / inner) * size * inner + r % inner;
+              scalar_t best = xp[base];
+              int64_t index = 0;
+              for (int64_t j = 0; j < size; ++j) {
+                const scalar_t cur = xp[base + j * inner];
+                const bool takes = is_max ? cur >= best : cur <= best;
+                if (at::_isnan(cur) || (!at::_isnan(best) && takes)) {
+                  best = cur;
+                  index = j;
+                }
+                vp[base + j * inner] = best;
+                ip[base + j * inner] = index;
+              }
+            }
+          });
+        });
+      });
+    });
+  });
+}
+
 }  // namespace
+
+void cummax_helper(const at::Tensor& self, at::Tensor& values, at::Tensor& indices, int64_t dim) {
+  cumulative_extremum<true>(self, values, indices, dim, "aten::_cummax_helper");
+}
+void cummin_helper(const at::Tensor& self, at::Tensor& values, at::Tensor& indices, int64_t dim) {
+  cumulative_extremum<false>(self, values, indices, dim, "aten::_cummin_helper");
+}
 
 at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
   return scan_out(self, dim, dtype, out, Scan::sum, "cumsum", "aten::cumsum");
