@@ -177,6 +177,11 @@ at::Tensor & bucketize_out(const at::Tensor & self, const at::Tensor & boundarie
 at::Tensor bucketize_Scalar(const at::Scalar & self, const at::Tensor & boundaries, bool out_int32, bool right);
 ::std::tuple<at::Tensor &,at::Tensor &> sort_values_stable(const at::Tensor & self, ::std::optional<bool> stable, int64_t dim, bool descending, at::Tensor & values, at::Tensor & indices);
 ::std::tuple<at::Tensor &,at::Tensor &> topk_values(const at::Tensor & self, c10::SymInt k, int64_t dim, bool largest, bool sorted, at::Tensor & values, at::Tensor & indices);
+::std::tuple<at::Tensor &,at::Tensor &> kthvalue_values(const at::Tensor & self, c10::SymInt k, int64_t dim, bool keepdim, at::Tensor & values, at::Tensor & indices);
+::std::tuple<at::Tensor &,at::Tensor &> median_dim_values(const at::Tensor & self, int64_t dim, bool keepdim, at::Tensor & values, at::Tensor & indices);
+::std::tuple<at::Tensor &,at::Tensor &> nanmedian_dim_values(const at::Tensor & self, int64_t dim, bool keepdim, at::Tensor & values, at::Tensor & indices);
+at::Tensor median(const at::Tensor & self);
+at::Tensor nanmedian(const at::Tensor & self);
 ::std::tuple<at::Tensor,at::Tensor> nll_loss2d_forward(const at::Tensor & self, const at::Tensor & target, const ::std::optional<at::Tensor> & weight, int64_t reduction, c10::SymInt ignore_index);
 at::Tensor nll_loss2d_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Tensor & target, const ::std::optional<at::Tensor> & weight, int64_t reduction, c10::SymInt ignore_index, const at::Tensor & total_weight);
 at::Tensor mse_loss(const at::Tensor & self, const at::Tensor & target, int64_t reduction);

@@ -110,6 +110,7 @@
 #include <ATen/ops/index_reduce_ops.h>
 #include <ATen/ops/index_select_ops.h>
 #include <ATen/ops/isin_ops.h>
+#include <ATen/ops/kthvalue_ops.h>
 #include <ATen/ops/linalg_cholesky_ex_ops.h>
 #include <ATen/ops/linalg_cross_ops.h>
 #include <ATen/ops/linalg_eig_ops.h>
@@ -138,6 +139,7 @@
 #include <ATen/ops/max_unpool2d_ops.h>
 #include <ATen/ops/max_unpool3d_ops.h>
 #include <ATen/ops/mean_ops.h>
+#include <ATen/ops/median_ops.h>
 #include <ATen/ops/min_ops.h>
 #include <ATen/ops/mm_ops.h>
 #include <ATen/ops/mode_ops.h>
@@ -145,6 +147,7 @@
 #include <ATen/ops/mse_loss_backward_ops.h>
 #include <ATen/ops/multinomial_ops.h>
 #include <ATen/ops/mv_ops.h>
+#include <ATen/ops/nanmedian_ops.h>
 #include <ATen/ops/nansum_ops.h>
 #include <ATen/ops/narrow_copy_ops.h>
 #include <ATen/ops/native_batch_norm_ops.h>
@@ -2863,6 +2866,68 @@ at::Tensor wrapper_bucketize_Scalar(const at::Scalar & self, const at::Tensor & 
   return rbln::kernels::topk_values(self, k, dim, largest, sorted, values, indices);
 }
 
+::std::tuple<at::Tensor &,at::Tensor &> wrapper_kthvalue_values(const at::Tensor & self, c10::SymInt k, int64_t dim, bool keepdim, at::Tensor & values, at::Tensor & indices) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, values, "wrapper_kthvalue_values", "values");
+  c10::impl::check_and_update_common_device(common_device, indices, "wrapper_kthvalue_values", "indices");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_kthvalue_values", "self");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::kthvalue_values>::call(self, k, dim, keepdim, values, indices);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::kthvalue.values");
+  return rbln::kernels::kthvalue_values(self, k, dim, keepdim, values, indices);
+}
+
+::std::tuple<at::Tensor &,at::Tensor &> wrapper_median_dim_values(const at::Tensor & self, int64_t dim, bool keepdim, at::Tensor & values, at::Tensor & indices) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, values, "wrapper_median_dim_values", "values");
+  c10::impl::check_and_update_common_device(common_device, indices, "wrapper_median_dim_values", "indices");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_median_dim_values", "self");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::median_dim_values>::call(self, dim, keepdim, values, indices);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::median.dim_values");
+  return rbln::kernels::median_dim_values(self, dim, keepdim, values, indices);
+}
+
+::std::tuple<at::Tensor &,at::Tensor &> wrapper_nanmedian_dim_values(const at::Tensor & self, int64_t dim, bool keepdim, at::Tensor & values, at::Tensor & indices) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, values, "wrapper_nanmedian_dim_values", "values");
+  c10::impl::check_and_update_common_device(common_device, indices, "wrapper_nanmedian_dim_values", "indices");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_nanmedian_dim_values", "self");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nanmedian_dim_values>::call(self, dim, keepdim, values, indices);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::nanmedian.dim_values");
+  return rbln::kernels::nanmedian_dim_values(self, dim, keepdim, values, indices);
+}
+
+at::Tensor wrapper_median(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::median>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::median");
+  return rbln::kernels::median(self);
+}
+
+at::Tensor wrapper_nanmedian(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nanmedian>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::nanmedian");
+  return rbln::kernels::nanmedian(self);
+}
+
 ::std::tuple<at::Tensor,at::Tensor> wrapper_nll_loss2d_forward(const at::Tensor & self, const at::Tensor & target, const ::std::optional<at::Tensor> & weight, int64_t reduction, c10::SymInt ignore_index) {
   std::optional<c10::Device> common_device;
   c10::impl::check_and_update_common_device(common_device, self, "wrapper_nll_loss2d_forward", "self");
@@ -4803,6 +4868,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sort.values_stable", TORCH_FN(wrapper_sort_values_stable));
   m.impl("topk", TORCH_FN(wrapper_topk));
   m.impl("topk.values", TORCH_FN(wrapper_topk_values));
+  m.impl("kthvalue.values", TORCH_FN(wrapper_kthvalue_values));
+  m.impl("median.dim_values", TORCH_FN(wrapper_median_dim_values));
+  m.impl("nanmedian.dim_values", TORCH_FN(wrapper_nanmedian_dim_values));
+  m.impl("median", TORCH_FN(wrapper_median));
+  m.impl("nanmedian", TORCH_FN(wrapper_nanmedian));
   m.impl("nll_loss2d_forward", TORCH_FN(wrapper_nll_loss2d_forward));
   m.impl("nll_loss2d_backward", TORCH_FN(wrapper_nll_loss2d_backward));
   m.impl("mse_loss", TORCH_FN(wrapper_mse_loss));

@@ -37,9 +37,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("bitwise_right_shift.Tensor", rbln::compiled_op("aten::bitwise_right_shift", "Tensor", {at::ScalarType::Int, at::ScalarType::Long}, {0, 1}, rbln::WriteRule::kCastable));
   m.impl("bitwise_right_shift_.Tensor", rbln::compiled_op("aten::bitwise_right_shift", "Tensor", {at::ScalarType::Int, at::ScalarType::Long}, {0, 1}, rbln::WriteRule::kCastable));
   m.impl("bitwise_right_shift.Tensor_out", rbln::compiled_op("aten::bitwise_right_shift", "Tensor", {at::ScalarType::Int, at::ScalarType::Long}, {0, 1}, rbln::WriteRule::kCastable));
-  m.impl("mvlgamma", rbln::compiled_op("aten::mvlgamma", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0}, rbln::WriteRule::kMeta));
-  m.impl("mvlgamma_", rbln::compiled_op("aten::mvlgamma", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0}, rbln::WriteRule::kMeta));
-  m.impl("mvlgamma.out", rbln::compiled_op("aten::mvlgamma", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0}, rbln::WriteRule::kMeta));
+  m.impl("mvlgamma", rbln::compiled_op("aten::mvlgamma", "", {at::ScalarType::Float, at::ScalarType::Double}, {0}, rbln::WriteRule::kMeta));
+  m.impl("mvlgamma_", rbln::compiled_op("aten::mvlgamma", "", {at::ScalarType::Float, at::ScalarType::Double}, {0}, rbln::WriteRule::kMeta));
+  m.impl("mvlgamma.out", rbln::compiled_op("aten::mvlgamma", "", {at::ScalarType::Float, at::ScalarType::Double}, {0}, rbln::WriteRule::kMeta));
   m.impl("_weight_norm_interface", rbln::compiled_op("aten::_weight_norm_interface", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0, 1}, rbln::WriteRule::kMeta));
   m.impl("_weight_norm_interface.out", rbln::compiled_op("aten::_weight_norm_interface", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0, 1}, rbln::WriteRule::kMeta));
   m.impl("tril_indices", rbln::compiled_op("aten::tril_indices", "", {at::ScalarType::Int, at::ScalarType::Long}, {}, rbln::WriteRule::kMeta));

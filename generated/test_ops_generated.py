@@ -245,6 +245,9 @@ ENTRIES = [
     ("bucketize.Tensor", ["bucketize.Scalar", "bucketize.Tensor", "bucketize.Tensor_out"], ["bucketize"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "int8", "uint8", "int16"], "kernel", {}),
     ("sort.stable", ["sort.stable", "sort.values_stable"], ["sort", "argsort", "msort"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"], "kernel", {}),
     ("topk", ["topk", "topk.values"], ["topk"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"], "kernel", {}),
+    ("kthvalue", ["kthvalue.values"], ["kthvalue"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "int8", "uint8", "int16"], "composite", {}),
+    ("median.dim", ["median", "median.dim_values"], ["median"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "int8", "uint8", "int16"], "composite", {}),
+    ("nanmedian.dim", ["nanmedian", "nanmedian.dim_values"], ["nanmedian"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "int8", "uint8", "int16"], "composite", {}),
     ("mse_loss", ["mse_loss"], ["nn.functional.mse_loss"], ["float32", "float16", "bfloat16", "float64"], "kernel", {}),
     ("huber_loss", ["huber_loss"], ["nn.functional.huber_loss"], ["float32", "float16", "bfloat16", "float64"], "kernel", {}),
     ("log_sigmoid_forward", ["log_sigmoid_forward"], ["nn.functional.logsigmoid"], ["float32", "float16", "bfloat16", "float64"], "kernel", {}),
@@ -284,7 +287,7 @@ ENTRIES = [
     ("frexp.Tensor", ["frexp.Tensor", "frexp.Tensor_out"], ["frexp"], ["float32", "float16", "bfloat16", "float64"], "compile", {}),
     ("bitwise_left_shift.Tensor", ["bitwise_left_shift.Tensor", "bitwise_left_shift.Tensor_out", "bitwise_left_shift_.Tensor"], ["bitwise_left_shift"], ["int32", "int64"], "compile", {}),
     ("bitwise_right_shift.Tensor", ["bitwise_right_shift.Tensor", "bitwise_right_shift.Tensor_out", "bitwise_right_shift_.Tensor"], ["bitwise_right_shift"], ["int32", "int64"], "compile", {}),
-    ("mvlgamma", ["mvlgamma", "mvlgamma.out", "mvlgamma_"], ["mvlgamma.mvlgamma_p_1", "mvlgamma.mvlgamma_p_3", "mvlgamma.mvlgamma_p_5"], ["float32", "float16", "bfloat16", "float64"], "compile", {}),
+    ("mvlgamma", ["mvlgamma", "mvlgamma.out", "mvlgamma_"], ["mvlgamma.mvlgamma_p_1", "mvlgamma.mvlgamma_p_3", "mvlgamma.mvlgamma_p_5"], ["float32", "float64"], "compile", {}),
     ("tril_indices", ["tril_indices"], ["tril_indices"], ["int32", "int64"], "compile", {}),
     ("triu_indices", ["triu_indices"], ["triu_indices"], ["int32", "int64"], "compile", {}),
 ]
