@@ -4182,7 +4182,29 @@ at::Tensor & wrapper_linalg_cross_out(const at::Tensor & self, const at::Tensor 
 }
 
 ::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper__linalg_svd(const at::Tensor & A, bool full_matrices, bool compute_uv, ::std::optional<c10::string_view> driver) {
-  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::_linalg_svd>::call(A, full_matrices, compute_uv, driver);
+  const c10::OptionalDeviceGuard guard(at::device_of(A));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(A.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_linalg_svd>::call(A, full_matrices, compute_uv, driver);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_linalg_svd");
+  at::Tensor result0, result1, result2;
+  return rbln::kernels::linalg_svd_U(A, full_matrices, compute_uv, driver, result0, result1, result2);
+}
+
+::std::tuple<at::Tensor &,at::Tensor &,at::Tensor &> wrapper__linalg_svd_U(const at::Tensor & A, bool full_matrices, bool compute_uv, ::std::optional<c10::string_view> driver, at::Tensor & U, at::Tensor & S, at::Tensor & Vh) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, U, "wrapper__linalg_svd_U", "U");
+  c10::impl::check_and_update_common_device(common_device, S, "wrapper__linalg_svd_U", "S");
+  c10::impl::check_and_update_common_device(common_device, Vh, "wrapper__linalg_svd_U", "Vh");
+  c10::impl::check_and_update_common_device(common_device, A, "wrapper__linalg_svd_U", "A");
+  const c10::OptionalDeviceGuard guard(at::device_of(A));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(A.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_linalg_svd_U>::call(A, full_matrices, compute_uv, driver, U, S, Vh);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_linalg_svd.U");
+  return rbln::kernels::linalg_svd_U(A, full_matrices, compute_uv, driver, U, S, Vh);
 }
 
 ::std::tuple<at::Tensor,at::Tensor> wrapper__linalg_eigh(const at::Tensor & A, c10::string_view UPLO, bool compute_v) {
@@ -4977,6 +4999,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("linalg_cross", TORCH_FN(wrapper_linalg_cross));
   m.impl("linalg_cross.out", TORCH_FN(wrapper_linalg_cross_out));
   m.impl("_linalg_svd", TORCH_FN(wrapper__linalg_svd));
+  m.impl("_linalg_svd.U", TORCH_FN(wrapper__linalg_svd_U));
   m.impl("_linalg_eigh", TORCH_FN(wrapper__linalg_eigh));
   m.impl("segment_reduce", TORCH_FN(wrapper_segment_reduce));
   m.impl("linalg_eig", TORCH_FN(wrapper_linalg_eig));

@@ -290,6 +290,7 @@ ENTRIES = [
     ("mvlgamma", ["mvlgamma", "mvlgamma.out", "mvlgamma_"], ["mvlgamma.mvlgamma_p_1", "mvlgamma.mvlgamma_p_3", "mvlgamma.mvlgamma_p_5"], ["float32", "float64"], "compile", {}),
     ("tril_indices", ["tril_indices"], ["tril_indices"], ["int32", "int64"], "compile", {}),
     ("triu_indices", ["triu_indices"], ["triu_indices"], ["int32", "int64"], "compile", {}),
+    ("_linalg_svd", ["_linalg_svd", "_linalg_svd.U"], ["linalg.svd", "svd", "linalg.svdvals"], ["float32", "float64"], "kernel", {}),
 ]
 
 

@@ -1,5 +1,5 @@
-// Dense linear algebra on the device: triangular solves, LU, Cholesky and QR
-// factorizations and the solves, determinants and inverses built on them,
+// Dense linear algebra on the device: triangular solves, LU, Cholesky, QR and
+// singular value decompositions and the solves, determinants and inverses built on them,
 // Householder products, the matrix exponential and the cross product, through the BLAS and
 // LAPACK libtorch carries. Matrices are copied into column-major
 // batches in device memory, as LAPACK wants, and handed back in CPU's
@@ -54,6 +54,10 @@ void spotrs_(const char* uplo, const int* n, const int* nrhs, const float* a, co
              const int* ldb, int* info);
 void dpotrs_(const char* uplo, const int* n, const int* nrhs, const double* a, const int* lda, double* b,
              const int* ldb, int* info);
+void sgesdd_(const char* jobz, const int* m, const int* n, float* a, const int* lda, float* s, float* u, const int* ldu,
+             float* vt, const int* ldvt, float* work, const int* lwork, int* iwork, int* info);
+void dgesdd_(const char* jobz, const int* m, const int* n, double* a, const int* lda, double* s, double* u,
+             const int* ldu, double* vt, const int* ldvt, double* work, const int* lwork, int* iwork, int* info);
 }
 
 namespace rbln::kernels {
@@ -106,6 +110,13 @@ template <class T>
 void geqrf(int m, int n, T* a, int lda, T* tau, T* work, int lwork, int* info) {
   if constexpr (std::is_same_v<T, float>) sgeqrf_(&m, &n, a, &lda, tau, work, &lwork, info);
   else dgeqrf_(&m, &n, a, &lda, tau, work, &lwork, info);
+}
+
+template <class T>
+void gesdd(char jobz, int m, int n, T* a, int lda, T* s, T* u, int ldu, T* vt, int ldvt, T* work, int lwork,
+           int* iwork, int* info) {
+  if constexpr (std::is_same_v<T, float>) sgesdd_(&jobz, &m, &n, a, &lda, s, u, &ldu, vt, &ldvt, work, &lwork, iwork, info);
+  else dgesdd_(&jobz, &m, &n, a, &lda, s, u, &ldu, vt, &ldvt, work, &lwork, iwork, info);
 }
 
 // LAPACK's workspace protocol: ask for the size (lwork = -1), then run
@@ -767,6 +778,59 @@ at::Tensor& linalg_cross_out(const at::Tensor& self, const at::Tensor& other, in
   auto b = [&](int64_t i) { return other.narrow(dim, i, 1); };
   prepare_out(out, sizes, self.scalar_type(), self, "linalg_cross");
   return at::cat_out(out, {a(1) * b(2) - a(2) * b(1), a(2) * b(0) - a(0) * b(2), a(0) * b(1) - a(1) * b(0)}, dim);
+}
+
+// gesdd, as CPU's linalg.svd runs it: U and Vh as column-major batches ([*, m, m or k], [*, n or k, n]), S [*, k];
+// an empty matrix has the identity as its full U and Vh. Non-convergence raises as CPU's.
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> linalg_svd_U(const at::Tensor& A, bool full_matrices,
+                                                               bool compute_uv, std::optional<c10::string_view> driver,
+                                                               at::Tensor& U, at::Tensor& S, at::Tensor& Vh) {
+  at::native::checkIsMatrix(A, "linalg.svd");
+  at::native::checkFloatingOrComplex(A, "linalg.svd");
+  TORCH_CHECK(!driver.has_value(), "torch.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs "
+              "with cuSOLVER backend.");
+  check_same_device({&A, &U, &S, &Vh});
+  const int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n), u_cols = full_matrices ? m : k,
+                vh_rows = full_matrices ? n : k;
+  const auto batch = batch_of(A.sizes());
+  auto s_sizes = batch;
+  s_sizes.push_back(k);
+  auto u = compute_uv ? fortran_empty(with_matrix(batch, m, u_cols), A.options()) : at::empty({0}, A.options());
+  auto vh = compute_uv ? fortran_empty(with_matrix(batch, vh_rows, n), A.options()) : at::empty({0}, A.options());
+  auto s = at::empty(s_sizes, A.options());
+  auto info = at::empty(batch, A.options().dtype(at::kInt));
+  if (info.numel()) kernels::zero_(info);
+  if (A.numel() == 0) {
+    for (auto* t : {&u, &vh}) {
+      if (compute_uv && full_matrices && t->numel()) {
+        kernels::zero_(*t);
+        t->diagonal(0, -2, -1).fill_(1);
+      }
+    }
+  } else {
+    auto a = fortran_copy(A, A.sizes(), A.scalar_type());
+    const char jobz = compute_uv ? (full_matrices ? 'A' : 'S') : 'N';
+    const int64_t count = batch_count(A);
+    AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "aten::_linalg_svd", [&] {
+      scalar_t* ap = a.data_ptr<scalar_t>();
+      scalar_t* sp = s.data_ptr<scalar_t>();
+      scalar_t* up = compute_uv ? u.data_ptr<scalar_t>() : nullptr;
+      scalar_t* vp = compute_uv ? vh.data_ptr<scalar_t>() : nullptr;
+      int* status = info.data_ptr<int>();
+      launch_on(A, "aten::_linalg_svd", [=] {
+        std::vector<int> iwork(8 * k);
+        with_workspace<scalar_t>(count, [&](int64_t i, scalar_t* work, int lwork) {
+          gesdd<scalar_t>(jobz, m, n, ap + i * m * n, ld(m), sp + i * k, up ? up + i * m * u_cols : nullptr, ld(m),
+                          vp ? vp + i * vh_rows * n : nullptr, ld(vh_rows), work, lwork, iwork.data(), status + i);
+        });
+      });
+    });
+  }
+  assign(U, u, "linalg.svd");
+  assign(S, s, "linalg.svd");
+  assign(Vh, vh, "linalg.svd");
+  at::_linalg_check_errors(info, "linalg.svd", A.dim() == 2);
+  return {U, S, Vh};
 }
 
 }  // namespace rbln::kernels

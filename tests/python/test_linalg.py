@@ -65,6 +65,11 @@ CASES = {
     "det": (lambda A: torch.linalg.det(A), [(general, (3, 4, 4))], {"aten::_linalg_det.result"}),
     "slogdet": (lambda A: torch.linalg.slogdet(-A), [(general, (3, 4, 4))], {"aten::_linalg_slogdet.sign"}),
     "logdet": (lambda A: torch.logdet(A), [(general, (4, 4))], {"aten::_linalg_slogdet.sign"}),
+    "svd": (lambda A: torch.linalg.svd(A, full_matrices=False), [(general, (2, 5, 3))], {"aten::_linalg_svd"}),
+    "svd_wide": (lambda A: torch.linalg.svd(A, full_matrices=False), [(general, (3, 5))], {"aten::_linalg_svd"}),
+    "svdvals": (lambda A: torch.linalg.svdvals(A), [(general, (2, 4, 4))], {"aten::_linalg_svd"}),
+    "pinv": (lambda A: torch.linalg.pinv(A), [(general, (2, 5, 3))], {"aten::_linalg_svd"}),
+    "nuclear_norm": (lambda A: torch.linalg.matrix_norm(A, "nuc"), [(general, (3, 4))], {"aten::_linalg_svd"}),
 }
 
 # How the device sees the inputs: as made, transposed in memory, or every other element of a wider tensor.
@@ -145,7 +150,9 @@ def test_singular_inputs_report_info_like_cpu(fn):
                                             upper=True),
     lambda a: torch.linalg.lu_solve(*torch.linalg.lu_factor(a[0]), a[0].double()),
     lambda a: torch.lu_unpack(a[0], torch.tensor([1, 5, 3, 4], dtype=torch.int32, device=a.device)),
-], ids=["lu_factor", "solve", "inv", "cholesky", "solve_triangular_dtypes", "lu_solve_dtypes", "lu_unpack_pivots"])
+    lambda a: torch.linalg.svd(a / 0),
+], ids=["lu_factor", "solve", "inv", "cholesky", "solve_triangular_dtypes", "lu_solve_dtypes", "lu_unpack_pivots",
+        "svd_non_finite"])
 def test_errors_match_cpu(fn):
     a = _singular()
     try:
@@ -200,3 +207,15 @@ def test_qr_modes_without_gradients_match_cpu(mode):
         actual = torch.linalg.qr(a.rbln(), mode=mode)
     assert not ex.fallback_ops, ex.fallback_reasons
     _same(actual, torch.linalg.qr(a, mode=mode))
+
+
+@pytest.mark.parametrize("shape", [(3, 0), (0, 4), (2, 0, 0)])
+def test_svd_of_empty_matrices_is_cpus(shape):
+    """An empty matrix's full U and Vh are identities, as on CPU."""
+    a = torch.randn(shape)
+    for full in (True, False):
+        with torch.rbln.explain() as ex:
+            actual = torch.linalg.svd(a.rbln(), full_matrices=full)
+        assert not ex.fallback_ops and "aten::_linalg_svd" in ex.device_ops
+        for x, e in zip(actual, torch.linalg.svd(a, full_matrices=full), strict=True):
+            assert x.shape == e.shape and torch.equal(x.cpu(), e)
