@@ -271,5 +271,6 @@ at::Tensor & linalg_householder_product_out(const at::Tensor & input, const at::
 at::Tensor linalg_matrix_exp(const at::Tensor & self);
 at::Tensor & linalg_cross_out(const at::Tensor & self, const at::Tensor & other, int64_t dim, at::Tensor & out);
 ::std::tuple<at::Tensor &,at::Tensor &,at::Tensor &> linalg_svd_U(const at::Tensor & A, bool full_matrices, bool compute_uv, ::std::optional<c10::string_view> driver, at::Tensor & U, at::Tensor & S, at::Tensor & Vh);
+::std::tuple<at::Tensor &,at::Tensor &> linalg_eigh_eigenvalues(const at::Tensor & A, c10::string_view UPLO, bool compute_v, at::Tensor & eigenvalues, at::Tensor & eigenvectors);
 
 }  // namespace rbln::kernels

@@ -4208,7 +4208,28 @@ at::Tensor & wrapper_linalg_cross_out(const at::Tensor & self, const at::Tensor 
 }
 
 ::std::tuple<at::Tensor,at::Tensor> wrapper__linalg_eigh(const at::Tensor & A, c10::string_view UPLO, bool compute_v) {
-  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::_linalg_eigh>::call(A, UPLO, compute_v);
+  const c10::OptionalDeviceGuard guard(at::device_of(A));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(A.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_linalg_eigh>::call(A, UPLO, compute_v);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_linalg_eigh");
+  at::Tensor result0, result1;
+  return rbln::kernels::linalg_eigh_eigenvalues(A, UPLO, compute_v, result0, result1);
+}
+
+::std::tuple<at::Tensor &,at::Tensor &> wrapper__linalg_eigh_eigenvalues(const at::Tensor & A, c10::string_view UPLO, bool compute_v, at::Tensor & eigenvalues, at::Tensor & eigenvectors) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, eigenvalues, "wrapper__linalg_eigh_eigenvalues", "eigenvalues");
+  c10::impl::check_and_update_common_device(common_device, eigenvectors, "wrapper__linalg_eigh_eigenvalues", "eigenvectors");
+  c10::impl::check_and_update_common_device(common_device, A, "wrapper__linalg_eigh_eigenvalues", "A");
+  const c10::OptionalDeviceGuard guard(at::device_of(A));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(A.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_linalg_eigh_eigenvalues>::call(A, UPLO, compute_v, eigenvalues, eigenvectors);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_linalg_eigh.eigenvalues");
+  return rbln::kernels::linalg_eigh_eigenvalues(A, UPLO, compute_v, eigenvalues, eigenvectors);
 }
 
 at::Tensor wrapper_segment_reduce(const at::Tensor & data, c10::string_view reduce, const ::std::optional<at::Tensor> & lengths, const ::std::optional<at::Tensor> & indices, const ::std::optional<at::Tensor> & offsets, int64_t axis, bool unsafe, const ::std::optional<at::Scalar> & initial) {
@@ -5001,6 +5022,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_linalg_svd", TORCH_FN(wrapper__linalg_svd));
   m.impl("_linalg_svd.U", TORCH_FN(wrapper__linalg_svd_U));
   m.impl("_linalg_eigh", TORCH_FN(wrapper__linalg_eigh));
+  m.impl("_linalg_eigh.eigenvalues", TORCH_FN(wrapper__linalg_eigh_eigenvalues));
   m.impl("segment_reduce", TORCH_FN(wrapper_segment_reduce));
   m.impl("linalg_eig", TORCH_FN(wrapper_linalg_eig));
   m.impl("linalg_lstsq", TORCH_FN(wrapper_linalg_lstsq));

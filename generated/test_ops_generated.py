@@ -291,6 +291,7 @@ ENTRIES = [
     ("tril_indices", ["tril_indices"], ["tril_indices"], ["int32", "int64"], "compile", {}),
     ("triu_indices", ["triu_indices"], ["triu_indices"], ["int32", "int64"], "compile", {}),
     ("_linalg_svd", ["_linalg_svd", "_linalg_svd.U"], ["linalg.svd", "svd", "linalg.svdvals"], ["float32", "float64"], "kernel", {}),
+    ("_linalg_eigh", ["_linalg_eigh", "_linalg_eigh.eigenvalues"], ["linalg.eigh", "linalg.eigvalsh"], ["float32", "float64"], "kernel", {}),
 ]
 
 

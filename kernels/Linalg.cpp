@@ -1,5 +1,5 @@
-// Dense linear algebra on the device: triangular solves, LU, Cholesky, QR and
-// singular value decompositions and the solves, determinants and inverses built on them,
+// Dense linear algebra on the device: triangular solves, LU, Cholesky, QR,
+// singular value and symmetric eigen decompositions and the solves, determinants and inverses built on them,
 // Householder products, the matrix exponential and the cross product, through the BLAS and
 // LAPACK libtorch carries. Matrices are copied into column-major
 // batches in device memory, as LAPACK wants, and handed back in CPU's
@@ -17,6 +17,7 @@
 #include <c10/util/accumulate.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -58,6 +59,10 @@ void sgesdd_(const char* jobz, const int* m, const int* n, float* a, const int* 
              float* vt, const int* ldvt, float* work, const int* lwork, int* iwork, int* info);
 void dgesdd_(const char* jobz, const int* m, const int* n, double* a, const int* lda, double* s, double* u,
              const int* ldu, double* vt, const int* ldvt, double* work, const int* lwork, int* iwork, int* info);
+void ssyevd_(const char* jobz, const char* uplo, const int* n, float* a, const int* lda, float* w, float* work,
+             const int* lwork, int* iwork, const int* liwork, int* info);
+void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w, double* work,
+             const int* lwork, int* iwork, const int* liwork, int* info);
 }
 
 namespace rbln::kernels {
@@ -117,6 +122,12 @@ void gesdd(char jobz, int m, int n, T* a, int lda, T* s, T* u, int ldu, T* vt, i
            int* iwork, int* info) {
   if constexpr (std::is_same_v<T, float>) sgesdd_(&jobz, &m, &n, a, &lda, s, u, &ldu, vt, &ldvt, work, &lwork, iwork, info);
   else dgesdd_(&jobz, &m, &n, a, &lda, s, u, &ldu, vt, &ldvt, work, &lwork, iwork, info);
+}
+
+template <class T>
+void syevd(char jobz, char uplo, int n, T* a, int lda, T* w, T* work, int lwork, int* iwork, int liwork, int* info) {
+  if constexpr (std::is_same_v<T, float>) ssyevd_(&jobz, &uplo, &n, a, &lda, w, work, &lwork, iwork, &liwork, info);
+  else dsyevd_(&jobz, &uplo, &n, a, &lda, w, work, &lwork, iwork, &liwork, info);
 }
 
 // LAPACK's workspace protocol: ask for the size (lwork = -1), then run
@@ -831,6 +842,46 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> linalg_svd_U(const at::Tensor&
   assign(Vh, vh, "linalg.svd");
   at::_linalg_check_errors(info, "linalg.svd", A.dim() == 2);
   return {U, S, Vh};
+}
+
+// syevd, as CPU's linalg.eigh runs it: ascending eigenvalues [*, n] and, with compute_v, the eigenvectors as a
+// column-major batch (syevd overwrites its copy of A with them). Non-convergence raises as CPU's.
+std::tuple<at::Tensor&, at::Tensor&> linalg_eigh_eigenvalues(const at::Tensor& A, c10::string_view UPLO, bool compute_v,
+                                                             at::Tensor& eigenvalues, at::Tensor& eigenvectors) {
+  at::native::squareCheckInputs(A, "linalg.eigh");
+  at::native::checkUplo(UPLO);
+  check_same_device({&A, &eigenvalues, &eigenvectors});
+  const int64_t n = A.size(-1);
+  auto values_sizes = batch_of(A.sizes());
+  values_sizes.push_back(n);
+  auto w = at::empty(values_sizes, A.options());
+  auto a = fortran_copy(A, A.sizes(), A.scalar_type());
+  auto info = at::empty(batch_of(A.sizes()), A.options().dtype(at::kInt));
+  if (info.numel()) kernels::zero_(info);
+  if (A.numel()) {
+    const char jobz = compute_v ? 'V' : 'N', uplo = std::toupper(static_cast<unsigned char>(UPLO[0]));
+    const int64_t count = batch_count(A);
+    AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "aten::_linalg_eigh", [&] {
+      scalar_t* ap = a.data_ptr<scalar_t>();
+      scalar_t* wp = w.data_ptr<scalar_t>();
+      int* status = info.data_ptr<int>();
+      launch_on(A, "aten::_linalg_eigh", [=] {
+        scalar_t work_size = 0;
+        int iwork_size = 0;
+        syevd<scalar_t>(jobz, uplo, n, ap, ld(n), wp, &work_size, -1, &iwork_size, -1, status);
+        std::vector<scalar_t> work(std::max<int64_t>(1, static_cast<int64_t>(work_size)));
+        std::vector<int> iwork(std::max(1, iwork_size));
+        for (int64_t i = 0; i < count; ++i) {
+          syevd<scalar_t>(jobz, uplo, n, ap + i * n * n, ld(n), wp + i * n, work.data(), work.size(), iwork.data(),
+                          iwork.size(), status + i);
+        }
+      });
+    });
+  }
+  assign(eigenvalues, w, "linalg.eigh");
+  assign(eigenvectors, compute_v ? a : at::empty({0}, A.options()), "linalg.eigh");
+  at::_linalg_check_errors(info, "linalg.eigh", A.dim() == 2);
+  return {eigenvalues, eigenvectors};
 }
 
 }  // namespace rbln::kernels

@@ -13,7 +13,7 @@ NOT_LISTED, LISTED, DTYPE = "not in ops.yaml", "listed as fallback in ops.yaml",
 FALLBACKS = {
     "histogram": (lambda x: torch.histogram(x, 4), torch.float32, "aten::histogram.bin_ct", NOT_LISTED),
     "polar": (lambda x: torch.polar(x, x), torch.float32, "aten::polar.out", NOT_LISTED),
-    "eigvalsh": (lambda x: torch.linalg.eigvalsh(x.mT @ x), torch.float32, "aten::_linalg_eigh", LISTED),
+    "lstsq": (lambda x: torch.linalg.lstsq(x, x).solution, torch.float32, "aten::linalg_lstsq", LISTED),
     "rfft": (lambda x: torch.fft.rfft(x), torch.float32, "aten::_fft_r2c", LISTED),
     # ops.yaml: add.Tensor's dtypes are `all`, which has no int16
     "add_int16": (lambda x: x + x, torch.int16, "aten::add.Tensor", DTYPE),

@@ -70,6 +70,8 @@ CASES = {
     "svdvals": (lambda A: torch.linalg.svdvals(A), [(general, (2, 4, 4))], {"aten::_linalg_svd"}),
     "pinv": (lambda A: torch.linalg.pinv(A), [(general, (2, 5, 3))], {"aten::_linalg_svd"}),
     "nuclear_norm": (lambda A: torch.linalg.matrix_norm(A, "nuc"), [(general, (3, 4))], {"aten::_linalg_svd"}),
+    "eigh": (lambda A: torch.linalg.eigh(A), [(spd, (2, 4, 4))], {"aten::_linalg_eigh"}),
+    "eigvalsh_upper": (lambda A: torch.linalg.eigvalsh(A, UPLO="U"), [(spd, (3, 3))], {"aten::_linalg_eigh"}),
 }
 
 # How the device sees the inputs: as made, transposed in memory, or every other element of a wider tensor.
@@ -151,8 +153,10 @@ def test_singular_inputs_report_info_like_cpu(fn):
     lambda a: torch.linalg.lu_solve(*torch.linalg.lu_factor(a[0]), a[0].double()),
     lambda a: torch.lu_unpack(a[0], torch.tensor([1, 5, 3, 4], dtype=torch.int32, device=a.device)),
     lambda a: torch.linalg.svd(a / 0),
+    lambda a: torch.linalg.eigh(a[0] / 0),
+    lambda a: torch.linalg.eigh(a[0], UPLO="X"),
 ], ids=["lu_factor", "solve", "inv", "cholesky", "solve_triangular_dtypes", "lu_solve_dtypes", "lu_unpack_pivots",
-        "svd_non_finite"])
+        "svd_non_finite", "eigh_non_finite", "eigh_uplo"])
 def test_errors_match_cpu(fn):
     a = _singular()
     try:
