@@ -4143,44 +4143,6 @@ at::Tensor & wrapper_linalg_householder_product_out(const at::Tensor & input, co
   return rbln::kernels::linalg_qr_out(A, mode, Q, R);
 }
 
-at::Tensor wrapper_linalg_matrix_exp(const at::Tensor & self) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
-  if (!(dtype_ok(self.scalar_type()))) {
-    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_matrix_exp>::call(self);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::linalg_matrix_exp");
-  return rbln::kernels::linalg_matrix_exp(self);
-}
-
-at::Tensor wrapper_linalg_cross(const at::Tensor & self, const at::Tensor & other, int64_t dim) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_linalg_cross", "self");
-  c10::impl::check_and_update_common_device(common_device, other, "wrapper_linalg_cross", "other");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
-  if (!(dtype_ok(self.scalar_type()) && dtype_ok(other.scalar_type()))) {
-    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_cross>::call(self, other, dim);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::linalg_cross");
-  at::Tensor result;
-  return rbln::kernels::linalg_cross_out(self, other, dim, result);
-}
-
-at::Tensor & wrapper_linalg_cross_out(const at::Tensor & self, const at::Tensor & other, int64_t dim, at::Tensor & out) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, out, "wrapper_linalg_cross_out", "out");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_linalg_cross_out", "self");
-  c10::impl::check_and_update_common_device(common_device, other, "wrapper_linalg_cross_out", "other");
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
-  if (!(dtype_ok(self.scalar_type()) && dtype_ok(other.scalar_type()))) {
-    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_cross_out>::call(self, other, dim, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::linalg_cross.out");
-  return rbln::kernels::linalg_cross_out(self, other, dim, out);
-}
-
 ::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper__linalg_svd(const at::Tensor & A, bool full_matrices, bool compute_uv, ::std::optional<c10::string_view> driver) {
   const c10::OptionalDeviceGuard guard(at::device_of(A));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
@@ -4232,6 +4194,100 @@ at::Tensor & wrapper_linalg_cross_out(const at::Tensor & self, const at::Tensor 
   return rbln::kernels::linalg_eigh_eigenvalues(A, UPLO, compute_v, eigenvalues, eigenvectors);
 }
 
+at::Tensor wrapper_linalg_matrix_exp(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_matrix_exp>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::linalg_matrix_exp");
+  return rbln::kernels::linalg_matrix_exp(self);
+}
+
+at::Tensor wrapper_linalg_cross(const at::Tensor & self, const at::Tensor & other, int64_t dim) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_linalg_cross", "self");
+  c10::impl::check_and_update_common_device(common_device, other, "wrapper_linalg_cross", "other");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(other.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_cross>::call(self, other, dim);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::linalg_cross");
+  at::Tensor result;
+  return rbln::kernels::linalg_cross_out(self, other, dim, result);
+}
+
+at::Tensor & wrapper_linalg_cross_out(const at::Tensor & self, const at::Tensor & other, int64_t dim, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_linalg_cross_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_linalg_cross_out", "self");
+  c10::impl::check_and_update_common_device(common_device, other, "wrapper_linalg_cross_out", "other");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(other.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_cross_out>::call(self, other, dim, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::linalg_cross.out");
+  return rbln::kernels::linalg_cross_out(self, other, dim, out);
+}
+
+at::Tensor wrapper__fft_r2c(const at::Tensor & self, at::IntArrayRef dim, int64_t normalization, bool onesided) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_fft_r2c>::call(self, dim, normalization, onesided);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_fft_r2c");
+  at::Tensor result;
+  return rbln::kernels::fft_r2c_out(self, dim, normalization, onesided, result);
+}
+
+at::Tensor & wrapper__fft_r2c_out(const at::Tensor & self, at::IntArrayRef dim, int64_t normalization, bool onesided, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper__fft_r2c_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper__fft_r2c_out", "self");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_fft_r2c_out>::call(self, dim, normalization, onesided, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_fft_r2c.out");
+  return rbln::kernels::fft_r2c_out(self, dim, normalization, onesided, out);
+}
+
+at::Tensor wrapper__fft_c2c(const at::Tensor & self, c10::SymIntArrayRef dim, int64_t normalization, bool forward) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::_fft_c2c");
+  at::Tensor result;
+  return rbln::kernels::fft_c2c_out(self, dim, normalization, forward, result);
+}
+
+at::Tensor & wrapper__fft_c2c_out(const at::Tensor & self, c10::SymIntArrayRef dim, int64_t normalization, bool forward, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper__fft_c2c_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper__fft_c2c_out", "self");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::_fft_c2c.out");
+  return rbln::kernels::fft_c2c_out(self, dim, normalization, forward, out);
+}
+
+at::Tensor wrapper__fft_c2r(const at::Tensor & self, at::IntArrayRef dim, int64_t normalization, c10::SymInt last_dim_size) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::_fft_c2r");
+  at::Tensor result;
+  return rbln::kernels::fft_c2r_out(self, dim, normalization, last_dim_size, result);
+}
+
+at::Tensor & wrapper__fft_c2r_out(const at::Tensor & self, at::IntArrayRef dim, int64_t normalization, c10::SymInt last_dim_size, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper__fft_c2r_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper__fft_c2r_out", "self");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::_fft_c2r.out");
+  return rbln::kernels::fft_c2r_out(self, dim, normalization, last_dim_size, out);
+}
+
 at::Tensor wrapper_segment_reduce(const at::Tensor & data, c10::string_view reduce, const ::std::optional<at::Tensor> & lengths, const ::std::optional<at::Tensor> & indices, const ::std::optional<at::Tensor> & offsets, int64_t axis, bool unsafe, const ::std::optional<at::Scalar> & initial) {
   rbln::checks::segment_reduce_check(data, reduce, lengths, indices, offsets, axis, unsafe, initial);
   return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::segment_reduce>::call(data, reduce, lengths, indices, offsets, axis, unsafe, initial);
@@ -4243,18 +4299,6 @@ at::Tensor wrapper_segment_reduce(const at::Tensor & data, c10::string_view redu
 
 ::std::tuple<at::Tensor,at::Tensor,at::Tensor,at::Tensor> wrapper_linalg_lstsq(const at::Tensor & self, const at::Tensor & b, ::std::optional<double> rcond, ::std::optional<c10::string_view> driver) {
   return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::linalg_lstsq>::call(self, b, rcond, driver);
-}
-
-at::Tensor wrapper__fft_r2c(const at::Tensor & self, at::IntArrayRef dim, int64_t normalization, bool onesided) {
-  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::_fft_r2c>::call(self, dim, normalization, onesided);
-}
-
-at::Tensor wrapper__fft_c2c(const at::Tensor & self, c10::SymIntArrayRef dim, int64_t normalization, bool forward) {
-  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::_fft_c2c>::call(self, dim, normalization, forward);
-}
-
-at::Tensor wrapper__fft_c2r(const at::Tensor & self, at::IntArrayRef dim, int64_t normalization, c10::SymInt last_dim_size) {
-  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::_fft_c2r>::call(self, dim, normalization, last_dim_size);
 }
 
 ::std::tuple<at::Tensor &,at::Tensor &> wrapper_mode_values(const at::Tensor & self, int64_t dim, bool keepdim, at::Tensor & values, at::Tensor & indices) {
@@ -5016,19 +5060,22 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("linalg_householder_product", TORCH_FN(wrapper_linalg_householder_product));
   m.impl("linalg_householder_product.out", TORCH_FN(wrapper_linalg_householder_product_out));
   m.impl("linalg_qr.out", TORCH_FN(wrapper_linalg_qr_out));
-  m.impl("linalg_matrix_exp", TORCH_FN(wrapper_linalg_matrix_exp));
-  m.impl("linalg_cross", TORCH_FN(wrapper_linalg_cross));
-  m.impl("linalg_cross.out", TORCH_FN(wrapper_linalg_cross_out));
   m.impl("_linalg_svd", TORCH_FN(wrapper__linalg_svd));
   m.impl("_linalg_svd.U", TORCH_FN(wrapper__linalg_svd_U));
   m.impl("_linalg_eigh", TORCH_FN(wrapper__linalg_eigh));
   m.impl("_linalg_eigh.eigenvalues", TORCH_FN(wrapper__linalg_eigh_eigenvalues));
+  m.impl("linalg_matrix_exp", TORCH_FN(wrapper_linalg_matrix_exp));
+  m.impl("linalg_cross", TORCH_FN(wrapper_linalg_cross));
+  m.impl("linalg_cross.out", TORCH_FN(wrapper_linalg_cross_out));
+  m.impl("_fft_r2c", TORCH_FN(wrapper__fft_r2c));
+  m.impl("_fft_r2c.out", TORCH_FN(wrapper__fft_r2c_out));
+  m.impl("_fft_c2c", TORCH_FN(wrapper__fft_c2c));
+  m.impl("_fft_c2c.out", TORCH_FN(wrapper__fft_c2c_out));
+  m.impl("_fft_c2r", TORCH_FN(wrapper__fft_c2r));
+  m.impl("_fft_c2r.out", TORCH_FN(wrapper__fft_c2r_out));
   m.impl("segment_reduce", TORCH_FN(wrapper_segment_reduce));
   m.impl("linalg_eig", TORCH_FN(wrapper_linalg_eig));
   m.impl("linalg_lstsq", TORCH_FN(wrapper_linalg_lstsq));
-  m.impl("_fft_r2c", TORCH_FN(wrapper__fft_r2c));
-  m.impl("_fft_c2c", TORCH_FN(wrapper__fft_c2c));
-  m.impl("_fft_c2r", TORCH_FN(wrapper__fft_c2r));
   m.impl("mode.values", TORCH_FN(wrapper_mode_values));
   // Not in ops.yaml, and stricter about devices than their out= overloads, which PyTorch's composite would
   // run instead: the counted fallback, with the op's own device check (codegen/registry.py says more).

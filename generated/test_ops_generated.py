@@ -277,6 +277,8 @@ ENTRIES = [
     ("ormqr", ["ormqr", "ormqr.out"], ["ormqr"], ["float32", "float64"], "kernel", {}),
     ("linalg_householder_product", ["linalg_householder_product", "linalg_householder_product.out"], ["linalg.householder_product"], ["float32", "float64"], "kernel", {}),
     ("linalg_qr.out", ["linalg_qr.out"], ["linalg.qr", "qr"], ["float32", "float64"], "kernel", {}),
+    ("_linalg_svd", ["_linalg_svd", "_linalg_svd.U"], ["linalg.svd", "svd", "linalg.svdvals"], ["float32", "float64"], "kernel", {}),
+    ("_linalg_eigh", ["_linalg_eigh", "_linalg_eigh.eigenvalues"], ["linalg.eigh", "linalg.eigvalsh"], ["float32", "float64"], "kernel", {}),
     ("linalg_matrix_exp", ["linalg_matrix_exp"], ["matrix_exp"], ["float32", "float64"], "kernel", {"float32": [0.001, 0.0001]}),
     ("linalg_cross", ["linalg_cross", "linalg_cross.out"], ["linalg.cross", "cross"], ["float32", "float16", "bfloat16", "float64", "int32", "int64"], "kernel", {}),
     ("renorm", ["renorm", "renorm.out", "renorm_"], ["renorm"], ["float32", "float16", "bfloat16", "float64"], "compile", {}),
@@ -290,8 +292,8 @@ ENTRIES = [
     ("mvlgamma", ["mvlgamma", "mvlgamma.out", "mvlgamma_"], ["mvlgamma.mvlgamma_p_1", "mvlgamma.mvlgamma_p_3", "mvlgamma.mvlgamma_p_5"], ["float32", "float64"], "compile", {}),
     ("tril_indices", ["tril_indices"], ["tril_indices"], ["int32", "int64"], "compile", {}),
     ("triu_indices", ["triu_indices"], ["triu_indices"], ["int32", "int64"], "compile", {}),
-    ("_linalg_svd", ["_linalg_svd", "_linalg_svd.U"], ["linalg.svd", "svd", "linalg.svdvals"], ["float32", "float64"], "kernel", {}),
-    ("_linalg_eigh", ["_linalg_eigh", "_linalg_eigh.eigenvalues"], ["linalg.eigh", "linalg.eigvalsh"], ["float32", "float64"], "kernel", {}),
+    ("fft_fft", ["fft_fft"], ["fft.fft", "fft.hfft", "fft.hfft2", "fft.hfftn"], ["float32", "float64"], "composite", {}),
+    ("fft_rfft", ["fft_rfft"], ["fft.rfft", "fft.rfft2", "fft.rfftn", "fft.irfft", "fft.irfft2", "fft.irfftn", "stft"], ["float32", "float64"], "composite", {}),
 ]
 
 

@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # "observed <= listed"); remove it here and in docs/models.md then.
 LISTED_FALLBACKS = {key: set() for key in ("resnet18", "resnet18-train", "bert", "minilm", "llama", "mixtral",
                                            "cnn", "transformer")}
+LISTED_FALLBACKS["whisper-features"] = {"aten::abs"}  # |stft|: complex math has no device kernels yet
 
 
 def check_ops(key: str, ex, expected_device_ops=()):
@@ -229,6 +230,20 @@ def test_mixtral_forward_and_greedy_generation_match_cpu():
     torch.testing.assert_close(logits, expected_logits, rtol=1e-4, atol=1e-5)
     assert torch.equal(tokens, expected_tokens), (tokens, expected_tokens)
     check_ops("mixtral", ex, {"aten::histc", "aten::topk", "aten::mm", "aten::silu"})
+
+
+def test_whisper_feature_extraction_runs_its_stft_on_the_device():
+    """WhisperFeatureExtractor's torch path (device="rbln"): STFT, mel filter bank, log: CPU's features."""
+    import numpy as np
+    from transformers import WhisperFeatureExtractor
+
+    extract = WhisperFeatureExtractor(feature_size=80)
+    audio = np.random.default_rng(0).standard_normal(16000 * 3).astype(np.float32) * 0.1
+    expected = extract(audio, sampling_rate=16000, return_tensors="pt", device="cpu").input_features
+    with torch.rbln.explain() as ex:
+        features = extract(audio, sampling_rate=16000, return_tensors="pt", device="rbln").input_features
+    torch.testing.assert_close(features.cpu(), expected, rtol=1e-5, atol=1e-5)
+    check_ops("whisper-features", ex, {"aten::_fft_r2c", "aten::reflection_pad1d", "aten::log10"})
 
 
 # ---------------------------------------------------------------- loss curves

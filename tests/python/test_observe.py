@@ -16,13 +16,13 @@ import torch
 
 from conftest import ROOT
 
-# Real ops of each fallback kind (docs/supported_ops.md): histogram is not in ops.yaml, _fft_r2c is listed as
+# Real ops of each fallback kind (docs/supported_ops.md): histogram is not in ops.yaml, linalg_lstsq is listed as
 # `strategy: fallback`, and add.Tensor's dtypes (`all`) have no int16.
 SCRIPT_OPS = """
 import torch, torch_rbln
 x = torch.arange(20.0).view(4, 5).rbln()
 def unlisted(): return torch.histogram(x, 4).hist
-def listed(): return torch.fft.rfft(x)
+def listed(): return torch.linalg.lstsq(x, x).solution
 def dtype(): return x.to(torch.int16) + x.to(torch.int16)
 """
 
@@ -70,7 +70,7 @@ def test_logs_go_to_the_users_handler(tmp_path):
         print([(r.levelname, r.getMessage().split(" at ")[0]) for r in records])
         """, TORCH_RBLN_LOG_LEVEL="INFO")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == str([("INFO", "fallback to the CPU: aten::_fft_r2c (listed as fallback in "
+    assert proc.stdout.strip() == str([("INFO", "fallback to the CPU: aten::linalg_lstsq (listed as fallback in "
                                                  "ops.yaml, kind listed)")])
 
 
@@ -147,7 +147,7 @@ def test_disable_fallback_by_kind(tmp_path, value, disabled):
     proc = run(tmp_path, DISABLE_CASES, TORCH_RBLN_DISABLE_FALLBACK=value)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.splitlines()[-1])
-    ops = {"unlisted": "aten::histogram.bin_ct", "listed": "aten::_fft_r2c", "dtype": "aten::add.Tensor", "compile": "aten::renorm"}
+    ops = {"unlisted": "aten::histogram.bin_ct", "listed": "aten::linalg_lstsq", "dtype": "aten::add.Tensor", "compile": "aten::renorm"}
     for kind, outcome in result.items():
         if kind in disabled:
             assert ops[kind] in outcome and f"TORCH_RBLN_DISABLE_FALLBACK={value}" in outcome, outcome
