@@ -186,24 +186,30 @@ def tiny_llama():
     return LlamaForCausalLM(config)
 
 
-def test_llama_forward_and_greedy_generation_match_cpu():
+def check_causal_lm(key, factory, prompt, new_tokens, expected_device_ops):
+    """Logits of `prompt` and greedy `generate` from its first row, on rbln against CPU."""
     torch.manual_seed(0)
-    cpu_model, dev_model = twin(tiny_llama)
+    cpu_model, dev_model = twin(factory)
     cpu_model.eval(), dev_model.eval()
-    prompt = torch.randint(3, 128, (1, 8))
     with torch.no_grad():
         expected_logits = cpu_model(prompt).logits
-        expected_tokens = cpu_model.generate(prompt, do_sample=False, max_new_tokens=8, use_cache=True)
+        expected_tokens = cpu_model.generate(prompt[:1], do_sample=False, max_new_tokens=new_tokens, use_cache=True)
         with torch.rbln.explain() as ex:
             logits = dev_model(prompt.rbln()).logits.cpu()
-            tokens = dev_model.generate(prompt.rbln(), do_sample=False, max_new_tokens=8, use_cache=True)
+            tokens = dev_model.generate(prompt[:1].rbln(), do_sample=False, max_new_tokens=new_tokens, use_cache=True)
             assert tokens.device.type == "rbln"
             tokens = tokens.cpu()
     torch.testing.assert_close(logits, expected_logits, rtol=1e-4, atol=1e-5)
-    assert expected_tokens.shape == (1, 16)
+    assert expected_tokens.shape == (1, prompt.shape[1] + new_tokens)
     assert torch.equal(tokens, expected_tokens), (tokens, expected_tokens)
-    check_ops("llama", ex, {"aten::mm", "aten::bmm", "aten::index_select", "aten::rsqrt", "aten::silu", "aten::cat",
-                            "aten::argmax"})
+    check_ops(key, ex, expected_device_ops)
+
+
+def test_llama_forward_and_greedy_generation_match_cpu():
+    torch.manual_seed(0)
+    check_causal_lm("llama", tiny_llama, torch.randint(3, 128, (1, 8)), 8,
+                    {"aten::mm", "aten::bmm", "aten::index_select", "aten::rsqrt", "aten::silu", "aten::cat",
+                     "aten::argmax"})
 
 
 def tiny_mixtral():
@@ -218,18 +224,8 @@ def tiny_mixtral():
 def test_mixtral_forward_and_greedy_generation_match_cpu():
     """Hugging Face's default experts path off the CPU counts tokens per expert with histc on int32 ids."""
     torch.manual_seed(0)
-    cpu_model, dev_model = twin(tiny_mixtral)
-    cpu_model.eval(), dev_model.eval()
-    prompt = torch.randint(3, 128, (2, 9))
-    with torch.no_grad():
-        expected_logits = cpu_model(prompt).logits
-        expected_tokens = cpu_model.generate(prompt[:1], do_sample=False, max_new_tokens=6, use_cache=True)
-        with torch.rbln.explain() as ex:
-            logits = dev_model(prompt.rbln()).logits.cpu()
-            tokens = dev_model.generate(prompt[:1].rbln(), do_sample=False, max_new_tokens=6, use_cache=True).cpu()
-    torch.testing.assert_close(logits, expected_logits, rtol=1e-4, atol=1e-5)
-    assert torch.equal(tokens, expected_tokens), (tokens, expected_tokens)
-    check_ops("mixtral", ex, {"aten::histc", "aten::topk", "aten::mm", "aten::silu"})
+    check_causal_lm("mixtral", tiny_mixtral, torch.randint(3, 128, (2, 9)), 6,
+                    {"aten::histc", "aten::topk", "aten::mm", "aten::silu"})
 
 
 def test_whisper_feature_extraction_runs_its_stft_on_the_device():
