@@ -23,8 +23,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("renorm.out", rbln::compiled_op("aten::renorm", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0}, rbln::WriteRule::kExact));
   m.impl("grid_sampler_2d", rbln::compiled_op("aten::grid_sampler_2d", "", {at::ScalarType::Float, at::ScalarType::Double}, {0, 1}, rbln::WriteRule::kMeta));
   m.impl("grid_sampler_2d.out", rbln::compiled_op("aten::grid_sampler_2d", "", {at::ScalarType::Float, at::ScalarType::Double}, {0, 1}, rbln::WriteRule::kMeta));
-  m.impl("multi_margin_loss", rbln::compiled_op("aten::multi_margin_loss", "", {at::ScalarType::Float, at::ScalarType::Double}, {0, 4}, rbln::WriteRule::kMeta));
-  m.impl("multi_margin_loss.out", rbln::compiled_op("aten::multi_margin_loss", "", {at::ScalarType::Float, at::ScalarType::Double}, {0, 4}, rbln::WriteRule::kMeta));
   m.impl("aminmax", rbln::compiled_op("aten::aminmax", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long}, {0}, rbln::WriteRule::kExact));
   m.impl("aminmax.out", rbln::compiled_op("aten::aminmax", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long}, {0}, rbln::WriteRule::kExact));
   m.impl("count_nonzero.dim_IntList", rbln::compiled_op("aten::count_nonzero", "dim_IntList", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long, at::ScalarType::Bool}, {0}, rbln::WriteRule::kMeta));

@@ -283,7 +283,6 @@ ENTRIES = [
     ("linalg_cross", ["linalg_cross", "linalg_cross.out"], ["linalg.cross", "cross"], ["float32", "float16", "bfloat16", "float64", "int32", "int64"], "kernel", {}),
     ("renorm", ["renorm", "renorm.out", "renorm_"], ["renorm"], ["float32", "float16", "bfloat16", "float64"], "compile", {}),
     ("grid_sampler_2d", ["grid_sampler_2d", "grid_sampler_2d.out"], ["grid_sampler_2d"], ["float32", "float64"], "compile", {}),
-    ("multi_margin_loss", ["multi_margin_loss", "multi_margin_loss.out"], ["nn.functional.multi_margin_loss"], ["float32", "float64"], "compile", {}),
     ("aminmax", ["aminmax", "aminmax.out"], ["aminmax"], ["float32", "float16", "bfloat16", "float64", "int32", "int64"], "compile", {}),
     ("count_nonzero.dim_IntList", ["count_nonzero.dim_IntList", "count_nonzero.dim_IntList_out"], ["count_nonzero"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"], "compile", {}),
     ("frexp.Tensor", ["frexp.Tensor", "frexp.Tensor_out"], ["frexp"], ["float32", "float16", "bfloat16", "float64"], "compile", {}),
