@@ -799,7 +799,10 @@ RBLN_BINARY(special_chebyshev_polynomial_t, C(chebyshev_polynomial_t_forward(a, 
 // ATen's three-term recurrences stop at a NaN and then return an uninitialized
 // variable for an order of 2 or more (CPU's kernel hands back the previous
 // element's result): the NaN propagates here, as in the Hermite recurrences.
-#define RBLN_RECURRENCE(name, fn) RBLN_BINARY(name, is_nan(a) && b >= C(2) ? a : C(fn(a, b)))
+// An order of 2^63 or more (inf) converts to int64's minimum on x86, a negative
+// order, for which ATen returns 0 before the recurrence.
+#define RBLN_RECURRENCE(name, fn) \
+  RBLN_BINARY(name, is_nan(a) && b >= C(2) && b < C(9223372036854775808.0) ? a : C(fn(a, b)))
 RBLN_RECURRENCE(special_chebyshev_polynomial_u, chebyshev_polynomial_u_forward)
 RBLN_RECURRENCE(special_chebyshev_polynomial_v, chebyshev_polynomial_v_forward)
 RBLN_RECURRENCE(special_chebyshev_polynomial_w, chebyshev_polynomial_w_forward)
