@@ -225,7 +225,13 @@ def render(entries: list[Entry], root: str = ROOT) -> dict[str, str]:
     for e in registered + [e for e in entries if e.strategy == "compile"]:
         for o in e.overloads:
             related.setdefault(_base(o), set()).add(o)
-    cases = [(e, sorted(related.get(_base(e.func), set(e.overloads)))) for e in tested]
+    # ... or any overload of an entry that names the same OpInfo (torch.unique reaches _unique2 or unique_dim).
+    by_opinfo: dict[str, set[str]] = {}
+    for e in registered + [e for e in entries if e.strategy == "compile"]:
+        for name in e.opinfo:
+            by_opinfo.setdefault(name, set()).update(e.overloads)
+    cases = [(e, sorted(related.get(_base(e.func), set(e.overloads)).union(*(by_opinfo.get(n, ()) for n in e.opinfo))))
+             for e in tested]
     out["generated/test_ops_generated.py"] = env.get_template("test_ops_generated.py.j2").render(cases=cases)
     return out
 

@@ -30,11 +30,14 @@ DTYPES = {
     "int32": ("Int", "int32_t"),
     "int64": ("Long", "int64_t"),
     "bool": ("Bool", "bool"),
+    "complex64": ("ComplexFloat", "c10::complex<float>"),
+    "complex128": ("ComplexDouble", "c10::complex<double>"),
 }
 DTYPE_GROUPS = {
     "floating": ["float32", "float16", "bfloat16", "float64"],
     "integral": ["int32", "int64"],
     "all": ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"],
+    "complex": ["complex64", "complex128"],
 }
 DTYPE_GROUPS["numeric"] = DTYPE_GROUPS["floating"] + DTYPE_GROUPS["integral"]
 
@@ -42,6 +45,7 @@ DTYPE_GROUPS["numeric"] = DTYPE_GROUPS["floating"] + DTYPE_GROUPS["integral"]
 # builder rbln::kernels::<family>_iter(out, operands...) in kernels/Elementwise.h.
 FAMILIES = {
     "unary": 1,
+    "unary_real": 1,
     "unary_float": 1,
     "logical": 1,
     "binary": 2,

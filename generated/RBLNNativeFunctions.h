@@ -33,6 +33,7 @@ at::Tensor view_as_real(const at::Tensor & self);
 at::Tensor view_as_complex(const at::Tensor & self);
 at::Tensor & conj_physical_(at::Tensor & self);
 at::Tensor _conj_physical(const at::Tensor & self);
+at::Tensor & conj_physical_out(const at::Tensor & self, at::Tensor & out);
 const at::Tensor & resize_(const at::Tensor & self, c10::SymIntArrayRef size, ::std::optional<at::MemoryFormat> memory_format);
 at::Tensor & set_(at::Tensor & self);
 at::Tensor & set_source_Storage(at::Tensor & self, at::Storage source);
@@ -275,5 +276,12 @@ at::Tensor & linalg_cross_out(const at::Tensor & self, const at::Tensor & other,
 at::Tensor & fft_r2c_out(const at::Tensor & self, at::IntArrayRef dim, int64_t normalization, bool onesided, at::Tensor & out);
 at::Tensor & fft_c2c_out(const at::Tensor & self, c10::SymIntArrayRef dim, int64_t normalization, bool forward, at::Tensor & out);
 at::Tensor & fft_c2r_out(const at::Tensor & self, at::IntArrayRef dim, int64_t normalization, c10::SymInt last_dim_size, at::Tensor & out);
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> _unique2(const at::Tensor & self, bool sorted, bool return_inverse, bool return_counts);
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> unique_dim(const at::Tensor & self, int64_t dim, bool sorted, bool return_inverse, bool return_counts);
+::std::tuple<at::Tensor,at::Tensor> _unique(const at::Tensor & self, bool sorted, bool return_inverse);
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> unique_consecutive(const at::Tensor & self, bool return_inverse, bool return_counts, ::std::optional<int64_t> dim);
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> unique_dim_consecutive(const at::Tensor & self, int64_t dim, bool return_inverse, bool return_counts);
+::std::tuple<at::Tensor &,at::Tensor &> mode_values(const at::Tensor & self, int64_t dim, bool keepdim, at::Tensor & values, at::Tensor & indices);
+at::Tensor bincount(const at::Tensor & self, const ::std::optional<at::Tensor> & weights, c10::SymInt minlength);
 
 }  // namespace rbln::kernels

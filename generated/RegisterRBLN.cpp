@@ -46,6 +46,8 @@
 #include <ATen/ops/_thnn_fused_gru_cell_backward_ops.h>
 #include <ATen/ops/_thnn_fused_lstm_cell_ops.h>
 #include <ATen/ops/_thnn_fused_lstm_cell_backward_impl_ops.h>
+#include <ATen/ops/_unique_ops.h>
+#include <ATen/ops/_unique2_ops.h>
 #include <ATen/ops/_upsample_nearest_exact1d_ops.h>
 #include <ATen/ops/_upsample_nearest_exact1d_backward_ops.h>
 #include <ATen/ops/_upsample_nearest_exact2d_ops.h>
@@ -75,6 +77,7 @@
 #include <ATen/ops/bernoulli_ops.h>
 #include <ATen/ops/binary_cross_entropy_ops.h>
 #include <ATen/ops/binary_cross_entropy_backward_ops.h>
+#include <ATen/ops/bincount_ops.h>
 #include <ATen/ops/bmm_ops.h>
 #include <ATen/ops/bucketize_ops.h>
 #include <ATen/ops/cat_ops.h>
@@ -207,6 +210,9 @@
 #include <ATen/ops/unfold_ops.h>
 #include <ATen/ops/unfold_backward_ops.h>
 #include <ATen/ops/uniform_ops.h>
+#include <ATen/ops/unique_consecutive_ops.h>
+#include <ATen/ops/unique_dim_ops.h>
+#include <ATen/ops/unique_dim_consecutive_ops.h>
 #include <ATen/ops/upsample_bicubic2d_ops.h>
 #include <ATen/ops/upsample_bicubic2d_backward_ops.h>
 #include <ATen/ops/upsample_bilinear2d_ops.h>
@@ -296,8 +302,25 @@ at::Tensor & wrapper_conj_physical_(at::Tensor & self) {
 
 at::Tensor wrapper__conj_physical(const at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_conj_physical>::call(self);
+  }
   RBLN_COUNT_DEVICE_OP("aten::_conj_physical");
   return rbln::_conj_physical(self);
+}
+
+at::Tensor & wrapper_conj_physical_out(const at::Tensor & self, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_conj_physical_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_conj_physical_out", "self");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::conj_physical_out>::call(self, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::conj_physical.out");
+  return rbln::conj_physical_out(self, out);
 }
 
 const at::Tensor & wrapper_resize_(const at::Tensor & self, c10::SymIntArrayRef size, ::std::optional<at::MemoryFormat> memory_format) {
@@ -368,7 +391,7 @@ bool wrapper__has_compatible_shallow_copy_type(const at::Tensor & self, const at
 
 at::Tensor & wrapper_fill__Scalar(at::Tensor & self, const at::Scalar & value) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fill__Scalar>::call(self, value);
   }
@@ -378,7 +401,7 @@ at::Tensor & wrapper_fill__Scalar(at::Tensor & self, const at::Scalar & value) {
 
 at::Tensor & wrapper_fill__Tensor(at::Tensor & self, const at::Tensor & value) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
   if (!(dtype_ok(self.scalar_type()) && dtype_ok(value.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fill__Tensor>::call(self, value);
   }
@@ -388,7 +411,7 @@ at::Tensor & wrapper_fill__Tensor(at::Tensor & self, const at::Tensor & value) {
 
 at::Tensor & wrapper_zero_(at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::zero_>::call(self);
   }
@@ -398,7 +421,7 @@ at::Tensor & wrapper_zero_(at::Tensor & self) {
 
 at::Tensor & wrapper_masked_fill__Scalar(at::Tensor & self, const at::Tensor & mask, const at::Scalar & value) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::masked_fill__Scalar>::call(self, mask, value);
   }
@@ -408,7 +431,7 @@ at::Tensor & wrapper_masked_fill__Scalar(at::Tensor & self, const at::Tensor & m
 
 at::Tensor & wrapper_masked_fill__Tensor(at::Tensor & self, const at::Tensor & mask, const at::Tensor & value) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
   if (!(dtype_ok(self.scalar_type()) && dtype_ok(value.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::masked_fill__Tensor>::call(self, mask, value);
   }
@@ -450,7 +473,7 @@ at::Tensor & wrapper_eye_out(c10::SymInt n, at::Tensor & out) {
 
 at::Tensor wrapper_where_self(const at::Tensor & condition, const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(condition));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
   if (!(dtype_ok(self.scalar_type()) && dtype_ok(other.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::where_self>::call(condition, self, other);
   }
@@ -461,7 +484,7 @@ at::Tensor wrapper_where_self(const at::Tensor & condition, const at::Tensor & s
 
 at::Tensor & wrapper_where_self_out(const at::Tensor & condition, const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(condition));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
   if (!(dtype_ok(self.scalar_type()) && dtype_ok(other.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::where_self_out>::call(condition, self, other, out);
   }
@@ -553,7 +576,7 @@ at::Tensor & wrapper_clamp_Tensor_out(const at::Tensor & self, const ::std::opti
 
 at::Tensor wrapper_sum_dim_IntList(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, ::std::optional<at::ScalarType> dtype) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sum_dim_IntList>::call(self, dim, keepdim, dtype);
   }
@@ -564,7 +587,7 @@ at::Tensor wrapper_sum_dim_IntList(const at::Tensor & self, at::OptionalIntArray
 
 at::Tensor & wrapper_sum_IntList_out(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, ::std::optional<at::ScalarType> dtype, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sum_IntList_out>::call(self, dim, keepdim, dtype, out);
   }
@@ -594,7 +617,7 @@ at::Tensor wrapper_trace(const at::Tensor & self) {
 
 at::Tensor wrapper_mean_dim(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, ::std::optional<at::ScalarType> dtype) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mean_dim>::call(self, dim, keepdim, dtype);
   }
@@ -605,7 +628,7 @@ at::Tensor wrapper_mean_dim(const at::Tensor & self, at::OptionalIntArrayRef dim
 
 at::Tensor & wrapper_mean_out(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, ::std::optional<at::ScalarType> dtype, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mean_out>::call(self, dim, keepdim, dtype, out);
   }
@@ -1390,7 +1413,7 @@ at::Tensor wrapper_mm(const at::Tensor & self, const at::Tensor & mat2) {
   c10::impl::check_and_update_common_device(common_device, self, "wrapper_mm", "self");
   c10::impl::check_and_update_common_device(common_device, mat2, "wrapper_mm", "mat2");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
   if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat2.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mm>::call(self, mat2);
   }
@@ -1405,7 +1428,7 @@ at::Tensor & wrapper_mm_out(const at::Tensor & self, const at::Tensor & mat2, at
   c10::impl::check_and_update_common_device(common_device, self, "wrapper_mm_out", "self");
   c10::impl::check_and_update_common_device(common_device, mat2, "wrapper_mm_out", "mat2");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
   if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat2.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mm_out>::call(self, mat2, out);
   }
@@ -1418,7 +1441,7 @@ at::Tensor wrapper_bmm(const at::Tensor & self, const at::Tensor & mat2) {
   c10::impl::check_and_update_common_device(common_device, self, "wrapper_bmm", "self");
   c10::impl::check_and_update_common_device(common_device, mat2, "wrapper_bmm", "mat2");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
   if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat2.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bmm>::call(self, mat2);
   }
@@ -1433,7 +1456,7 @@ at::Tensor & wrapper_bmm_out(const at::Tensor & self, const at::Tensor & mat2, a
   c10::impl::check_and_update_common_device(common_device, self, "wrapper_bmm_out", "self");
   c10::impl::check_and_update_common_device(common_device, mat2, "wrapper_bmm_out", "mat2");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
   if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat2.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bmm_out>::call(self, mat2, out);
   }
@@ -1447,7 +1470,7 @@ at::Tensor wrapper_addmm(const at::Tensor & self, const at::Tensor & mat1, const
   c10::impl::check_and_update_common_device(common_device, mat1, "wrapper_addmm", "mat1");
   c10::impl::check_and_update_common_device(common_device, mat2, "wrapper_addmm", "mat2");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
   if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat1.scalar_type()) && dtype_ok(mat2.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addmm>::call(self, mat1, mat2, beta, alpha);
   }
@@ -1462,7 +1485,7 @@ at::Tensor & wrapper_addmm_(at::Tensor & self, const at::Tensor & mat1, const at
   c10::impl::check_and_update_common_device(common_device, mat1, "wrapper_addmm_", "mat1");
   c10::impl::check_and_update_common_device(common_device, mat2, "wrapper_addmm_", "mat2");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
   if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat1.scalar_type()) && dtype_ok(mat2.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addmm_>::call(self, mat1, mat2, beta, alpha);
   }
@@ -1477,7 +1500,7 @@ at::Tensor & wrapper_addmm_out(const at::Tensor & self, const at::Tensor & mat1,
   c10::impl::check_and_update_common_device(common_device, mat1, "wrapper_addmm_out", "mat1");
   c10::impl::check_and_update_common_device(common_device, mat2, "wrapper_addmm_out", "mat2");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
   if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat1.scalar_type()) && dtype_ok(mat2.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addmm_out>::call(self, mat1, mat2, beta, alpha, out);
   }
@@ -1517,7 +1540,7 @@ at::Tensor wrapper_addmv(const at::Tensor & self, const at::Tensor & mat, const 
   c10::impl::check_and_update_common_device(common_device, mat, "wrapper_addmv", "mat");
   c10::impl::check_and_update_common_device(common_device, vec, "wrapper_addmv", "vec");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
   if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat.scalar_type()) && dtype_ok(vec.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addmv>::call(self, mat, vec, beta, alpha);
   }
@@ -1532,7 +1555,7 @@ at::Tensor & wrapper_addmv_(at::Tensor & self, const at::Tensor & mat, const at:
   c10::impl::check_and_update_common_device(common_device, mat, "wrapper_addmv_", "mat");
   c10::impl::check_and_update_common_device(common_device, vec, "wrapper_addmv_", "vec");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
   if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat.scalar_type()) && dtype_ok(vec.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addmv_>::call(self, mat, vec, beta, alpha);
   }
@@ -1547,7 +1570,7 @@ at::Tensor & wrapper_addmv_out(const at::Tensor & self, const at::Tensor & mat, 
   c10::impl::check_and_update_common_device(common_device, mat, "wrapper_addmv_out", "mat");
   c10::impl::check_and_update_common_device(common_device, vec, "wrapper_addmv_out", "vec");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
   if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat.scalar_type()) && dtype_ok(vec.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addmv_out>::call(self, mat, vec, beta, alpha, out);
   }
@@ -1561,7 +1584,7 @@ at::Tensor & wrapper_mv_out(const at::Tensor & self, const at::Tensor & vec, at:
   c10::impl::check_and_update_common_device(common_device, self, "wrapper_mv_out", "self");
   c10::impl::check_and_update_common_device(common_device, vec, "wrapper_mv_out", "vec");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
   if (!(dtype_ok(self.scalar_type()) && dtype_ok(vec.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mv_out>::call(self, vec, out);
   }
@@ -4288,6 +4311,94 @@ at::Tensor & wrapper__fft_c2r_out(const at::Tensor & self, at::IntArrayRef dim, 
   return rbln::kernels::fft_c2r_out(self, dim, normalization, last_dim_size, out);
 }
 
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper__unique2(const at::Tensor & self, bool sorted, bool return_inverse, bool return_counts) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_unique2>::call(self, sorted, return_inverse, return_counts);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_unique2");
+  return rbln::kernels::_unique2(self, sorted, return_inverse, return_counts);
+}
+
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper_unique_dim(const at::Tensor & self, int64_t dim, bool sorted, bool return_inverse, bool return_counts) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::unique_dim>::call(self, dim, sorted, return_inverse, return_counts);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::unique_dim");
+  return rbln::kernels::unique_dim(self, dim, sorted, return_inverse, return_counts);
+}
+
+::std::tuple<at::Tensor,at::Tensor> wrapper__unique(const at::Tensor & self, bool sorted, bool return_inverse) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_unique>::call(self, sorted, return_inverse);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_unique");
+  return rbln::kernels::_unique(self, sorted, return_inverse);
+}
+
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper_unique_consecutive(const at::Tensor & self, bool return_inverse, bool return_counts, ::std::optional<int64_t> dim) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::unique_consecutive>::call(self, return_inverse, return_counts, dim);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::unique_consecutive");
+  return rbln::kernels::unique_consecutive(self, return_inverse, return_counts, dim);
+}
+
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper_unique_dim_consecutive(const at::Tensor & self, int64_t dim, bool return_inverse, bool return_counts) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::unique_dim_consecutive>::call(self, dim, return_inverse, return_counts);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::unique_dim_consecutive");
+  return rbln::kernels::unique_dim_consecutive(self, dim, return_inverse, return_counts);
+}
+
+::std::tuple<at::Tensor,at::Tensor> wrapper_mode(const at::Tensor & self, int64_t dim, bool keepdim) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mode>::call(self, dim, keepdim);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::mode");
+  at::Tensor result0, result1;
+  return rbln::kernels::mode_values(self, dim, keepdim, result0, result1);
+}
+
+::std::tuple<at::Tensor &,at::Tensor &> wrapper_mode_values(const at::Tensor & self, int64_t dim, bool keepdim, at::Tensor & values, at::Tensor & indices) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, values, "wrapper_mode_values", "values");
+  c10::impl::check_and_update_common_device(common_device, indices, "wrapper_mode_values", "indices");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_mode_values", "self");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mode_values>::call(self, dim, keepdim, values, indices);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::mode.values");
+  return rbln::kernels::mode_values(self, dim, keepdim, values, indices);
+}
+
+at::Tensor wrapper_bincount(const at::Tensor & self, const ::std::optional<at::Tensor> & weights, c10::SymInt minlength) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_bincount", "self");
+  c10::impl::check_and_update_common_device(common_device, weights, "wrapper_bincount", "weights");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bincount>::call(self, weights, minlength);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::bincount");
+  return rbln::kernels::bincount(self, weights, minlength);
+}
+
 at::Tensor wrapper_segment_reduce(const at::Tensor & data, c10::string_view reduce, const ::std::optional<at::Tensor> & lengths, const ::std::optional<at::Tensor> & indices, const ::std::optional<at::Tensor> & offsets, int64_t axis, bool unsafe, const ::std::optional<at::Scalar> & initial) {
   rbln::checks::segment_reduce_check(data, reduce, lengths, indices, offsets, axis, unsafe, initial);
   return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::segment_reduce>::call(data, reduce, lengths, indices, offsets, axis, unsafe, initial);
@@ -4299,10 +4410,6 @@ at::Tensor wrapper_segment_reduce(const at::Tensor & data, c10::string_view redu
 
 ::std::tuple<at::Tensor,at::Tensor,at::Tensor,at::Tensor> wrapper_linalg_lstsq(const at::Tensor & self, const at::Tensor & b, ::std::optional<double> rcond, ::std::optional<c10::string_view> driver) {
   return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::linalg_lstsq>::call(self, b, rcond, driver);
-}
-
-::std::tuple<at::Tensor &,at::Tensor &> wrapper_mode_values(const at::Tensor & self, int64_t dim, bool keepdim, at::Tensor & values, at::Tensor & indices) {
-  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::mode_values>::call(self, dim, keepdim, values, indices);
 }
 
 }  // namespace
@@ -4740,6 +4847,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("view_as_complex", TORCH_FN(wrapper_view_as_complex));
   m.impl("conj_physical_", TORCH_FN(wrapper_conj_physical_));
   m.impl("_conj_physical", TORCH_FN(wrapper__conj_physical));
+  m.impl("conj_physical.out", TORCH_FN(wrapper_conj_physical_out));
   m.impl("resize_", TORCH_FN(wrapper_resize_));
   m.impl("set_", TORCH_FN(wrapper_set_));
   m.impl("set_.source_Storage", TORCH_FN(wrapper_set__source_Storage));
@@ -5073,10 +5181,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_fft_c2c.out", TORCH_FN(wrapper__fft_c2c_out));
   m.impl("_fft_c2r", TORCH_FN(wrapper__fft_c2r));
   m.impl("_fft_c2r.out", TORCH_FN(wrapper__fft_c2r_out));
+  m.impl("_unique2", TORCH_FN(wrapper__unique2));
+  m.impl("unique_dim", TORCH_FN(wrapper_unique_dim));
+  m.impl("_unique", TORCH_FN(wrapper__unique));
+  m.impl("unique_consecutive", TORCH_FN(wrapper_unique_consecutive));
+  m.impl("unique_dim_consecutive", TORCH_FN(wrapper_unique_dim_consecutive));
+  m.impl("mode", TORCH_FN(wrapper_mode));
+  m.impl("mode.values", TORCH_FN(wrapper_mode_values));
+  m.impl("bincount", TORCH_FN(wrapper_bincount));
   m.impl("segment_reduce", TORCH_FN(wrapper_segment_reduce));
   m.impl("linalg_eig", TORCH_FN(wrapper_linalg_eig));
   m.impl("linalg_lstsq", TORCH_FN(wrapper_linalg_lstsq));
-  m.impl("mode.values", TORCH_FN(wrapper_mode_values));
   // Not in ops.yaml, and stricter about devices than their out= overloads, which PyTorch's composite would
   // run instead: the counted fallback, with the op's own device check (codegen/registry.py says more).
   m.impl("clamp_max.Tensor", torch::CppFunction::makeFromBoxedFunction<&rbln::fallback_unlisted>());

@@ -29,6 +29,8 @@ at::Tensor wrapper_reciprocal(const at::Tensor & self) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::reciprocal", rbln::functors::reciprocal<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::reciprocal", rbln::functors::reciprocal<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::reciprocal", rbln::functors::reciprocal<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::reciprocal", rbln::functors::reciprocal<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::reciprocal", rbln::functors::reciprocal<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::reciprocal>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::reciprocal");
@@ -44,6 +46,8 @@ at::Tensor & wrapper_reciprocal_(at::Tensor & self) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::reciprocal_", rbln::functors::reciprocal<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::reciprocal_", rbln::functors::reciprocal<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::reciprocal_", rbln::functors::reciprocal<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::reciprocal_", rbln::functors::reciprocal<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::reciprocal_", rbln::functors::reciprocal<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::reciprocal_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::reciprocal_");
@@ -59,6 +63,8 @@ at::Tensor & wrapper_reciprocal_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::reciprocal.out", rbln::functors::reciprocal<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::reciprocal.out", rbln::functors::reciprocal<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::reciprocal.out", rbln::functors::reciprocal<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::reciprocal.out", rbln::functors::reciprocal<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::reciprocal.out", rbln::functors::reciprocal<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::reciprocal_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::reciprocal.out");

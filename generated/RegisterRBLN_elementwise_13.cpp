@@ -32,6 +32,8 @@ at::Tensor wrapper_add_Tensor(const at::Tensor & self, const at::Tensor & other,
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::add.Tensor", rbln::functors::add<int32_t>(alpha)); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::add.Tensor", rbln::functors::add<int64_t>(alpha)); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::add.Tensor", rbln::functors::add<bool>(alpha)); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::add.Tensor", rbln::functors::add<c10::complex<float>>(alpha)); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::add.Tensor", rbln::functors::add<c10::complex<double>>(alpha)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::add_Tensor>::call(self, other, alpha);
   }
   RBLN_COUNT_DEVICE_OP("aten::add.Tensor");
@@ -50,6 +52,8 @@ at::Tensor & wrapper_add__Tensor(at::Tensor & self, const at::Tensor & other, co
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::add_.Tensor", rbln::functors::add<int32_t>(alpha)); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::add_.Tensor", rbln::functors::add<int64_t>(alpha)); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::add_.Tensor", rbln::functors::add<bool>(alpha)); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::add_.Tensor", rbln::functors::add<c10::complex<float>>(alpha)); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::add_.Tensor", rbln::functors::add<c10::complex<double>>(alpha)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::add__Tensor>::call(self, other, alpha);
   }
   RBLN_COUNT_DEVICE_OP("aten::add_.Tensor");
@@ -68,6 +72,8 @@ at::Tensor & wrapper_add_out(const at::Tensor & self, const at::Tensor & other, 
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::add.out", rbln::functors::add<int32_t>(alpha)); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::add.out", rbln::functors::add<int64_t>(alpha)); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::add.out", rbln::functors::add<bool>(alpha)); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::add.out", rbln::functors::add<c10::complex<float>>(alpha)); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::add.out", rbln::functors::add<c10::complex<double>>(alpha)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::add_out>::call(self, other, alpha, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::add.out");

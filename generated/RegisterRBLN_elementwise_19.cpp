@@ -27,6 +27,8 @@ at::Tensor wrapper_expm1(const at::Tensor & self) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::expm1", rbln::functors::expm1<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::expm1", rbln::functors::expm1<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::expm1", rbln::functors::expm1<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::expm1", rbln::functors::expm1<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::expm1", rbln::functors::expm1<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::expm1>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::expm1");
@@ -42,6 +44,8 @@ at::Tensor & wrapper_expm1_(at::Tensor & self) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::expm1_", rbln::functors::expm1<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::expm1_", rbln::functors::expm1<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::expm1_", rbln::functors::expm1<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::expm1_", rbln::functors::expm1<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::expm1_", rbln::functors::expm1<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::expm1_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::expm1_");
@@ -57,6 +61,8 @@ at::Tensor & wrapper_expm1_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::expm1.out", rbln::functors::expm1<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::expm1.out", rbln::functors::expm1<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::expm1.out", rbln::functors::expm1<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::expm1.out", rbln::functors::expm1<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::expm1.out", rbln::functors::expm1<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::expm1_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::expm1.out");

@@ -82,6 +82,8 @@ at::Tensor wrapper_ne_Scalar(const at::Tensor & self, const at::Scalar & other) 
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<bool>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne_Scalar>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::ne.Scalar");
@@ -101,6 +103,8 @@ at::Tensor & wrapper_ne__Scalar(at::Tensor & self, const at::Scalar & other) {
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<bool>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne__Scalar>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::ne_.Scalar");
@@ -120,6 +124,8 @@ at::Tensor & wrapper_ne_Scalar_out(const at::Tensor & self, const at::Scalar & o
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<bool>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne_Scalar_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::ne.Scalar_out");

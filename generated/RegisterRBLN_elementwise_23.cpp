@@ -105,6 +105,8 @@ at::Tensor wrapper_eq_Tensor(const at::Tensor & self, const at::Tensor & other) 
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<bool>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq_Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::eq.Tensor");
@@ -123,6 +125,8 @@ at::Tensor & wrapper_eq__Tensor(at::Tensor & self, const at::Tensor & other) {
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<bool>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq__Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::eq_.Tensor");
@@ -141,6 +145,8 @@ at::Tensor & wrapper_eq_Tensor_out(const at::Tensor & self, const at::Tensor & o
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<bool>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq_Tensor_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::eq.Tensor_out");

@@ -83,6 +83,8 @@ at::Tensor wrapper_sqrt(const at::Tensor & self) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::sqrt", rbln::functors::sqrt<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::sqrt", rbln::functors::sqrt<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::sqrt", rbln::functors::sqrt<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::sqrt", rbln::functors::sqrt<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::sqrt", rbln::functors::sqrt<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sqrt>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::sqrt");
@@ -98,6 +100,8 @@ at::Tensor & wrapper_sqrt_(at::Tensor & self) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::sqrt_", rbln::functors::sqrt<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::sqrt_", rbln::functors::sqrt<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::sqrt_", rbln::functors::sqrt<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::sqrt_", rbln::functors::sqrt<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::sqrt_", rbln::functors::sqrt<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sqrt_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::sqrt_");
@@ -113,6 +117,8 @@ at::Tensor & wrapper_sqrt_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::sqrt.out", rbln::functors::sqrt<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::sqrt.out", rbln::functors::sqrt<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::sqrt.out", rbln::functors::sqrt<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::sqrt.out", rbln::functors::sqrt<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::sqrt.out", rbln::functors::sqrt<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sqrt_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::sqrt.out");
@@ -265,6 +271,8 @@ at::Tensor wrapper_addcdiv(const at::Tensor & self, const at::Tensor & tensor1, 
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::addcdiv", rbln::functors::addcdiv<at::Half>(value)); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::addcdiv", rbln::functors::addcdiv<at::BFloat16>(value)); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::addcdiv", rbln::functors::addcdiv<double>(value)); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 4>(iter, "aten::addcdiv", rbln::functors::addcdiv<c10::complex<float>>(value)); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 4>(iter, "aten::addcdiv", rbln::functors::addcdiv<c10::complex<double>>(value)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addcdiv>::call(self, tensor1, tensor2, value);
   }
   RBLN_COUNT_DEVICE_OP("aten::addcdiv");
@@ -280,6 +288,8 @@ at::Tensor & wrapper_addcdiv_(at::Tensor & self, const at::Tensor & tensor1, con
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::addcdiv_", rbln::functors::addcdiv<at::Half>(value)); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::addcdiv_", rbln::functors::addcdiv<at::BFloat16>(value)); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::addcdiv_", rbln::functors::addcdiv<double>(value)); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 4>(iter, "aten::addcdiv_", rbln::functors::addcdiv<c10::complex<float>>(value)); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 4>(iter, "aten::addcdiv_", rbln::functors::addcdiv<c10::complex<double>>(value)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addcdiv_>::call(self, tensor1, tensor2, value);
   }
   RBLN_COUNT_DEVICE_OP("aten::addcdiv_");
@@ -295,6 +305,8 @@ at::Tensor & wrapper_addcdiv_out(const at::Tensor & self, const at::Tensor & ten
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::addcdiv.out", rbln::functors::addcdiv<at::Half>(value)); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::addcdiv.out", rbln::functors::addcdiv<at::BFloat16>(value)); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::addcdiv.out", rbln::functors::addcdiv<double>(value)); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 4>(iter, "aten::addcdiv.out", rbln::functors::addcdiv<c10::complex<float>>(value)); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 4>(iter, "aten::addcdiv.out", rbln::functors::addcdiv<c10::complex<double>>(value)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addcdiv_out>::call(self, tensor1, tensor2, value, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::addcdiv.out");

@@ -31,6 +31,8 @@ at::Tensor wrapper_log2(const at::Tensor & self) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::log2", rbln::functors::log2<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::log2", rbln::functors::log2<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::log2", rbln::functors::log2<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::log2", rbln::functors::log2<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::log2", rbln::functors::log2<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::log2>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::log2");
@@ -46,6 +48,8 @@ at::Tensor & wrapper_log2_(at::Tensor & self) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::log2_", rbln::functors::log2<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::log2_", rbln::functors::log2<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::log2_", rbln::functors::log2<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::log2_", rbln::functors::log2<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::log2_", rbln::functors::log2<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::log2_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::log2_");
@@ -61,6 +65,8 @@ at::Tensor & wrapper_log2_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::log2.out", rbln::functors::log2<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::log2.out", rbln::functors::log2<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::log2.out", rbln::functors::log2<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::log2.out", rbln::functors::log2<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::log2.out", rbln::functors::log2<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::log2_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::log2.out");
@@ -206,6 +212,8 @@ at::Tensor wrapper_eq_Scalar(const at::Tensor & self, const at::Scalar & other) 
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<bool>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq_Scalar>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::eq.Scalar");
@@ -225,6 +233,8 @@ at::Tensor & wrapper_eq__Scalar(at::Tensor & self, const at::Scalar & other) {
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<bool>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq__Scalar>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::eq_.Scalar");
@@ -244,6 +254,8 @@ at::Tensor & wrapper_eq_Scalar_out(const at::Tensor & self, const at::Scalar & o
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<bool>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq_Scalar_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::eq.Scalar_out");

@@ -27,6 +27,8 @@ at::Tensor wrapper_exp(const at::Tensor & self) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::exp", rbln::functors::exp<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::exp", rbln::functors::exp<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::exp", rbln::functors::exp<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::exp", rbln::functors::exp<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::exp", rbln::functors::exp<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::exp>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::exp");
@@ -42,6 +44,8 @@ at::Tensor & wrapper_exp_(at::Tensor & self) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::exp_", rbln::functors::exp<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::exp_", rbln::functors::exp<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::exp_", rbln::functors::exp<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::exp_", rbln::functors::exp<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::exp_", rbln::functors::exp<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::exp_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::exp_");
@@ -57,6 +61,8 @@ at::Tensor & wrapper_exp_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::exp.out", rbln::functors::exp<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::exp.out", rbln::functors::exp<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::exp.out", rbln::functors::exp<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::exp.out", rbln::functors::exp<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::exp.out", rbln::functors::exp<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::exp_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::exp.out");
@@ -75,6 +81,8 @@ at::Tensor wrapper_ne_Tensor(const at::Tensor & self, const at::Tensor & other) 
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<bool>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne_Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::ne.Tensor");
@@ -93,6 +101,8 @@ at::Tensor & wrapper_ne__Tensor(at::Tensor & self, const at::Tensor & other) {
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<bool>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne__Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::ne_.Tensor");
@@ -111,6 +121,8 @@ at::Tensor & wrapper_ne_Tensor_out(const at::Tensor & self, const at::Tensor & o
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<bool>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne_Tensor_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::ne.Tensor_out");

@@ -27,6 +27,8 @@ at::Tensor wrapper_tanh(const at::Tensor & self) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::tanh", rbln::functors::tanh<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::tanh", rbln::functors::tanh<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::tanh", rbln::functors::tanh<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::tanh", rbln::functors::tanh<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::tanh", rbln::functors::tanh<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::tanh>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::tanh");
@@ -42,6 +44,8 @@ at::Tensor & wrapper_tanh_(at::Tensor & self) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::tanh_", rbln::functors::tanh<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::tanh_", rbln::functors::tanh<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::tanh_", rbln::functors::tanh<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::tanh_", rbln::functors::tanh<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::tanh_", rbln::functors::tanh<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::tanh_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::tanh_");
@@ -57,6 +61,8 @@ at::Tensor & wrapper_tanh_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::tanh.out", rbln::functors::tanh<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::tanh.out", rbln::functors::tanh<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::tanh.out", rbln::functors::tanh<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::tanh.out", rbln::functors::tanh<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::tanh.out", rbln::functors::tanh<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::tanh_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::tanh.out");

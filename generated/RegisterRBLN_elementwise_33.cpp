@@ -28,6 +28,8 @@ at::Tensor wrapper_neg(const at::Tensor & self) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::neg", rbln::functors::neg<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::neg", rbln::functors::neg<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::neg", rbln::functors::neg<int64_t>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::neg", rbln::functors::neg<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::neg", rbln::functors::neg<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::neg>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::neg");
@@ -45,6 +47,8 @@ at::Tensor & wrapper_neg_(at::Tensor & self) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::neg_", rbln::functors::neg<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::neg_", rbln::functors::neg<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::neg_", rbln::functors::neg<int64_t>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::neg_", rbln::functors::neg<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::neg_", rbln::functors::neg<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::neg_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::neg_");
@@ -62,6 +66,8 @@ at::Tensor & wrapper_neg_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::neg.out", rbln::functors::neg<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::neg.out", rbln::functors::neg<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::neg.out", rbln::functors::neg<int64_t>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::neg.out", rbln::functors::neg<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::neg.out", rbln::functors::neg<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::neg_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::neg.out");

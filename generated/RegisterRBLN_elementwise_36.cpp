@@ -23,13 +23,15 @@ at::Tensor wrapper_sgn(const at::Tensor & self) {
   at::Tensor result;
   auto iter = rbln::kernels::unary_iter(result, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::sgn", rbln::functors::sign<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::sgn", rbln::functors::sign<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::sgn", rbln::functors::sign<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::sgn", rbln::functors::sign<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::sgn", rbln::functors::sign<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::sgn", rbln::functors::sign<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::sgn", rbln::functors::sign<bool>()); break;
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::sgn", rbln::functors::sgn<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::sgn", rbln::functors::sgn<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::sgn", rbln::functors::sgn<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::sgn", rbln::functors::sgn<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::sgn", rbln::functors::sgn<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::sgn", rbln::functors::sgn<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::sgn", rbln::functors::sgn<bool>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::sgn", rbln::functors::sgn<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::sgn", rbln::functors::sgn<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sgn>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::sgn");
@@ -41,13 +43,15 @@ at::Tensor & wrapper_sgn_(at::Tensor & self) {
   at::Tensor result = self;
   auto iter = rbln::kernels::unary_iter(result, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::sgn_", rbln::functors::sign<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::sgn_", rbln::functors::sign<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::sgn_", rbln::functors::sign<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::sgn_", rbln::functors::sign<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::sgn_", rbln::functors::sign<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::sgn_", rbln::functors::sign<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::sgn_", rbln::functors::sign<bool>()); break;
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::sgn_", rbln::functors::sgn<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::sgn_", rbln::functors::sgn<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::sgn_", rbln::functors::sgn<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::sgn_", rbln::functors::sgn<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::sgn_", rbln::functors::sgn<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::sgn_", rbln::functors::sgn<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::sgn_", rbln::functors::sgn<bool>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::sgn_", rbln::functors::sgn<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::sgn_", rbln::functors::sgn<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sgn_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::sgn_");
@@ -62,13 +66,15 @@ at::Tensor & wrapper_sgn_out(const at::Tensor & self, at::Tensor & out) {
   at::Tensor result = out;
   auto iter = rbln::kernels::unary_iter(result, self);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::sgn.out", rbln::functors::sign<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::sgn.out", rbln::functors::sign<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::sgn.out", rbln::functors::sign<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::sgn.out", rbln::functors::sign<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::sgn.out", rbln::functors::sign<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::sgn.out", rbln::functors::sign<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::sgn.out", rbln::functors::sign<bool>()); break;
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::sgn.out", rbln::functors::sgn<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::sgn.out", rbln::functors::sgn<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::sgn.out", rbln::functors::sgn<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::sgn.out", rbln::functors::sgn<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::sgn.out", rbln::functors::sgn<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::sgn.out", rbln::functors::sgn<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::sgn.out", rbln::functors::sgn<bool>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::sgn.out", rbln::functors::sgn<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::sgn.out", rbln::functors::sgn<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sgn_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::sgn.out");

@@ -20,7 +20,7 @@ namespace {
 at::Tensor wrapper_abs(const at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
-  auto iter = rbln::kernels::unary_iter(result, self);
+  auto iter = rbln::kernels::unary_real_iter(result, self);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::abs", rbln::functors::abs<float>()); break;
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::abs", rbln::functors::abs<at::Half>()); break;
@@ -28,6 +28,8 @@ at::Tensor wrapper_abs(const at::Tensor & self) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::abs", rbln::functors::abs<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::abs", rbln::functors::abs<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::abs", rbln::functors::abs<int64_t>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::abs", rbln::functors::abs<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::abs", rbln::functors::abs<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::abs>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::abs");
@@ -37,7 +39,7 @@ at::Tensor wrapper_abs(const at::Tensor & self) {
 at::Tensor & wrapper_abs_(at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
-  auto iter = rbln::kernels::unary_iter(result, self);
+  auto iter = rbln::kernels::unary_real_iter(result, self);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::abs_", rbln::functors::abs<float>()); break;
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::abs_", rbln::functors::abs<at::Half>()); break;
@@ -45,6 +47,8 @@ at::Tensor & wrapper_abs_(at::Tensor & self) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::abs_", rbln::functors::abs<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::abs_", rbln::functors::abs<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::abs_", rbln::functors::abs<int64_t>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::abs_", rbln::functors::abs<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::abs_", rbln::functors::abs<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::abs_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::abs_");
@@ -54,7 +58,7 @@ at::Tensor & wrapper_abs_(at::Tensor & self) {
 at::Tensor & wrapper_abs_out(const at::Tensor & self, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
-  auto iter = rbln::kernels::unary_iter(result, self);
+  auto iter = rbln::kernels::unary_real_iter(result, self);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::abs.out", rbln::functors::abs<float>()); break;
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::abs.out", rbln::functors::abs<at::Half>()); break;
@@ -62,6 +66,8 @@ at::Tensor & wrapper_abs_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::abs.out", rbln::functors::abs<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::abs.out", rbln::functors::abs<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::abs.out", rbln::functors::abs<int64_t>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::abs.out", rbln::functors::abs<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::abs.out", rbln::functors::abs<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::abs_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::abs.out");

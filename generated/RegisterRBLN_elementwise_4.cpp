@@ -29,6 +29,8 @@ at::Tensor wrapper_mul_Tensor(const at::Tensor & self, const at::Tensor & other)
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<bool>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mul_Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::mul.Tensor");
@@ -47,6 +49,8 @@ at::Tensor & wrapper_mul__Tensor(at::Tensor & self, const at::Tensor & other) {
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<bool>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mul__Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::mul_.Tensor");
@@ -65,6 +69,8 @@ at::Tensor & wrapper_mul_out(const at::Tensor & self, const at::Tensor & other, 
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::mul.out", rbln::functors::mul<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::mul.out", rbln::functors::mul<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::mul.out", rbln::functors::mul<bool>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::mul.out", rbln::functors::mul<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::mul.out", rbln::functors::mul<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mul_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::mul.out");

@@ -30,6 +30,8 @@ at::Tensor wrapper_acos(const at::Tensor & self) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::acos", rbln::functors::acos<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::acos", rbln::functors::acos<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::acos", rbln::functors::acos<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::acos", rbln::functors::acos<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::acos", rbln::functors::acos<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::acos>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::acos");
@@ -45,6 +47,8 @@ at::Tensor & wrapper_acos_(at::Tensor & self) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::acos_", rbln::functors::acos<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::acos_", rbln::functors::acos<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::acos_", rbln::functors::acos<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::acos_", rbln::functors::acos<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::acos_", rbln::functors::acos<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::acos_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::acos_");
@@ -60,6 +64,8 @@ at::Tensor & wrapper_acos_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::acos.out", rbln::functors::acos<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::acos.out", rbln::functors::acos<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::acos.out", rbln::functors::acos<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::acos.out", rbln::functors::acos<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::acos.out", rbln::functors::acos<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::acos_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::acos.out");
@@ -107,6 +113,8 @@ at::Tensor wrapper_sub_Tensor(const at::Tensor & self, const at::Tensor & other,
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<double>(alpha)); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<int32_t>(alpha)); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<int64_t>(alpha)); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<c10::complex<float>>(alpha)); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<c10::complex<double>>(alpha)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sub_Tensor>::call(self, other, alpha);
   }
   RBLN_COUNT_DEVICE_OP("aten::sub.Tensor");
@@ -125,6 +133,8 @@ at::Tensor & wrapper_sub__Tensor(at::Tensor & self, const at::Tensor & other, co
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<double>(alpha)); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<int32_t>(alpha)); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<int64_t>(alpha)); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<c10::complex<float>>(alpha)); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<c10::complex<double>>(alpha)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sub__Tensor>::call(self, other, alpha);
   }
   RBLN_COUNT_DEVICE_OP("aten::sub_.Tensor");
@@ -143,6 +153,8 @@ at::Tensor & wrapper_sub_out(const at::Tensor & self, const at::Tensor & other, 
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::sub.out", rbln::functors::sub<double>(alpha)); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::sub.out", rbln::functors::sub<int32_t>(alpha)); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::sub.out", rbln::functors::sub<int64_t>(alpha)); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::sub.out", rbln::functors::sub<c10::complex<float>>(alpha)); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::sub.out", rbln::functors::sub<c10::complex<double>>(alpha)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sub_out>::call(self, other, alpha, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::sub.out");

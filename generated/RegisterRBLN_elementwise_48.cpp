@@ -28,6 +28,8 @@ at::Tensor wrapper_addcmul(const at::Tensor & self, const at::Tensor & tensor1, 
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::addcmul", rbln::functors::addcmul<double>(value)); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 4>(iter, "aten::addcmul", rbln::functors::addcmul<int32_t>(value)); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 4>(iter, "aten::addcmul", rbln::functors::addcmul<int64_t>(value)); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 4>(iter, "aten::addcmul", rbln::functors::addcmul<c10::complex<float>>(value)); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 4>(iter, "aten::addcmul", rbln::functors::addcmul<c10::complex<double>>(value)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addcmul>::call(self, tensor1, tensor2, value);
   }
   RBLN_COUNT_DEVICE_OP("aten::addcmul");
@@ -45,6 +47,8 @@ at::Tensor & wrapper_addcmul_(at::Tensor & self, const at::Tensor & tensor1, con
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<double>(value)); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<int32_t>(value)); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<int64_t>(value)); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<c10::complex<float>>(value)); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<c10::complex<double>>(value)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addcmul_>::call(self, tensor1, tensor2, value);
   }
   RBLN_COUNT_DEVICE_OP("aten::addcmul_");
@@ -62,6 +66,8 @@ at::Tensor & wrapper_addcmul_out(const at::Tensor & self, const at::Tensor & ten
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<double>(value)); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<int32_t>(value)); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<int64_t>(value)); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<c10::complex<float>>(value)); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<c10::complex<double>>(value)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addcmul_out>::call(self, tensor1, tensor2, value, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::addcmul.out");

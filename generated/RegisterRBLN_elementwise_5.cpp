@@ -28,6 +28,8 @@ at::Tensor wrapper_log(const at::Tensor & self) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::log", rbln::functors::log<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::log", rbln::functors::log<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::log", rbln::functors::log<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::log", rbln::functors::log<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::log", rbln::functors::log<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::log>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::log");
@@ -43,6 +45,8 @@ at::Tensor & wrapper_log_(at::Tensor & self) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::log_", rbln::functors::log<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::log_", rbln::functors::log<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::log_", rbln::functors::log<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::log_", rbln::functors::log<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::log_", rbln::functors::log<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::log_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::log_");
@@ -58,6 +62,8 @@ at::Tensor & wrapper_log_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::log.out", rbln::functors::log<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::log.out", rbln::functors::log<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::log.out", rbln::functors::log<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::log.out", rbln::functors::log<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::log.out", rbln::functors::log<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::log_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::log.out");
@@ -73,6 +79,8 @@ at::Tensor wrapper_cos(const at::Tensor & self) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::cos", rbln::functors::cos<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::cos", rbln::functors::cos<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::cos", rbln::functors::cos<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::cos", rbln::functors::cos<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::cos", rbln::functors::cos<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::cos>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::cos");
@@ -88,6 +96,8 @@ at::Tensor & wrapper_cos_(at::Tensor & self) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::cos_", rbln::functors::cos<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::cos_", rbln::functors::cos<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::cos_", rbln::functors::cos<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::cos_", rbln::functors::cos<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::cos_", rbln::functors::cos<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::cos_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::cos_");
@@ -103,6 +113,8 @@ at::Tensor & wrapper_cos_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::cos.out", rbln::functors::cos<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::cos.out", rbln::functors::cos<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::cos.out", rbln::functors::cos<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::cos.out", rbln::functors::cos<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::cos.out", rbln::functors::cos<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::cos_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::cos.out");
@@ -121,6 +133,8 @@ at::Tensor wrapper_rsub_Tensor(const at::Tensor & self, const at::Tensor & other
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::rsub.Tensor", rbln::functors::rsub<double>(alpha)); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::rsub.Tensor", rbln::functors::rsub<int32_t>(alpha)); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::rsub.Tensor", rbln::functors::rsub<int64_t>(alpha)); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::rsub.Tensor", rbln::functors::rsub<c10::complex<float>>(alpha)); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::rsub.Tensor", rbln::functors::rsub<c10::complex<double>>(alpha)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::rsub_Tensor>::call(self, other, alpha);
   }
   RBLN_COUNT_DEVICE_OP("aten::rsub.Tensor");
@@ -139,6 +153,8 @@ at::Tensor & wrapper_rsub_Tensor_out(const at::Tensor & self, const at::Tensor &
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::rsub.Tensor_out", rbln::functors::rsub<double>(alpha)); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::rsub.Tensor_out", rbln::functors::rsub<int32_t>(alpha)); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::rsub.Tensor_out", rbln::functors::rsub<int64_t>(alpha)); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::rsub.Tensor_out", rbln::functors::rsub<c10::complex<float>>(alpha)); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::rsub.Tensor_out", rbln::functors::rsub<c10::complex<double>>(alpha)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::rsub_Tensor_out>::call(self, other, alpha, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::rsub.Tensor_out");

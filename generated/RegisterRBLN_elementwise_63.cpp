@@ -29,6 +29,8 @@ at::Tensor wrapper_atanh(const at::Tensor & self) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::atanh", rbln::functors::atanh<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::atanh", rbln::functors::atanh<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::atanh", rbln::functors::atanh<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::atanh", rbln::functors::atanh<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::atanh", rbln::functors::atanh<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::atanh>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::atanh");
@@ -44,6 +46,8 @@ at::Tensor & wrapper_atanh_(at::Tensor & self) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::atanh_", rbln::functors::atanh<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::atanh_", rbln::functors::atanh<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::atanh_", rbln::functors::atanh<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::atanh_", rbln::functors::atanh<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::atanh_", rbln::functors::atanh<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::atanh_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::atanh_");
@@ -62,6 +66,8 @@ at::Tensor & wrapper_atanh_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::atanh.out", rbln::functors::atanh<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::atanh.out", rbln::functors::atanh<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::atanh.out", rbln::functors::atanh<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::atanh.out", rbln::functors::atanh<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::atanh.out", rbln::functors::atanh<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::atanh_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::atanh.out");
@@ -77,6 +83,8 @@ at::Tensor wrapper_log10(const at::Tensor & self) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::log10", rbln::functors::log10<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::log10", rbln::functors::log10<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::log10", rbln::functors::log10<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::log10", rbln::functors::log10<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::log10", rbln::functors::log10<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::log10>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::log10");
@@ -92,6 +100,8 @@ at::Tensor & wrapper_log10_(at::Tensor & self) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::log10_", rbln::functors::log10<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::log10_", rbln::functors::log10<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::log10_", rbln::functors::log10<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::log10_", rbln::functors::log10<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::log10_", rbln::functors::log10<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::log10_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::log10_");
@@ -107,6 +117,8 @@ at::Tensor & wrapper_log10_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::log10.out", rbln::functors::log10<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::log10.out", rbln::functors::log10<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::log10.out", rbln::functors::log10<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::log10.out", rbln::functors::log10<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::log10.out", rbln::functors::log10<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::log10_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::log10.out");

@@ -57,6 +57,8 @@ at::Tensor wrapper_div_Tensor(const at::Tensor & self, const at::Tensor & other)
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::div.Tensor", rbln::functors::div<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::div.Tensor", rbln::functors::div<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::div.Tensor", rbln::functors::div<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::div.Tensor", rbln::functors::div<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::div.Tensor", rbln::functors::div<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::div_Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::div.Tensor");
@@ -72,6 +74,8 @@ at::Tensor & wrapper_div__Tensor(at::Tensor & self, const at::Tensor & other) {
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::div_.Tensor", rbln::functors::div<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::div_.Tensor", rbln::functors::div<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::div_.Tensor", rbln::functors::div<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::div_.Tensor", rbln::functors::div<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::div_.Tensor", rbln::functors::div<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::div__Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::div_.Tensor");
@@ -87,6 +91,8 @@ at::Tensor & wrapper_div_out(const at::Tensor & self, const at::Tensor & other, 
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::div.out", rbln::functors::div<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::div.out", rbln::functors::div<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::div.out", rbln::functors::div<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::div.out", rbln::functors::div<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::div.out", rbln::functors::div<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::div_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::div.out");

@@ -2,6 +2,8 @@
 // matmul and convolution kernels.
 #pragma once
 
+#include <c10/util/complex.h>
+
 #include <cstdint>
 #include <type_traits>
 
@@ -11,6 +13,14 @@ extern "C" void sgemm_(const char* transa, const char* transb, const int* m, con
 extern "C" void dgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
                        const double* alpha, const double* a, const int* lda, const double* b, const int* ldb,
                        const double* beta, double* c, const int* ldc);
+extern "C" void cgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
+                       const c10::complex<float>* alpha, const c10::complex<float>* a, const int* lda,
+                       const c10::complex<float>* b, const int* ldb, const c10::complex<float>* beta,
+                       c10::complex<float>* c, const int* ldc);
+extern "C" void zgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
+                       const c10::complex<double>* alpha, const c10::complex<double>* a, const int* lda,
+                       const c10::complex<double>* b, const int* ldb, const c10::complex<double>* beta,
+                       c10::complex<double>* c, const int* ldc);
 
 namespace rbln::kernels {
 
@@ -33,8 +43,8 @@ void gemm_plain(int64_t n, int64_t k, int64_t p, C alpha, const T* a, int64_t ld
     }
 }
 
-// The same product on the matrix engine for float and double (BLAS), the
-// plain loop for integers.
+// The same product on the matrix engine for float, double and their complex
+// types (BLAS), the plain loop for integers.
 template <class T>
 void gemm_rowmajor(int64_t n, int64_t k, int64_t p, T alpha, const T* a, int64_t lda, bool ta, const T* b,
                    int64_t ldb, bool tb, T beta, T* c, int64_t ldc) {
@@ -43,6 +53,8 @@ void gemm_rowmajor(int64_t n, int64_t k, int64_t p, T alpha, const T* a, int64_t
   char opb = tb ? 't' : 'n', opa = ta ? 't' : 'n';
   if constexpr (std::is_same_v<T, float>) sgemm_(&opb, &opa, &m_, &n_, &k_, &alpha, b, &lb, a, &la, &beta, c, &lc);
   else if constexpr (std::is_same_v<T, double>) dgemm_(&opb, &opa, &m_, &n_, &k_, &alpha, b, &lb, a, &la, &beta, c, &lc);
+  else if constexpr (std::is_same_v<T, c10::complex<float>>) cgemm_(&opb, &opa, &m_, &n_, &k_, &alpha, b, &lb, a, &la, &beta, c, &lc);
+  else if constexpr (std::is_same_v<T, c10::complex<double>>) zgemm_(&opb, &opa, &m_, &n_, &k_, &alpha, b, &lb, a, &la, &beta, c, &lc);
   else gemm_plain<T>(n, k, p, alpha, a, lda, ta, b, ldb, tb, beta, c, ldc);
 }
 

@@ -364,6 +364,19 @@ inline at::Tensor on_out_device(const at::Tensor& out, const at::Tensor& a, cons
 inline at::TensorIterator unary_iter(at::Tensor& out, const at::Tensor& a) {
   return at::TensorIterator::unary_op(out, a);
 }
+// As unary, but a complex input gives its real dtype (abs), as CPU's unary_op_impl_with_complex_to_float.
+inline at::TensorIterator unary_real_iter(at::Tensor& out, const at::Tensor& a) {
+  if (!a.is_complex() || (out.defined() && out.is_complex() && !out.is_same(a))) {
+    return at::TensorIterator::unary_op(out, a);
+  }
+  TORCH_CHECK(!out.is_same(a), "In-place abs is not supported for complex tensors.");
+  const auto real = c10::toRealValueType(a.scalar_type());
+  if (!out.defined()) out = at::empty({0}, a.options().dtype(real));
+  TORCH_CHECK(at::canCast(real, out.scalar_type()), "result type ", real, " can't be cast to the desired output type ",
+              out.scalar_type());
+  return at::TensorIteratorConfig().set_check_mem_overlap(true).check_all_same_dtype(false).add_output(out)
+      .add_const_input(a).build();
+}
 inline at::TensorIterator unary_float_iter(at::Tensor& out, const at::Tensor& a) {
   return at::TensorIterator::unary_float_op(out, a);
 }

@@ -81,7 +81,7 @@ at::Tensor& fill_Scalar(at::Tensor& self, const at::Scalar& value) {
   if (self.is_non_overlapping_and_dense() && self.numel() > 0) {
     // Dense memory (any strides, no gaps): fill the storage range directly, as
     // CPU's fill_ does for its fast cases, with no TensorIterator.
-    RBLN_DISPATCH_ALL(self.scalar_type(), "fill_", [&] {
+    RBLN_DISPATCH_ALL_AND_COMPLEX(self.scalar_type(), "fill_", [&] {
       const auto v = static_cast<scalar_t>(functors::fill<scalar_t>(value)());
       auto* p = self.data_ptr<scalar_t>();
       const int64_t n = self.numel();
@@ -101,7 +101,7 @@ at::Tensor& fill_Scalar(at::Tensor& self, const at::Scalar& value) {
                   .add_output(self)
                   .resize_outputs(false)
                   .build();
-  RBLN_DISPATCH_ALL(self.scalar_type(), "fill_", [&] {
+  RBLN_DISPATCH_ALL_AND_COMPLEX(self.scalar_type(), "fill_", [&] {
     launch_elementwise<scalar_t, 1>(iter, "aten::fill_", functors::fill<scalar_t>(value));
   });
   return self;
@@ -185,7 +185,7 @@ at::Tensor& masked_fill_Scalar(at::Tensor& self, const at::Tensor& mask, const a
                   .add_const_input(self)
                   .add_const_input(mask)
                   .build();
-  RBLN_DISPATCH_ALL(self.scalar_type(), "masked_fill_", [&] {
+  RBLN_DISPATCH_ALL_AND_COMPLEX(self.scalar_type(), "masked_fill_", [&] {
     using C = at::opmath_type<scalar_t>;
     launch_elementwise<scalar_t, 3>(iter, "aten::masked_fill_", select_value<C>{value.to<C>()});
   });
@@ -226,7 +226,7 @@ at::Tensor& where_self_out(const at::Tensor& condition, const at::Tensor& self, 
                   .add_const_input(a)
                   .add_const_input(b)
                   .build();
-  RBLN_DISPATCH_ALL(dtype, "where", [&] {
+  RBLN_DISPATCH_ALL_AND_COMPLEX(dtype, "where", [&] {
     launch_elementwise<scalar_t, 4>(iter, "aten::where.self", select<at::opmath_type<scalar_t>>());
   });
   return out;

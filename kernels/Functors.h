@@ -29,6 +29,9 @@ template <class C>
 constexpr bool is_float = std::is_floating_point_v<C>;
 
 template <class C>
+constexpr bool is_complex = c10::is_complex<C>::value;
+
+template <class C>
 bool is_nan(C x) {
   if constexpr (is_float<C>) return std::isnan(x); else return false;
 }
@@ -40,7 +43,14 @@ bool is_nan(C x) {
     C operator()(C x) const { return expr; } \
   };
 
-RBLN_UNARY(abs, x < C(0) ? C(-x) : x)
+// A complex input gives its magnitude, a real value (the `unary_real` family stores it).
+template <class T>
+struct abs {
+  using C = at::opmath_type<T>;
+  auto operator()(C x) const {
+    if constexpr (is_complex<C>) return std::abs(x); else return x < C(0) ? C(-x) : x;
+  }
+};
 RBLN_UNARY(neg, C(-x))
 // Rounding an integer is the identity, as CPU copies it (std:: would go through double).
 #define RBLN_ROUNDING(name, fn) RBLN_UNARY(name, is_float<C> ? C(fn(x)) : x)
@@ -68,6 +78,13 @@ RBLN_UNARY(sigmoid, C(C(1) / (C(1) + std::exp(-x))))
 RBLN_UNARY(silu, C(x / (C(1) + std::exp(-x))))
 RBLN_UNARY(relu, x > C(0) ? x : (is_nan(x) ? x : C(0)))
 RBLN_UNARY(sign, C((C(0) < x) - (x < C(0))))
+template <class T>
+struct sgn {  // sign, and x / |x| (0 at 0) for complex x
+  using C = at::opmath_type<T>;
+  C operator()(C x) const {
+    if constexpr (is_complex<C>) return x == C(0) ? C(0) : x / std::abs(x); else return sign<T>()(x);
+  }
+};
 RBLN_UNARY(square, C(x * x))
 RBLN_UNARY(asin, C(std::asin(x)))
 RBLN_UNARY(acos, C(std::acos(x)))
@@ -335,8 +352,11 @@ struct div {
     mode = *rounding == "trunc" ? kTrunc : kFloor;
   }
   C operator()(C a, C b) const {
-    if (mode == kFloor) return floor_divide<T>(a, b, scalar_divisor);
-    if constexpr (!is_float<C>) {
+    if constexpr (is_complex<C>) {
+      return a / b;  // complex entries list true division only
+    } else if (mode == kFloor) {
+      return floor_divide<T>(a, b, scalar_divisor);
+    } else if constexpr (!is_float<C>) {
       if (b == C(0)) throw std::runtime_error("ZeroDivisionError");
       return a / b;  // integer division truncates
     } else {

@@ -1,5 +1,5 @@
 // Matrix multiply on the device's matrix engine: the BLAS libtorch carries
-// (sgemm; float16/bfloat16 widen to float32 first), a plain loop for integers
+// (sgemm, dgemm, cgemm, zgemm; float16/bfloat16 widen to float32 first), a plain loop for integers
 // and, as CPU's bmm, for small batched products.
 #include <ATen/TensorIterator.h>
 #include <ATen/native/Resize.h>
@@ -24,6 +24,8 @@ struct Operand {
 };
 
 Operand operand(const at::Tensor& m) {  // m: 2-d or a batch of them (last two dims)
+  // mm and bmm pass through the Conjugate key (as CPU's BLAS takes conjugate flags): materialize it.
+  if (m.is_conj()) return operand(m.resolve_conj());
   auto r = m.dim() - 2, c = m.dim() - 1;
   if (m.stride(c) == 1 && m.stride(r) >= std::max<int64_t>(1, m.size(c))) return {m, false, m.stride(r)};
   if (m.stride(r) == 1 && m.stride(c) >= std::max<int64_t>(1, m.size(r))) return {m, true, m.stride(c)};
@@ -53,9 +55,10 @@ void gemm_batch(int64_t batch, int64_t n, int64_t k, int64_t p, const T* a, int6
     const T* A = a + i * sa;
     const T* B = b + i * sb;
     T* C = c + i * sc;
-    if (plain || !std::is_floating_point_v<at::opmath_type<T>>) {
+    constexpr bool engine = std::is_same_v<T, float> || std::is_same_v<T, double> || c10::is_complex<T>::value;
+    if (plain || !(engine || std::is_floating_point_v<at::opmath_type<T>>)) {
       gemm_plain<T, at::opmath_type<T>>(n, k, p, alpha, A, lda, ta, B, ldb, tb, beta, C, ldc);
-    } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    } else if constexpr (engine) {
       gemm_rowmajor<T>(n, k, p, alpha, A, lda, ta, B, ldb, tb, beta, C, ldc);
     } else {
       // float16/bfloat16 go through the float32 engine, accumulating in float.
@@ -79,7 +82,7 @@ void matmul_into(const at::Tensor& out, const at::Tensor& m1, const at::Tensor& 
   int64_t batch = batched ? out.size(0) : 1;
   int64_t n = m1.size(-2), k = m1.size(-1), p = m2.size(-1);
   auto C = (out.stride(-1) == 1 && out.stride(-2) >= std::max<int64_t>(1, p)) ? out : contiguous(out);
-  RBLN_DISPATCH_ALL(out.scalar_type(), "matmul", [&] {
+  RBLN_DISPATCH_ALL_AND_COMPLEX(out.scalar_type(), "matmul", [&] {
     using opmath = at::opmath_type<scalar_t>;
     const auto* a = A.t.const_data_ptr<scalar_t>();
     const auto* b = B.t.const_data_ptr<scalar_t>();
@@ -156,7 +159,7 @@ at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::
               self.scalar_type(), " and ", mat1.scalar_type());
   std::vector<int64_t> sizes{mat1.size(0), mat2.size(1)};
   if (!out.is_same(self)) {
-    auto bias = self.expand(sizes);  // raises CPU's broadcast error on mismatch
+    auto bias = self.resolve_conj().expand(sizes);  // raises CPU's broadcast error on mismatch
     prepare_out(out, sizes, self.scalar_type(), self, "addmm");
     if (beta.toComplexDouble() != 0.0) device_copy(out, bias);
   } else {
@@ -179,7 +182,7 @@ at::Tensor& addmv_out(const at::Tensor& self, const at::Tensor& mat, const at::T
   check_same_device({&self, &mat, &vec, &out});
   std::vector<int64_t> sizes{mat.size(0)};
   if (!out.is_same(self)) {
-    auto bias = self.expand(sizes);
+    auto bias = self.resolve_conj().expand(sizes);
     prepare_out(out, sizes, mat.scalar_type(), mat, "addmv");
     if (beta.toComplexDouble() != 0.0) device_copy(out, bias);
   } else {

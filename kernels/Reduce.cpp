@@ -217,36 +217,43 @@ Best<float> row_best(const float* x, int64_t n, bool max) {
   return {x[j], j};  // CPU's value is the element at the index (-0.0 where max says 0.0)
 }
 
+// Sums and means (every dtype, complex too) into a contiguous output.
+template <class scalar_t>
+void run_sum(const Plan& p, Op op, const at::Tensor& values, const char* name) {
+  using acc_t = at::acc_type<scalar_t, false>;
+  const auto* in = p.rows.const_data_ptr<scalar_t>();
+  auto* out = values.data_ptr<scalar_t>();
+  const Lines l = p.lines;
+  const bool mean = op == Op::kMean;
+  auto store = [out, mean, inner = l.inner](int64_t i, acc_t acc) {
+    if (mean) acc /= static_cast<acc_t>(inner);
+    out[i] = static_cast<scalar_t>(acc);
+  };
+  if constexpr (std::is_same_v<scalar_t, float>) {
+    if (l.cols > 1) return launch_float_cols(p, values, name, op, store);
+  }
+  if (l.cols > 1) {
+    return launch_lines<scalar_t>(p, values, name, acc_t(0),
+                                  [](acc_t a, scalar_t x, int64_t) { return a + static_cast<acc_t>(x); }, store);
+  }
+  launch_rows_or_pieces(values, name, l, [=](int64_t o) { store(o, row_sum<acc_t>(in + o * l.inner, l.inner)); },
+                        [=](int64_t o, int64_t start, int64_t len) {  // CPU splits long rows its own way
+                          return piece_sum<acc_t>(in + o * l.inner + start, len);
+                        },
+                        [](acc_t a, acc_t b) { return a + b; }, store);
+}
+
 // values (and indices, for max/min) into contiguous outputs.
 void run(const Plan& p, Op op, const at::Tensor& values, const at::Tensor* indices, const char* name) {
   if (p.outputs() == 0) return;
+  if (op == Op::kSum || op == Op::kMean) {
+    RBLN_DISPATCH_ALL_AND_COMPLEX(p.rows.scalar_type(), "reduce", [&] { run_sum<scalar_t>(p, op, values, name); });
+    return;
+  }
   RBLN_DISPATCH_ALL(p.rows.scalar_type(), "reduce", [&] {
-    using acc_t = at::acc_type<scalar_t, false>;
     const auto* in = p.rows.const_data_ptr<scalar_t>();
     auto* out = values.data_ptr<scalar_t>();
     const Lines l = p.lines;
-    if (op == Op::kSum || op == Op::kMean) {
-      const bool mean = op == Op::kMean;
-      auto store = [out, mean, inner = l.inner](int64_t i, acc_t acc) {
-        if (mean) acc /= static_cast<acc_t>(inner);
-        out[i] = static_cast<scalar_t>(acc);
-      };
-      if (l.cols > 1 && p.rows.scalar_type() == at::kFloat) {
-        launch_float_cols(p, values, name, op, store);
-        return;
-      }
-      if (l.cols > 1) {
-        launch_lines<scalar_t>(p, values, name, acc_t(0),
-                               [](acc_t a, scalar_t x, int64_t) { return a + static_cast<acc_t>(x); }, store);
-        return;
-      }
-      launch_rows_or_pieces(values, name, l, [=](int64_t o) { store(o, row_sum<acc_t>(in + o * l.inner, l.inner)); },
-                            [=](int64_t o, int64_t start, int64_t len) {  // CPU splits long rows its own way
-                              return piece_sum<acc_t>(in + o * l.inner + start, len);
-                            },
-                            [](acc_t a, acc_t b) { return a + b; }, store);
-      return;
-    }
     const bool max = op == Op::kMax;
     if (!indices) {  // amax/amin: values only
       if (l.cols == 1) {

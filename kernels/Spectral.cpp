@@ -1,17 +1,15 @@
 // The FFTs (_fft_r2c, _fft_c2r, _fft_c2c): libtorch's own CPU FFT (what CPU's
-// torch.fft runs: pocketfft or MKL) is the emulated device's FFT library. It
-// runs inside a launch, in stream order, on device memory, which is
-// host-addressable there, so every result is CPU's.
+// torch.fft runs: pocketfft or MKL) is the emulated device's FFT library
+// (kernels/Library.h), so every result is CPU's.
 #include <ATen/ops/_fft_c2c.h>
 #include <ATen/ops/_fft_c2r.h>
 #include <ATen/ops/_fft_r2c.h>
-#include <ATen/ops/from_blob.h>
-#include <c10/core/InferenceMode.h>
 
 #include <vector>
 
 #include "generated/RBLNNativeFunctions.h"
 #include "kernels/Common.h"
+#include "kernels/Library.h"
 
 namespace rbln::kernels {
 namespace {
@@ -25,14 +23,10 @@ at::Tensor& spectral(const at::Tensor& self, at::IntArrayRef sizes, at::ScalarTy
   if (out.numel() == 0 || self.numel() == 0) return out;
   auto x = contiguous(self);
   write_contiguous(out, [&](const at::Tensor& target) {
-    void* in = x.data_ptr();
-    void* res = target.data_ptr();
-    launch_on(self, name, [in, res, in_sizes = x.sizes().vec(), out_sizes = target.sizes().vec(),
-                           in_type = x.scalar_type(), out_type = target.scalar_type(), fft] {
-      c10::InferenceMode no_autograd;  // plain CPU tensors over device memory
-      const auto cpu = at::TensorOptions().device(at::kCPU);
-      auto result = at::from_blob(res, out_sizes, cpu.dtype(out_type));
-      fft(at::from_blob(in, in_sizes, cpu.dtype(in_type)), result);
+    launch_library(name, {x, target}, {}, [fft](const std::vector<at::Tensor>& cpu) {
+      at::Tensor result = cpu[1];
+      fft(cpu[0], result);
+      return std::vector<at::Tensor>{};
     });
   });
   return out;

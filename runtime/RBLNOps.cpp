@@ -7,6 +7,7 @@
 #include <ATen/native/Resize.h>
 #include <ATen/native/TensorFactories.h>
 #include <ATen/ops/neg.h>
+#include <ATen/TensorIterator.h>
 #include <ATen/ops/conj_physical.h>
 #include <ATen/ops/_neg_view.h>
 #include <ATen/ops/_conj.h>
@@ -147,6 +148,12 @@ at::Tensor& conj_physical_(at::Tensor& self) {
 at::Tensor _conj_physical(const at::Tensor& self) {
   auto out = at::empty(self.sizes(), self.options().dtype(self.scalar_type()));
   out.copy_(self);  // resolves self's own bits
+  return rbln::conj_physical_(out);
+}
+
+at::Tensor& conj_physical_out(const at::Tensor& self, at::Tensor& out) {
+  at::TensorIterator::unary_op(out, self);  // CPU's dtype, overlap and resize rules for out
+  out.copy_(self);
   return rbln::conj_physical_(out);
 }
 

@@ -30,8 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # device. A kernel that lands makes its op disappear from the observed set (the check is
 # "observed <= listed"); remove it here and in docs/models.md then.
 LISTED_FALLBACKS = {key: set() for key in ("resnet18", "resnet18-train", "bert", "minilm", "llama", "mixtral",
-                                           "cnn", "transformer")}
-LISTED_FALLBACKS["whisper-features"] = {"aten::abs"}  # |stft|: complex math has no device kernels yet
+                                           "cnn", "transformer", "whisper-features")}
 
 
 def check_ops(key: str, ex, expected_device_ops=()):
@@ -239,7 +238,7 @@ def test_whisper_feature_extraction_runs_its_stft_on_the_device():
     with torch.rbln.explain() as ex:
         features = extract(audio, sampling_rate=16000, return_tensors="pt", device="rbln").input_features
     torch.testing.assert_close(features.cpu(), expected, rtol=1e-5, atol=1e-5)
-    check_ops("whisper-features", ex, {"aten::_fft_r2c", "aten::reflection_pad1d", "aten::log10"})
+    check_ops("whisper-features", ex, {"aten::_fft_r2c", "aten::abs", "aten::reflection_pad1d", "aten::log10"})
 
 
 # ---------------------------------------------------------------- loss curves

@@ -1,0 +1,99 @@
+"""Complex64/complex128 math on the device: elementwise ops, reductions, matmul (BLAS's cgemm/zgemm) and
+conjugate views, against CPU, with no fallback. The generated per-op tests run each entry's OpInfo
+samples; these are the compositions users write (spectra, |z|, z^H w)."""
+import pytest
+import torch
+
+import torch_rbln  # noqa: F401
+
+COMPLEX = [torch.complex64, torch.complex128]
+
+
+def _pair(*shape, dtype):
+    z = torch.randn(*shape, dtype=dtype)
+    return z, z.to("rbln")
+
+
+def _on_device(fn, *args):
+    with torch.rbln.explain() as ex:
+        out = fn(*args)
+        torch.rbln.synchronize()
+    assert not ex.fallback_ops, f"fell back: {ex.fallback_reasons}"
+    assert ex.device_ops, "nothing ran on the device"
+    return out, ex
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_elementwise_math_matches_cpu(dtype):
+    (a, da), (b, db) = _pair(64, dtype=dtype), _pair(64, dtype=dtype)
+
+    def math(x, y):
+        return [x + y, x - 2 * y, x * y, x / y, -x, x.exp(), x.log(), x.sqrt(), x.rsqrt(), x.reciprocal(),
+                x.sin(), x.cos(), x.tanh(), x.sigmoid(), x.sgn(), torch.addcmul(x, x, y, value=0.5),
+                torch.where(x.real > 0, x, y), x == y, x != x]
+
+    got, ex = _on_device(math, da, db)
+    for g, e in zip(got, math(a, b)):
+        assert g.device.type == "rbln" and g.dtype == e.dtype
+        torch.testing.assert_close(g.cpu(), e)
+    assert {"aten::mul.Tensor", "aten::div.Tensor", "aten::exp", "aten::sgn"} <= set(ex.device_ops)
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_abs_gives_the_real_magnitude(dtype):
+    z, dz = _pair(5, 7, dtype=dtype)
+    got, ex = _on_device(torch.abs, dz)
+    assert got.dtype == z.abs().dtype == dtype.to_real() and "aten::abs" in ex.device_ops
+    torch.testing.assert_close(got.cpu(), z.abs())
+    out = torch.empty(0, dtype=dtype, device="rbln")  # a complex out= holds |z| + 0i, as on CPU
+    torch.abs(dz, out=out)
+    torch.testing.assert_close(out.cpu(), torch.abs(z, out=torch.empty(0, dtype=dtype)))
+    with pytest.raises(RuntimeError, match="In-place abs is not supported for complex tensors"):
+        dz.abs_()
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type Long"):
+        torch.abs(dz, out=torch.empty(0, dtype=torch.long, device="rbln"))
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_matmul_and_conjugate_transposes_match_cpu(dtype):
+    (a, da), (b, db) = _pair(6, 5, dtype=dtype), _pair(6, 4, dtype=dtype)
+    (c, dc), (v, dv) = _pair(3, 5, 4, dtype=dtype), _pair(5, dtype=dtype)
+
+    def products(x, y, batch, vec):
+        return [x.mH @ y, x.T @ y.conj(), torch.addmm(x.mH @ x, x.mH, x, beta=0.5, alpha=2j), batch.mH @ batch,
+                x.conj() @ vec, x @ vec]
+
+    got, ex = _on_device(products, da, db, dc, dv)
+    for g, e in zip(got, products(a, b, c, v)):
+        torch.testing.assert_close(g.cpu(), e)
+    assert {"aten::mm", "aten::bmm", "aten::addmm"} <= set(ex.device_ops)
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_reductions_and_fills_match_cpu(dtype):
+    z, dz = _pair(4, 300, dtype=dtype)
+
+    def reduce(x):
+        return [x.sum(), x.sum(1), x.mean(0, keepdim=True), x.mean(), torch.zeros_like(x).fill_(1 - 2j),
+                x.masked_fill(x.real < 0, 3j), x.conj_physical()]
+
+    got, _ = _on_device(reduce, dz)
+    for g, e in zip(got, reduce(z)):
+        torch.testing.assert_close(g.cpu(), e)
+    out = torch.empty(0, dtype=dtype, device="rbln")
+    _, ex = _on_device(lambda: torch.conj_physical(dz.conj(), out=out))
+    assert "aten::conj_physical.out" in ex.device_ops
+    torch.testing.assert_close(out.cpu(), z)
+
+
+def test_power_spectrum_runs_on_the_device():
+    """|rfft|^2 and fft2 of complex64 input: the spectra users compute, end to end on the device."""
+    x, dx = _pair(4, 64, dtype=torch.float32)
+    z, dz = _pair(8, 8, dtype=torch.complex64)
+
+    def spectra(signal, image):
+        return [torch.fft.rfft(signal).abs() ** 2, torch.fft.fft2(image) * image.conj(), torch.fft.ifft2(image).abs()]
+
+    got, _ = _on_device(spectra, dx, dz)
+    for g, e in zip(got, spectra(x, z)):
+        torch.testing.assert_close(g.cpu(), e)
