@@ -3,6 +3,7 @@
 // copies the inputs into pinned host buffers, runs a host task that waits for
 // the host backend (Gloo) to finish on those buffers, and copies the results
 // back; Work::wait() makes the caller's stream wait for that, as NCCL's does.
+// A large all_reduce goes as pieces, so copies overlap the host backend's transfers.
 // One posting thread per backend calls the host backend in program order, so
 // Gloo's per-collective tags agree across ranks whatever the device's timing;
 // it posts without waiting for completion, so a send and the matching
@@ -26,6 +27,7 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <thread>
 
 #include "runtime/RBLNFunctions.h"
@@ -274,6 +276,10 @@ class CoalescedWork final : public c10d::Work {
 // own, so a receive posted after a send to the same peer is not queued behind it.
 enum class Lane { kCollective, kSend, kRecv };
 
+// A large all_reduce is cut into pieces of this size: copying one piece in or out
+// overlaps the host backend's transfer of the others.
+constexpr size_t kPieceBytes = 4 << 20;
+
 Lane lane_of(OpType type) {
   switch (type) {
     case OpType::SEND: return Lane::kSend;
@@ -337,8 +343,20 @@ class ProcessGroupRBLN final : public c10d::Backend {
   WorkPtr allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts) override {
     auto host_opts = opts;
     auto fix = reduction(host_opts.reduceOp, tensors);
-    return run(OpType::ALLREDUCE, "rbln-ccl allreduce", stage(tensors, true, true), fix,
-               [host_opts](c10d::Backend& h, Tensors& t) mutable { return one(h.allreduce(t, host_opts)); });
+    HostOp call = [host_opts](c10d::Backend& h, Tensors& t) mutable { return one(h.allreduce(t, host_opts)); };
+    auto device = device_of(stage(tensors, true, true));
+    if (device < 0 || tensors.size() != 1 || tensors[0].layout() != at::kStrided || !tensors[0].is_contiguous() ||
+        tensors[0].nbytes() <= kPieceBytes) {
+      return run(OpType::ALLREDUCE, "rbln-ccl allreduce", stage(tensors, true, true), fix, call, device);
+    }
+    // A large tensor goes as pieces (every rank cuts the same sizes the same way).
+    auto flat = tensors[0].view(-1);
+    int64_t step = kPieceBytes / flat.element_size();
+    std::vector<Piece> pieces;
+    for (int64_t begin = 0; begin < flat.numel(); begin += step) {
+      pieces.push_back({stage({flat.narrow(0, begin, std::min(step, flat.numel() - begin))}, true, true), call});
+    }
+    return run_pieces(OpType::ALLREDUCE, "rbln-ccl allreduce", std::move(pieces), fix, device, tensors);
   }
 
   WorkPtr allreduce_coalesced(Tensors& tensors, const c10d::AllreduceCoalescedOptions& opts) override {
@@ -649,87 +667,109 @@ class ProcessGroupRBLN final : public c10d::Backend {
     return it->second;
   }
 
-  WorkPtr run(OpType type, const char* name, std::vector<Staged> staged, Fix fix,
-              std::function<std::vector<WorkPtr>(c10d::Backend&, Tensors&)> call, c10::DeviceIndex device = -2) {
+  using HostOp = std::function<std::vector<WorkPtr>(c10d::Backend&, Tensors&)>;
+  // Part of a collective: its staged tensors and the host backend call on their host copies.
+  struct Piece {
+    std::vector<Staged> staged;
+    HostOp call;
+  };
+
+  WorkPtr run(OpType type, const char* name, std::vector<Staged> staged, Fix fix, HostOp call,
+              c10::DeviceIndex device = -2) {
+    if (device == -2) device = device_of(staged);
+    std::vector<Piece> pieces;
+    pieces.push_back({std::move(staged), std::move(call)});
+    return run_pieces(type, name, std::move(pieces), std::move(fix), device);
+  }
+
+  WorkPtr run_pieces(OpType type, const char* name, std::vector<Piece> pieces, Fix fix, c10::DeviceIndex device,
+                     std::optional<Tensors> outputs = std::nullopt) {
     std::call_once(adopted_, [this] { adopt_as_default(); });
-    auto work = issue(type, name, std::move(staged), std::move(fix), std::move(call), device);
+    auto work = device < 0 ? run_on_host(std::move(pieces.front().staged), fix, std::move(pieces.front().call))
+                           : issue(type, name, std::move(pieces), std::move(fix), device, std::move(outputs));
     std::lock_guard<std::mutex> lock(coalesced_mutex_);
     if (coalescing_) coalesced_.push_back(work);
     return work;
   }
 
-  WorkPtr issue(OpType type, const char* name, std::vector<Staged> staged, Fix fix,
-                std::function<std::vector<WorkPtr>(c10d::Backend&, Tensors&)> call, c10::DeviceIndex device) {
-    if (device == -2) device = device_of(staged);
-    auto posting = std::make_shared<Posting>();
-    if (device < 0) return run_on_host(std::move(staged), fix, std::move(call), posting);
-
-    // The device path: caller's stream -> lane stream: copies in, host task, copies out.
+  // The device path: caller's stream -> lane stream: every piece's copies in (each piece is
+  // posted once its own copies are done), then per piece a host task waiting for the host
+  // backend and its copies back. So a piece's transfer overlaps the copies of the others.
+  WorkPtr issue(OpType type, const char* name, std::vector<Piece> pieces, Fix fix, c10::DeviceIndex device,
+                std::optional<Tensors> outputs) {
     auto comm = lane_stream(device, lane_of(type));
     auto caller = caller_stream(device);
     c10::Event ready(kRBLN);
     ready.record(caller);
     ready.block(comm);
     c10::StreamGuard guard(comm);
-    Tensors host;
-    for (auto& s : staged) {
-      auto bytes = std::max<size_t>(1, s.device.numel() * s.device.element_size());
-      posting->buffers.push_back(staging_->take(bytes));
-      s.host = at::from_blob(posting->buffers.back().get(), s.device.sizes(), s.device.options().device(at::kCPU));
-      if (s.copy_in) s.host.copy_(s.device, /*non_blocking=*/true);
-      host.push_back(s.host);
+    std::vector<std::shared_ptr<Posting>> postings;
+    for (auto& piece : pieces) {
+      auto posting = std::make_shared<Posting>();
+      Tensors host;
+      for (auto& s : piece.staged) {
+        auto bytes = std::max<size_t>(1, s.device.numel() * s.device.element_size());
+        posting->buffers.push_back(staging_->take(bytes));
+        s.host = at::from_blob(posting->buffers.back().get(), s.device.sizes(), s.device.options().device(at::kCPU));
+        if (s.copy_in) s.host.copy_(s.device, /*non_blocking=*/true);
+        host.push_back(s.host);
+      }
+      posting->staged = std::make_unique<c10::Event>(kRBLN);
+      posting->staged->record(comm);
+      posting->call = [host, call = std::move(piece.call), fix](c10d::Backend& h) mutable {
+        fix.apply_before(host);
+        return call(h, host);
+      };
+      post(posting);
+      posting->host = std::move(host);
+      postings.push_back(std::move(posting));
     }
-    posting->staged = std::make_unique<c10::Event>(kRBLN);
-    posting->staged->record(comm);
-    posting->call = [host, call, fix](c10d::Backend& h) mutable {
-      fix.apply_before(host);
-      return call(h, host);
-    };
-    post(posting);
 
     auto outcome = std::make_shared<Outcome>();
-    posting->host = host;
-    host.clear();
-    launch(device, name, [posting, outcome, first_failure = first_failure_, fix]() mutable {
-      std::exception_ptr failure;
-      int source = -1;
-      try {
-        posting->complete();
-        if (!posting->works.empty()) {
-          auto& last = posting->works.back();
-          if (last->retrieveOpType() == OpType::RECVANYSOURCE) source = last->sourceRank();
-        }
-        fix.apply_after(posting->host);
-      } catch (...) {
-        failure = std::current_exception();
-        first_failure->finish(failure, -1);
-      }
-      outcome->finish(failure, source);
-    });
-    Tensors outputs;
+    auto failure = std::make_shared<std::exception_ptr>();  // the first piece's; the lane runs them in order
+    Tensors results;
     auto* allocator = c10::getDeviceAllocator(kRBLN);
-    for (auto& s : staged) {
-      if (s.copy_out) {
-        s.device.copy_(s.host, /*non_blocking=*/true);
-        outputs.push_back(s.device);
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      bool last = i + 1 == pieces.size();
+      launch(device, name, [posting = postings[i], outcome, failure, last, first_failure = first_failure_, fix]() mutable {
+        int source = -1;
+        try {
+          posting->complete();
+          if (!posting->works.empty()) {
+            auto& final_work = posting->works.back();
+            if (final_work->retrieveOpType() == OpType::RECVANYSOURCE) source = final_work->sourceRank();
+          }
+          fix.apply_after(posting->host);
+        } catch (...) {
+          if (!*failure) {
+            *failure = std::current_exception();
+            first_failure->finish(*failure, -1);
+          }
+        }
+        if (last) outcome->finish(*failure, source);
+      });
+      for (auto& s : pieces[i].staged) {
+        if (s.copy_out) {
+          s.device.copy_(s.host, /*non_blocking=*/true);
+          results.push_back(s.device);
+        }
+        allocator->recordStream(s.device.storage().data_ptr(), comm);
       }
-      allocator->recordStream(s.device.storage().data_ptr(), comm);
     }
     // After the copies back nothing uses the staging buffers.
-    launch(device, "rbln-ccl release", [posting, releaser = &release_thread_]() mutable {
-      releaser->push([finished = std::move(posting)] {});
+    launch(device, "rbln-ccl release", [postings = std::move(postings), releaser = &release_thread_]() mutable {
+      releaser->push([finished = std::move(postings)] {});
     });
     auto done = std::make_unique<c10::Event>(kRBLN);
     done->record(comm);
     bool host_blocking = type == OpType::BARRIER;
-    return c10::make_intrusive<WorkRBLN>(getRank(), type, comm, outcome, std::move(done), std::move(outputs),
-                                         host_blocking);
+    return c10::make_intrusive<WorkRBLN>(getRank(), type, comm, outcome, std::move(done),
+                                         outputs ? std::move(*outputs) : std::move(results), host_blocking);
   }
 
   // CPU tensors: the host backend's own work, once every earlier collective is posted.
-  WorkPtr run_on_host(std::vector<Staged> staged, const Fix& fix,
-                      std::function<std::vector<WorkPtr>(c10d::Backend&, Tensors&)> call,
-                      const std::shared_ptr<Posting>& posting) {
+  WorkPtr run_on_host(std::vector<Staged> staged, const Fix& fix, HostOp call) {
+    auto posting = std::make_shared<Posting>();
     Tensors tensors;
     for (auto& s : staged) {
       // Scaling inputs must not write a caller's tensor that is not also an output.

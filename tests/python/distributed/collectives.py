@@ -218,6 +218,22 @@ if device_type == "rbln":
 if not work.is_completed():
     failures.append("async all_reduce: not completed after synchronize")
 
+# A large all_reduce, which rbln-ccl sends in pieces of 4 MiB: a 2-d tensor whose last piece is
+# shorter (float32 9 MiB, bfloat16 4.5 MiB, int64 18 MiB), PREMUL_SUM and integer AVG made per
+# piece, and the future holding the whole tensor.
+large = (3, (3 << 20) // 4 + 5)
+for dtype, op, name in ((torch.float32, R.SUM, "SUM"), (torch.bfloat16, dist._make_nccl_premul_sum(0.5), "PREMUL_SUM"),
+                        (torch.int64, R.AVG, "AVG")):
+    everyone = [value(r, large, dtype, salt=60) for r in range(world)]
+    t = on(everyone[rank])
+    work = dist.all_reduce(t, op=op, async_op=True)
+    (result,) = work.get_future().wait()
+    expected = (reduce_all([e * 0.5 for e in everyone], R.SUM, dtype) if name == "PREMUL_SUM"
+                else reduce_all(everyone, op, dtype))
+    check(f"large all_reduce {name} {dtype}", t, expected)
+    if result.data_ptr() != t.data_ptr() or result.shape != t.shape:
+        failures.append(f"large all_reduce {name}: the future holds {tuple(result.shape)}, not the tensor")
+
 dist.barrier()
 if backend is not None:  # a group with a CPU backend, as for CUDA; dist.monitored_barrier() itself
     # refuses every backend but "gloo" by name (docs/distributed.md)
