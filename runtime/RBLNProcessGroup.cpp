@@ -40,6 +40,8 @@ using c10d::ReduceOp;
 using Tensors = std::vector<at::Tensor>;
 using WorkPtr = c10::intrusive_ptr<c10d::Work>;
 using HostCall = std::function<std::vector<WorkPtr>(c10d::Backend& host)>;
+// A collective's call into the host backend on the host copies of its tensors.
+using HostOp = std::function<std::vector<WorkPtr>(c10d::Backend&, Tensors&)>;
 
 // One call into the host backend, made by the posting thread once `staged`
 // (the inputs' host copies) has completed; the works it returns finish later.
@@ -293,6 +295,12 @@ Lane lane_of(OpType type) {
 struct Staged {
   at::Tensor device, host;
   bool copy_in, copy_out;
+};
+
+// Part of a collective: its staged tensors and the host backend call on their host copies.
+struct Piece {
+  std::vector<Staged> staged;
+  HostOp call;
 };
 
 std::vector<Staged> operator+(std::vector<Staged> a, const std::vector<Staged>& b) {
@@ -666,13 +674,6 @@ class ProcessGroupRBLN final : public c10d::Backend {
     }
     return it->second;
   }
-
-  using HostOp = std::function<std::vector<WorkPtr>(c10d::Backend&, Tensors&)>;
-  // Part of a collective: its staged tensors and the host backend call on their host copies.
-  struct Piece {
-    std::vector<Staged> staged;
-    HostOp call;
-  };
 
   WorkPtr run(OpType type, const char* name, std::vector<Staged> staged, Fix fix, HostOp call,
               c10::DeviceIndex device = -2) {
