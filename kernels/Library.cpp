@@ -70,12 +70,15 @@ void launch_library(const char* name, const std::vector<at::Tensor>& inputs, con
 
 std::vector<at::Tensor> library_call(const char* name, const std::vector<at::Tensor>& inputs, LibraryOp op) {
   const auto& on = first_defined(inputs);
-  std::vector<at::Tensor> outputs;
+  std::vector<at::Tensor> meta;
   {
     c10::InferenceMode no_autograd;
-    for (const auto& m : op(on_meta(inputs))) {
-      outputs.push_back(at::empty_strided(m.sizes(), m.strides(), on.options().dtype(m.scalar_type())));
-    }
+    meta = op(on_meta(inputs));
+  }
+  // Outside inference mode: autograd may save the results for backward (mode's values).
+  std::vector<at::Tensor> outputs;
+  for (const auto& m : meta) {
+    outputs.push_back(at::empty_strided(m.sizes(), m.strides(), on.options().dtype(m.scalar_type())));
   }
   launch_library(name, inputs, outputs, std::move(op));
   return outputs;

@@ -56,3 +56,17 @@ def test_bad_input_gets_cpus_error_and_the_device_stays_usable():
         torch.bincount(torch.tensor([1, 2], device="rbln"), weights=torch.ones(3, device="rbln"))
     got = torch.bincount(torch.tensor([0, 2, 2], device="rbln"))
     assert got.device.type == "rbln" and got.cpu().tolist() == [1, 0, 2]
+
+
+def test_mode_values_can_be_differentiated():
+    x = torch.tensor([[1., 2., 2., 3.], [4., 4., 0., 4.]])
+
+    def grad_of_mode(t):
+        t = t.detach().requires_grad_()
+        values, _ = torch.mode(t, dim=1)
+        (values * torch.tensor([2., 3.], device=t.device)).sum().backward()
+        return [values.detach(), t.grad]
+
+    got, ex = _on_device(grad_of_mode, x.to("rbln"))
+    _assert_same(got, grad_of_mode(x))
+    assert "aten::mode" in ex.device_ops
