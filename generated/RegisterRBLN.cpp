@@ -40,6 +40,8 @@
 #include <ATen/ops/_prelu_kernel_ops.h>
 #include <ATen/ops/_prelu_kernel_backward_ops.h>
 #include <ATen/ops/_reshape_alias_ops.h>
+#include <ATen/ops/_scaled_dot_product_fused_attention_overrideable_ops.h>
+#include <ATen/ops/_scaled_dot_product_fused_attention_overrideable_backward_ops.h>
 #include <ATen/ops/_softmax_ops.h>
 #include <ATen/ops/_softmax_backward_data_ops.h>
 #include <ATen/ops/_thnn_fused_gru_cell_ops.h>
@@ -1634,6 +1636,27 @@ at::Tensor & wrapper_addr_out(const at::Tensor & self, const at::Tensor & vec1, 
   }
   RBLN_COUNT_DEVICE_OP("aten::addr.out");
   return rbln::kernels::addr_out(self, vec1, vec2, beta, alpha, out);
+}
+
+::std::tuple<at::Tensor,at::Tensor,at::Tensor,at::Tensor,c10::SymInt,c10::SymInt,at::Tensor,at::Tensor,at::Tensor> wrapper__scaled_dot_product_fused_attention_overrideable(const at::Tensor & query, const at::Tensor & key, const at::Tensor & value, const ::std::optional<at::Tensor> & attn_bias, double dropout_p, bool is_causal, bool return_debug_mask, ::std::optional<double> scale) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, query, "wrapper__scaled_dot_product_fused_attention_overrideable", "query");
+  c10::impl::check_and_update_common_device(common_device, key, "wrapper__scaled_dot_product_fused_attention_overrideable", "key");
+  c10::impl::check_and_update_common_device(common_device, value, "wrapper__scaled_dot_product_fused_attention_overrideable", "value");
+  c10::impl::check_and_update_common_device(common_device, attn_bias, "wrapper__scaled_dot_product_fused_attention_overrideable", "attn_bias");
+  const c10::OptionalDeviceGuard guard(at::device_of(query));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(query.scalar_type()) && dtype_ok(key.scalar_type()) && dtype_ok(value.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_scaled_dot_product_fused_attention_overrideable>::call(query, key, value, attn_bias, dropout_p, is_causal, return_debug_mask, scale);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_scaled_dot_product_fused_attention_overrideable");
+  return rbln::kernels::sdpa_fused(query, key, value, attn_bias, dropout_p, is_causal, return_debug_mask, scale);
+}
+
+::std::tuple<at::Tensor,at::Tensor,at::Tensor,at::Tensor> wrapper__scaled_dot_product_fused_attention_overrideable_backward(const at::Tensor & grad_out, const at::Tensor & query, const at::Tensor & key, const at::Tensor & value, const at::Tensor & attn_bias, ::std::array<bool,4> grad_input_mask, const at::Tensor & out, const at::Tensor & logsumexp, const at::Tensor & cum_seq_q, const at::Tensor & cum_seq_k, c10::SymInt max_q, c10::SymInt max_k, double dropout_p, bool is_causal, const at::Tensor & philox_seed, const at::Tensor & philox_offset, ::std::optional<double> scale) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_out));
+  RBLN_COUNT_DEVICE_OP("aten::_scaled_dot_product_fused_attention_overrideable_backward");
+  return rbln::kernels::sdpa_fused_backward(grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, scale);
 }
 
 at::Tensor wrapper_index_select(const at::Tensor & self, int64_t dim, const at::Tensor & index) {
@@ -4966,6 +4989,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addr", TORCH_FN(wrapper_addr));
   m.impl("addr_", TORCH_FN(wrapper_addr_));
   m.impl("addr.out", TORCH_FN(wrapper_addr_out));
+  m.impl("_scaled_dot_product_fused_attention_overrideable", TORCH_FN(wrapper__scaled_dot_product_fused_attention_overrideable));
+  m.impl("_scaled_dot_product_fused_attention_overrideable_backward", TORCH_FN(wrapper__scaled_dot_product_fused_attention_overrideable_backward));
   m.impl("index_select", TORCH_FN(wrapper_index_select));
   m.impl("index_select.out", TORCH_FN(wrapper_index_select_out));
   m.impl("index_copy", TORCH_FN(wrapper_index_copy));
