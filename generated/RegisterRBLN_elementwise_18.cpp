@@ -8,6 +8,7 @@
 
 #include <string>
 #include <unordered_set>
+#include <ATen/ops/gcd_ops.h>
 #include <ATen/ops/special_i1_ops.h>
 #include <ATen/ops/tanh_backward_ops.h>
 
@@ -48,6 +49,64 @@ at::Tensor & wrapper_special_i1_out(const at::Tensor & self, at::Tensor & out) {
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_i1_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::special_i1.out");
+  return out;
+}
+
+at::Tensor wrapper_gcd(const at::Tensor & self, const at::Tensor & other) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_gcd", "self");
+  c10::impl::check_and_update_common_device(common_device, other, "wrapper_gcd", "other");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::gcd", rbln::functors::gcd<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::gcd", rbln::functors::gcd<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::gcd", rbln::functors::gcd<int16_t>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::gcd", rbln::functors::gcd<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::gcd", rbln::functors::gcd<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gcd>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::gcd");
+  return iter.output();
+}
+
+at::Tensor & wrapper_gcd_(at::Tensor & self, const at::Tensor & other) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_gcd_", "self");
+  c10::impl::check_and_update_common_device(common_device, other, "wrapper_gcd_", "other");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::gcd_", rbln::functors::gcd<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::gcd_", rbln::functors::gcd<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::gcd_", rbln::functors::gcd<int16_t>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::gcd_", rbln::functors::gcd<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::gcd_", rbln::functors::gcd<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gcd_>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::gcd_");
+  return self;
+}
+
+at::Tensor & wrapper_gcd_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_gcd_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_gcd_out", "self");
+  c10::impl::check_and_update_common_device(common_device, other, "wrapper_gcd_out", "other");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::gcd.out", rbln::functors::gcd<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::gcd.out", rbln::functors::gcd<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::gcd.out", rbln::functors::gcd<int16_t>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::gcd.out", rbln::functors::gcd<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::gcd.out", rbln::functors::gcd<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::gcd_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::gcd.out");
   return out;
 }
 
@@ -93,6 +152,9 @@ at::Tensor & wrapper_tanh_backward_grad_input(const at::Tensor & grad_output, co
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("special_i1", TORCH_FN(wrapper_special_i1));
   m.impl("special_i1.out", TORCH_FN(wrapper_special_i1_out));
+  m.impl("gcd", TORCH_FN(wrapper_gcd));
+  m.impl("gcd_", TORCH_FN(wrapper_gcd_));
+  m.impl("gcd.out", TORCH_FN(wrapper_gcd_out));
   m.impl("tanh_backward", TORCH_FN(wrapper_tanh_backward));
   m.impl("tanh_backward.grad_input", TORCH_FN(wrapper_tanh_backward_grad_input));
 }

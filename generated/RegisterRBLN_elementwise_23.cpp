@@ -10,6 +10,7 @@
 #include <unordered_set>
 #include <ATen/ops/clamp_min_ops.h>
 #include <ATen/ops/eq_ops.h>
+#include <ATen/ops/lcm_ops.h>
 #include <ATen/ops/special_scaled_modified_bessel_k1_ops.h>
 
 #include "kernels/Elementwise.h"
@@ -153,6 +154,64 @@ at::Tensor & wrapper_eq_Tensor_out(const at::Tensor & self, const at::Tensor & o
   return out;
 }
 
+at::Tensor wrapper_lcm(const at::Tensor & self, const at::Tensor & other) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_lcm", "self");
+  c10::impl::check_and_update_common_device(common_device, other, "wrapper_lcm", "other");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::lcm", rbln::functors::lcm<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::lcm", rbln::functors::lcm<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::lcm", rbln::functors::lcm<int16_t>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::lcm", rbln::functors::lcm<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::lcm", rbln::functors::lcm<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lcm>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::lcm");
+  return iter.output();
+}
+
+at::Tensor & wrapper_lcm_(at::Tensor & self, const at::Tensor & other) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_lcm_", "self");
+  c10::impl::check_and_update_common_device(common_device, other, "wrapper_lcm_", "other");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::lcm_", rbln::functors::lcm<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::lcm_", rbln::functors::lcm<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::lcm_", rbln::functors::lcm<int16_t>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::lcm_", rbln::functors::lcm<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::lcm_", rbln::functors::lcm<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lcm_>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::lcm_");
+  return self;
+}
+
+at::Tensor & wrapper_lcm_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_lcm_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_lcm_out", "self");
+  c10::impl::check_and_update_common_device(common_device, other, "wrapper_lcm_out", "other");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::lcm.out", rbln::functors::lcm<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::lcm.out", rbln::functors::lcm<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::lcm.out", rbln::functors::lcm<int16_t>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::lcm.out", rbln::functors::lcm<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::lcm.out", rbln::functors::lcm<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lcm_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::lcm.out");
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -164,6 +223,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("eq.Tensor", TORCH_FN(wrapper_eq_Tensor));
   m.impl("eq_.Tensor", TORCH_FN(wrapper_eq__Tensor));
   m.impl("eq.Tensor_out", TORCH_FN(wrapper_eq_Tensor_out));
+  m.impl("lcm", TORCH_FN(wrapper_lcm));
+  m.impl("lcm_", TORCH_FN(wrapper_lcm_));
+  m.impl("lcm.out", TORCH_FN(wrapper_lcm_out));
 }
 
 }  // namespace rbln::generated

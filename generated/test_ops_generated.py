@@ -152,6 +152,8 @@ ENTRIES = [
     ("bitwise_or.Tensor", ["bitwise_or.Tensor", "bitwise_or.Tensor_out", "bitwise_or_.Tensor"], ["bitwise_or"], ["int32", "int64", "bool"], "kernel", {}),
     ("bitwise_xor.Tensor", ["bitwise_xor.Tensor", "bitwise_xor.Tensor_out", "bitwise_xor_.Tensor"], ["bitwise_xor"], ["int32", "int64", "bool"], "kernel", {}),
     ("bitwise_not", ["bitwise_not", "bitwise_not.out", "bitwise_not_"], ["bitwise_not"], ["int32", "int64", "bool"], "kernel", {}),
+    ("gcd", ["gcd", "gcd.out", "gcd_"], ["gcd"], ["int8", "uint8", "int16", "int32", "int64"], "kernel", {}),
+    ("lcm", ["lcm", "lcm.out", "lcm_"], ["lcm"], ["int8", "uint8", "int16", "int32", "int64"], "kernel", {}),
     ("sum.dim_IntList", ["sum.IntList_out", "sum.dim_IntList"], ["sum"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool", "complex64", "complex128"], "kernel", {}),
     ("nansum", ["nansum"], ["nansum"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"], "kernel", {}),
     ("trace", ["trace"], ["trace"], ["float32", "float16", "bfloat16", "float64", "int32", "int64"], "kernel", {}),

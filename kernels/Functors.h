@@ -700,6 +700,14 @@ struct bitwise_xor {
   using C = at::opmath_type<T>;
   C operator()(C a, C b) const { if constexpr (std::is_same_v<C, bool>) return a != b; else return a ^ b; }
 };
+// Integer-only, as CPU's kernels (calc_gcd from ATen/native/Math.h).
+RBLN_BINARY(gcd, C(calc_gcd(a, b)))
+template <class C>
+C lcm_of(C a, C b) {
+  const C g = calc_gcd(a, b);
+  return g == 0 ? C(0) : C(std::abs(a / g * b));
+}
+RBLN_BINARY(lcm, lcm_of(a, b))
 template <class T>
 struct bitwise_not {
   using C = at::opmath_type<T>;
