@@ -83,8 +83,9 @@ def _elementwise_body(e: Entry, v: Variant, root: str) -> list[str]:
 
 
 # Tensor arguments whose dtype is fixed by the op (indices, masks, LU pivots,
-# batch_norm's byte workspace), not the data.
-INDEX_ARGS = {"index", "indices", "mask", "condition", "repeats", "target", "pivots", "LU_pivots", "reserve"}
+# batch_norm's byte workspace, embedding bags' offsets and counts), not the data.
+INDEX_ARGS = {"index", "indices", "mask", "condition", "repeats", "target", "targets", "pivots", "LU_pivots", "reserve",
+              "offsets", "offset2bag", "bag_size", "maximum_indices"}
 
 
 # Ops whose tensors' devices differ by design: copies between devices (the backend hooks behind copy_ and
@@ -110,13 +111,10 @@ def _kernel_checks(root: str) -> set[str]:
     return _declared_names(root, CHECKS_HEADER, r"\b(\w+_check)\s*\(")
 
 
-def _kernel_body(e: Entry, v: Variant, root: str) -> list[str]:
-    lines = _device_check(v)
-    if not e.structured and f"{e.kernel_name}_check" in _kernel_checks(root):  # CPU's argument checks, first
-        lines.append(f"rbln::checks::{e.kernel_name}_check({', '.join(v.arg_names)});")
+def _guard_and_dtypes(e: Entry, v: Variant) -> list[str]:
+    """The device guard, then the CPU fallback for a data tensor of a dtype the entry does not list."""
     tensors = [a for a in v.func.func.arguments.flat_all if str(a.type) == "Tensor"]
-    if tensors:
-        lines.append(f"const c10::OptionalDeviceGuard guard(at::device_of({tensors[0].name}));")
+    lines = [f"const c10::OptionalDeviceGuard guard(at::device_of({tensors[0].name}));"] if tensors else []
     # Outputs are checked by the kernels (prepare_out), as their dtype may differ from the inputs'.
     outs = {a.name for a in v.func.func.arguments.out}
     data = [a.name for a in tensors if a.name not in INDEX_ARGS and a.name not in outs]
@@ -125,7 +123,14 @@ def _kernel_body(e: Entry, v: Variant, root: str) -> list[str]:
         lines += [f"const auto dtype_ok = [](at::ScalarType t) {{ return {allowed}; }};",
                   f"if (!({' && '.join(f'dtype_ok({n}.scalar_type())' for n in data)})) {{",
                   f"  return {_fallback_call(v, 'fallback_dtype')};", "}"]
-    lines.append(f"RBLN_COUNT_DEVICE_OP(\"aten::{v.name}\");")
+    return lines + [f"RBLN_COUNT_DEVICE_OP(\"aten::{v.name}\");"]
+
+
+def _kernel_body(e: Entry, v: Variant, root: str) -> list[str]:
+    lines = _device_check(v)
+    if not e.structured and f"{e.kernel_name}_check" in _kernel_checks(root):  # CPU's argument checks, first
+        lines.append(f"rbln::checks::{e.kernel_name}_check({', '.join(v.arg_names)});")
+    lines += _guard_and_dtypes(e, v)
     args = list(v.arg_names)
     if e.structured and v.kind == "functional":  # the out= kernel allocates undefined results, one per return
         n = len(v.func.func.returns)
@@ -138,7 +143,47 @@ def _kernel_body(e: Entry, v: Variant, root: str) -> list[str]:
     return lines
 
 
+# Schema types a dispatcher signature passes as non-owning references: a library op's launch runs later, so
+# its closure keeps copies (rbln::kernels::own in kernels/Library.h) and passes them back as references (ref).
+BORROWED = {"int[]", "SymInt[]", "int[]?", "SymInt[]?", "float[]?", "str", "str?"}
+
+
+def _library_body(e: Entry, v: Variant) -> list[str]:
+    """CPU's kernel of the op in the device's op library (kernels/Library.h): its tensors as CPU views of device
+    memory inside a launch, its other arguments copied into the launch."""
+    inputs, captures, call = [], [], []
+    for a in v.func.func.arguments.flat_all:
+        t = str(a.type)
+        if t == "Tensor":
+            call.append(f"in[{len(inputs)}]")
+            inputs.append(a.name)
+        elif t == "Tensor?":
+            call.append(f"rbln::kernels::optional(in[{len(inputs)}])")
+            inputs.append(f"{a.name}.value_or(at::Tensor())")
+        elif re.sub(r"\[\d*\]", "[]", t) in BORROWED:
+            captures.append(f"{a.name} = rbln::kernels::own({a.name})")
+            call.append(f"rbln::kernels::ref({a.name})")
+        else:
+            captures.append(a.name)
+            call.append(a.name)
+    op = "at::_ops::" + v.func.func.name.unambiguous_name()
+    n = len(v.func.func.returns)
+    if str(v.func.func.returns[0].type) == "Tensor[]":
+        result = "r"
+    else:
+        result = "r[0]" if n == 1 else f"std::make_tuple({', '.join(f'r[{i}]' for i in range(n))})"
+    return _device_check(v) + _guard_and_dtypes(e, v) + [
+        f"const auto r = rbln::kernels::{'library_call_synced' if e.synced else 'library_op'}(\"aten::{v.name}\", "
+        f"{{{', '.join(inputs)}}},",
+        f"    [{', '.join(captures)}](const std::vector<at::Tensor>& in) {{",
+        f"      return rbln::kernels::results({op}::call({', '.join(call)}));",
+        "    });",
+        f"return {result};"]
+
+
 def _body(e: Entry, v: Variant, root: str) -> list[str]:
+    if e.strategy == "library":
+        return _library_body(e, v)
     if e.strategy == "fallback":
         if e.kernel:  # a hand-written wrapper that runs the CPU and counts the fallback itself
             return _device_check(v) + [f"return {e.qualified_kernel}({', '.join(v.arg_names)});"]
@@ -190,13 +235,13 @@ def render(entries: list[Entry], root: str = ROOT) -> dict[str, str]:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(root, "templates")),
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
                              undefined=jinja2.StrictUndefined)
-    registered = [e for e in entries if e.strategy in ("kernel", "fallback")]
+    registered = [e for e in entries if e.strategy in ("kernel", "fallback", "library")]
     shards = {"generated/RegisterRBLN.cpp": [e for e in registered if not e.family]}
     for i in range(ELEMENTWISE_SHARDS):
         shards[f"generated/RegisterRBLN_elementwise_{i}.cpp"] = [e for e in registered if e.family and shard(e) == i]
     out = {}
     template = env.get_template("RegisterRBLN.cpp.j2")
-    overloads = {o for e in entries if e.strategy in ("kernel", "fallback", "compile") for o in e.overloads}
+    overloads = {o for e in entries if e.strategy in ("kernel", "fallback", "library", "compile") for o in e.overloads}
     for path, group in shards.items():
         wrappers = [(v, _body(e, v, root)) for e in group for v in e.variants]
         headers = sorted({v.func.root_name for e in group for v in e.variants})
@@ -218,8 +263,8 @@ def render(entries: list[Entry], root: str = ROOT) -> dict[str, str]:
     groups = {tuple(v): k for k, v in DTYPE_GROUPS.items()}
     out["docs/supported_ops.md"] = env.get_template("supported_ops.md.j2").render(
         entries=sorted(entries, key=lambda e: e.func), dtypes=lambda e: groups.get(tuple(e.dtypes), ", ".join(e.dtypes)),
-        counts={s: sum(e.strategy == s for e in entries) for s in ("kernel", "compile", "composite", "fallback")})
-    tested = [e for e in entries if e.strategy in ("kernel", "compile", "composite") and e.opinfo and e.dtypes != ["any"]]
+        counts={s: sum(e.strategy == s for e in entries) for s in ("kernel", "library", "compile", "composite", "fallback")})
+    tested = [e for e in entries if e.strategy in ("kernel", "library", "compile", "composite") and e.opinfo and e.dtypes != ["any"]]
     # An OpInfo may reach any overload of its op (add(x, 2) is add.Tensor too).
     related: dict[str, set[str]] = {}
     for e in registered + [e for e in entries if e.strategy == "compile"]:

@@ -53,8 +53,8 @@ FAMILIES = {
     "compare": 2,
     "ternary": 3,
 }
-STRATEGIES = ("kernel", "composite", "fallback", "compile")
-KEYS = {"func", "strategy", "kernel", "functor", "dtypes", "notes", "opinfo", "tolerance", "structured"}
+STRATEGIES = ("kernel", "composite", "fallback", "compile", "library")
+KEYS = {"func", "strategy", "kernel", "functor", "dtypes", "notes", "opinfo", "tolerance", "structured", "synced"}
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # A hand-written kernel's C++ namespace unless its `kernel:` is qualified (`rbln::copy_`). The generator
 # declares every kernel in generated/RBLNNativeFunctions.h with its dispatcher signature, so the compiler
@@ -92,6 +92,7 @@ class Entry:
     variants: list[Variant] = field(default_factory=list)
     tolerance: dict[str, list[float]] = field(default_factory=dict)  # dtype -> [atol, rtol] in the generated tests
     structured: bool = False  # kernel is the out= overload's; functional and in-place call it
+    synced: bool = False  # a library op sized by its results (the host waits), not by its meta function
     kernel_decl: str | None = None  # the hand-written kernel's declaration (unqualified name), for the header
 
     @property
@@ -233,6 +234,17 @@ def load(path: str) -> list[Entry]:
                 err(f"{func}: strategy 'compile' takes the functional overload; its in-place and out= overloads "
                     f"register with it")
                 continue
+            if strategy == "library" and (f.func.kind() != SchemaKind.functional
+                                          or any("[]" in str(a.type) and "Tensor" in str(a.type)
+                                                 for a in f.func.arguments.flat_all)
+                                          or not (all(str(r.type) == "Tensor" for r in f.func.returns)
+                                                  or [str(r.type) for r in f.func.returns] == ["Tensor[]"])):
+                err(f"{func}: strategy 'library' takes a functional overload with Tensor (or one Tensor[]) results "
+                    f"and no tensor-list arguments")
+                continue
+            if item.get("synced") and strategy != "library":
+                err(f"{func}: 'synced' only applies to strategy 'library'")
+                continue
             kernel, functor = item.get("kernel"), item.get("functor")
             # Whether a kernel or functor exists, and its signature, the compiler checks (the generated
             # declarations and wrappers name them); here only their spelling.
@@ -308,7 +320,8 @@ def load(path: str) -> list[Entry]:
             else:
                 variants = [f]
             entry = Entry(func, line, strategy, kernel, functor, dtypes, str(item.get("notes", "")).strip(),
-                          _opinfo_names(item, func), [_variant(v) for v in variants], tolerance, structured)
+                          _opinfo_names(item, func), [_variant(v) for v in variants], tolerance, structured,
+                          bool(item.get("synced", False)))
             if kernel and kernel not in FAMILIES:  # the out= overload's signature for a structured kernel
                 entry.kernel_decl = _decl(group_of[func][SchemaKind.out] if structured else f, entry.kernel_name)[0]
             dup = [o for o in entry.overloads if o in seen]

@@ -15,20 +15,33 @@
 #include <ATen/ops/_amp_foreach_non_finite_check_and_unscale_ops.h>
 #include <ATen/ops/_amp_update_scale_ops.h>
 #include <ATen/ops/_batch_norm_with_update_ops.h>
+#include <ATen/ops/_cdist_backward_ops.h>
+#include <ATen/ops/_cdist_forward_ops.h>
 #include <ATen/ops/_cholesky_solve_helper_ops.h>
 #include <ATen/ops/_conj_physical_ops.h>
 #include <ATen/ops/_copy_from_ops.h>
 #include <ATen/ops/_copy_from_and_resize_ops.h>
+#include <ATen/ops/_ctc_loss_ops.h>
+#include <ATen/ops/_ctc_loss_backward_ops.h>
 #include <ATen/ops/_cummax_helper_ops.h>
 #include <ATen/ops/_cummin_helper_ops.h>
 #include <ATen/ops/_efficientzerotensor_ops.h>
+#include <ATen/ops/_embedding_bag_ops.h>
+#include <ATen/ops/_embedding_bag_backward_ops.h>
+#include <ATen/ops/_embedding_bag_dense_backward_ops.h>
+#include <ATen/ops/_embedding_bag_forward_only_ops.h>
+#include <ATen/ops/_embedding_bag_per_sample_weights_backward_ops.h>
 #include <ATen/ops/_fft_c2c_ops.h>
 #include <ATen/ops/_fft_c2r_ops.h>
 #include <ATen/ops/_fft_r2c_ops.h>
 #include <ATen/ops/_has_compatible_shallow_copy_type_ops.h>
+#include <ATen/ops/_histogramdd_bin_edges_ops.h>
+#include <ATen/ops/_histogramdd_from_bin_cts_ops.h>
+#include <ATen/ops/_histogramdd_from_bin_tensors_ops.h>
 #include <ATen/ops/_index_put_impl_ops.h>
 #include <ATen/ops/_linalg_det_ops.h>
 #include <ATen/ops/_linalg_eigh_ops.h>
+#include <ATen/ops/_linalg_eigvals_ops.h>
 #include <ATen/ops/_linalg_slogdet_ops.h>
 #include <ATen/ops/_linalg_solve_ex_ops.h>
 #include <ATen/ops/_linalg_svd_ops.h>
@@ -37,11 +50,14 @@
 #include <ATen/ops/_log_softmax_backward_data_ops.h>
 #include <ATen/ops/_logcumsumexp_ops.h>
 #include <ATen/ops/_native_batch_norm_legit_ops.h>
+#include <ATen/ops/_pdist_backward_ops.h>
+#include <ATen/ops/_pdist_forward_ops.h>
 #include <ATen/ops/_prelu_kernel_ops.h>
 #include <ATen/ops/_prelu_kernel_backward_ops.h>
 #include <ATen/ops/_reshape_alias_ops.h>
 #include <ATen/ops/_scaled_dot_product_fused_attention_overrideable_ops.h>
 #include <ATen/ops/_scaled_dot_product_fused_attention_overrideable_backward_ops.h>
+#include <ATen/ops/_segment_reduce_backward_ops.h>
 #include <ATen/ops/_softmax_ops.h>
 #include <ATen/ops/_softmax_backward_data_ops.h>
 #include <ATen/ops/_thnn_fused_gru_cell_ops.h>
@@ -50,6 +66,10 @@
 #include <ATen/ops/_thnn_fused_lstm_cell_backward_impl_ops.h>
 #include <ATen/ops/_unique_ops.h>
 #include <ATen/ops/_unique2_ops.h>
+#include <ATen/ops/_upsample_bicubic2d_aa_ops.h>
+#include <ATen/ops/_upsample_bicubic2d_aa_backward_ops.h>
+#include <ATen/ops/_upsample_bilinear2d_aa_ops.h>
+#include <ATen/ops/_upsample_bilinear2d_aa_backward_ops.h>
 #include <ATen/ops/_upsample_nearest_exact1d_ops.h>
 #include <ATen/ops/_upsample_nearest_exact1d_backward_ops.h>
 #include <ATen/ops/_upsample_nearest_exact2d_ops.h>
@@ -85,6 +105,7 @@
 #include <ATen/ops/cat_ops.h>
 #include <ATen/ops/channel_shuffle_ops.h>
 #include <ATen/ops/cholesky_ops.h>
+#include <ATen/ops/cholesky_inverse_ops.h>
 #include <ATen/ops/clamp_ops.h>
 #include <ATen/ops/conj_physical_ops.h>
 #include <ATen/ops/convolution_backward_overrideable_ops.h>
@@ -103,9 +124,13 @@
 #include <ATen/ops/fill_ops.h>
 #include <ATen/ops/flip_ops.h>
 #include <ATen/ops/gather_ops.h>
+#include <ATen/ops/geqrf_ops.h>
 #include <ATen/ops/glu_ops.h>
 #include <ATen/ops/glu_backward_ops.h>
+#include <ATen/ops/grid_sampler_3d_ops.h>
+#include <ATen/ops/grid_sampler_3d_backward_ops.h>
 #include <ATen/ops/histc_ops.h>
+#include <ATen/ops/histogram_ops.h>
 #include <ATen/ops/huber_loss_ops.h>
 #include <ATen/ops/huber_loss_backward_ops.h>
 #include <ATen/ops/index_ops.h>
@@ -150,6 +175,10 @@
 #include <ATen/ops/mode_ops.h>
 #include <ATen/ops/mse_loss_ops.h>
 #include <ATen/ops/mse_loss_backward_ops.h>
+#include <ATen/ops/multi_margin_loss_ops.h>
+#include <ATen/ops/multi_margin_loss_backward_ops.h>
+#include <ATen/ops/multilabel_margin_loss_backward_ops.h>
+#include <ATen/ops/multilabel_margin_loss_forward_ops.h>
 #include <ATen/ops/multinomial_ops.h>
 #include <ATen/ops/mv_ops.h>
 #include <ATen/ops/nanmedian_ops.h>
@@ -168,6 +197,7 @@
 #include <ATen/ops/nll_loss_backward_ops.h>
 #include <ATen/ops/nll_loss_forward_ops.h>
 #include <ATen/ops/nonzero_ops.h>
+#include <ATen/ops/nonzero_static_ops.h>
 #include <ATen/ops/norm_ops.h>
 #include <ATen/ops/normal_ops.h>
 #include <ATen/ops/ormqr_ops.h>
@@ -240,6 +270,7 @@
 
 #include "generated/RBLNNativeFunctions.h"
 #include "kernels/Checks.h"
+#include "kernels/Library.h"
 #include "runtime/RBLNFallback.h"
 
 namespace rbln::generated {
@@ -4422,17 +4453,556 @@ at::Tensor wrapper_bincount(const at::Tensor & self, const ::std::optional<at::T
   return rbln::kernels::bincount(self, weights, minlength);
 }
 
-at::Tensor wrapper_segment_reduce(const at::Tensor & data, c10::string_view reduce, const ::std::optional<at::Tensor> & lengths, const ::std::optional<at::Tensor> & indices, const ::std::optional<at::Tensor> & offsets, int64_t axis, bool unsafe, const ::std::optional<at::Scalar> & initial) {
-  rbln::checks::segment_reduce_check(data, reduce, lengths, indices, offsets, axis, unsafe, initial);
-  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::segment_reduce>::call(data, reduce, lengths, indices, offsets, axis, unsafe, initial);
+::std::tuple<at::Tensor,at::Tensor> wrapper_linalg_eig(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_eig>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::linalg_eig");
+  const auto r = rbln::kernels::library_op("aten::linalg_eig", {self},
+      [](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::linalg_eig::call(in[0]));
+      });
+  return std::make_tuple(r[0], r[1]);
 }
 
-::std::tuple<at::Tensor,at::Tensor> wrapper_linalg_eig(const at::Tensor & self) {
-  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::linalg_eig>::call(self);
+at::Tensor wrapper__linalg_eigvals(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_linalg_eigvals>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_linalg_eigvals");
+  const auto r = rbln::kernels::library_op("aten::_linalg_eigvals", {self},
+      [](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::_linalg_eigvals::call(in[0]));
+      });
+  return r[0];
 }
 
 ::std::tuple<at::Tensor,at::Tensor,at::Tensor,at::Tensor> wrapper_linalg_lstsq(const at::Tensor & self, const at::Tensor & b, ::std::optional<double> rcond, ::std::optional<c10::string_view> driver) {
-  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::linalg_lstsq>::call(self, b, rcond, driver);
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_linalg_lstsq", "self");
+  c10::impl::check_and_update_common_device(common_device, b, "wrapper_linalg_lstsq", "b");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(b.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_lstsq>::call(self, b, rcond, driver);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::linalg_lstsq");
+  const auto r = rbln::kernels::library_op("aten::linalg_lstsq", {self, b},
+      [rcond, driver = rbln::kernels::own(driver)](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::linalg_lstsq::call(in[0], in[1], rcond, rbln::kernels::ref(driver)));
+      });
+  return std::make_tuple(r[0], r[1], r[2], r[3]);
+}
+
+::std::tuple<at::Tensor,at::Tensor> wrapper_geqrf(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::geqrf>::call(self);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::geqrf");
+  const auto r = rbln::kernels::library_op("aten::geqrf", {self},
+      [](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::geqrf::call(in[0]));
+      });
+  return std::make_tuple(r[0], r[1]);
+}
+
+at::Tensor wrapper_cholesky_inverse(const at::Tensor & self, bool upper) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::cholesky_inverse>::call(self, upper);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::cholesky_inverse");
+  const auto r = rbln::kernels::library_op("aten::cholesky_inverse", {self},
+      [upper](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::cholesky_inverse::call(in[0], upper));
+      });
+  return r[0];
+}
+
+at::Tensor wrapper__cdist_forward(const at::Tensor & x1, const at::Tensor & x2, double p, ::std::optional<int64_t> compute_mode) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, x1, "wrapper__cdist_forward", "x1");
+  c10::impl::check_and_update_common_device(common_device, x2, "wrapper__cdist_forward", "x2");
+  const c10::OptionalDeviceGuard guard(at::device_of(x1));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(x1.scalar_type()) && dtype_ok(x2.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_cdist_forward>::call(x1, x2, p, compute_mode);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_cdist_forward");
+  const auto r = rbln::kernels::library_op("aten::_cdist_forward", {x1, x2},
+      [p, compute_mode](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::_cdist_forward::call(in[0], in[1], p, compute_mode));
+      });
+  return r[0];
+}
+
+at::Tensor wrapper__cdist_backward(const at::Tensor & grad, const at::Tensor & x1, const at::Tensor & x2, double p, const at::Tensor & cdist) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad, "wrapper__cdist_backward", "grad");
+  c10::impl::check_and_update_common_device(common_device, x1, "wrapper__cdist_backward", "x1");
+  c10::impl::check_and_update_common_device(common_device, x2, "wrapper__cdist_backward", "x2");
+  c10::impl::check_and_update_common_device(common_device, cdist, "wrapper__cdist_backward", "cdist");
+  const c10::OptionalDeviceGuard guard(at::device_of(grad));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad.scalar_type()) && dtype_ok(x1.scalar_type()) && dtype_ok(x2.scalar_type()) && dtype_ok(cdist.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_cdist_backward>::call(grad, x1, x2, p, cdist);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_cdist_backward");
+  const auto r = rbln::kernels::library_op("aten::_cdist_backward", {grad, x1, x2, cdist},
+      [p](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::_cdist_backward::call(in[0], in[1], in[2], p, in[3]));
+      });
+  return r[0];
+}
+
+at::Tensor wrapper__pdist_forward(const at::Tensor & self, double p) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_pdist_forward>::call(self, p);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_pdist_forward");
+  const auto r = rbln::kernels::library_op("aten::_pdist_forward", {self},
+      [p](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::_pdist_forward::call(in[0], p));
+      });
+  return r[0];
+}
+
+at::Tensor wrapper__pdist_backward(const at::Tensor & grad, const at::Tensor & self, double p, const at::Tensor & pdist) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad, "wrapper__pdist_backward", "grad");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper__pdist_backward", "self");
+  c10::impl::check_and_update_common_device(common_device, pdist, "wrapper__pdist_backward", "pdist");
+  const c10::OptionalDeviceGuard guard(at::device_of(grad));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad.scalar_type()) && dtype_ok(self.scalar_type()) && dtype_ok(pdist.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_pdist_backward>::call(grad, self, p, pdist);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_pdist_backward");
+  const auto r = rbln::kernels::library_op("aten::_pdist_backward", {grad, self, pdist},
+      [p](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::_pdist_backward::call(in[0], in[1], p, in[2]));
+      });
+  return r[0];
+}
+
+::std::tuple<at::Tensor,at::Tensor,at::Tensor,at::Tensor> wrapper__embedding_bag_forward_only(const at::Tensor & weight, const at::Tensor & indices, const at::Tensor & offsets, bool scale_grad_by_freq, int64_t mode, bool sparse, const ::std::optional<at::Tensor> & per_sample_weights, bool include_last_offset, int64_t padding_idx) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, weight, "wrapper__embedding_bag_forward_only", "weight");
+  c10::impl::check_and_update_common_device(common_device, indices, "wrapper__embedding_bag_forward_only", "indices");
+  c10::impl::check_and_update_common_device(common_device, offsets, "wrapper__embedding_bag_forward_only", "offsets");
+  c10::impl::check_and_update_common_device(common_device, per_sample_weights, "wrapper__embedding_bag_forward_only", "per_sample_weights");
+  const c10::OptionalDeviceGuard guard(at::device_of(weight));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(weight.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_embedding_bag_forward_only>::call(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_embedding_bag_forward_only");
+  const auto r = rbln::kernels::library_call_synced("aten::_embedding_bag_forward_only", {weight, indices, offsets, per_sample_weights.value_or(at::Tensor())},
+      [scale_grad_by_freq, mode, sparse, include_last_offset, padding_idx](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::_embedding_bag_forward_only::call(in[0], in[1], in[2], scale_grad_by_freq, mode, sparse, rbln::kernels::optional(in[3]), include_last_offset, padding_idx));
+      });
+  return std::make_tuple(r[0], r[1], r[2], r[3]);
+}
+
+::std::tuple<at::Tensor,at::Tensor,at::Tensor,at::Tensor> wrapper__embedding_bag(const at::Tensor & weight, const at::Tensor & indices, const at::Tensor & offsets, bool scale_grad_by_freq, int64_t mode, bool sparse, const ::std::optional<at::Tensor> & per_sample_weights, bool include_last_offset, int64_t padding_idx) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, weight, "wrapper__embedding_bag", "weight");
+  c10::impl::check_and_update_common_device(common_device, indices, "wrapper__embedding_bag", "indices");
+  c10::impl::check_and_update_common_device(common_device, offsets, "wrapper__embedding_bag", "offsets");
+  c10::impl::check_and_update_common_device(common_device, per_sample_weights, "wrapper__embedding_bag", "per_sample_weights");
+  const c10::OptionalDeviceGuard guard(at::device_of(weight));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(weight.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_embedding_bag>::call(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_embedding_bag");
+  const auto r = rbln::kernels::library_call_synced("aten::_embedding_bag", {weight, indices, offsets, per_sample_weights.value_or(at::Tensor())},
+      [scale_grad_by_freq, mode, sparse, include_last_offset, padding_idx](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::_embedding_bag::call(in[0], in[1], in[2], scale_grad_by_freq, mode, sparse, rbln::kernels::optional(in[3]), include_last_offset, padding_idx));
+      });
+  return std::make_tuple(r[0], r[1], r[2], r[3]);
+}
+
+at::Tensor wrapper__embedding_bag_backward(const at::Tensor & grad, const at::Tensor & indices, const at::Tensor & offsets, const at::Tensor & offset2bag, const at::Tensor & bag_size, const at::Tensor & maximum_indices, c10::SymInt num_weights, bool scale_grad_by_freq, int64_t mode, bool sparse, const ::std::optional<at::Tensor> & per_sample_weights, int64_t padding_idx) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad, "wrapper__embedding_bag_backward", "grad");
+  c10::impl::check_and_update_common_device(common_device, indices, "wrapper__embedding_bag_backward", "indices");
+  c10::impl::check_and_update_common_device(common_device, offsets, "wrapper__embedding_bag_backward", "offsets");
+  c10::impl::check_and_update_common_device(common_device, offset2bag, "wrapper__embedding_bag_backward", "offset2bag");
+  c10::impl::check_and_update_common_device(common_device, bag_size, "wrapper__embedding_bag_backward", "bag_size");
+  c10::impl::check_and_update_common_device(common_device, maximum_indices, "wrapper__embedding_bag_backward", "maximum_indices");
+  c10::impl::check_and_update_common_device(common_device, per_sample_weights, "wrapper__embedding_bag_backward", "per_sample_weights");
+  const c10::OptionalDeviceGuard guard(at::device_of(grad));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_embedding_bag_backward>::call(grad, indices, offsets, offset2bag, bag_size, maximum_indices, num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_embedding_bag_backward");
+  const auto r = rbln::kernels::library_op("aten::_embedding_bag_backward", {grad, indices, offsets, offset2bag, bag_size, maximum_indices, per_sample_weights.value_or(at::Tensor())},
+      [num_weights, scale_grad_by_freq, mode, sparse, padding_idx](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::_embedding_bag_backward::call(in[0], in[1], in[2], in[3], in[4], in[5], num_weights, scale_grad_by_freq, mode, sparse, rbln::kernels::optional(in[6]), padding_idx));
+      });
+  return r[0];
+}
+
+at::Tensor wrapper__embedding_bag_dense_backward(const at::Tensor & grad, const at::Tensor & indices, const at::Tensor & offset2bag, const at::Tensor & bag_size, const at::Tensor & maximum_indices, c10::SymInt num_weights, bool scale_grad_by_freq, int64_t mode, const ::std::optional<at::Tensor> & per_sample_weights, int64_t padding_idx) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad, "wrapper__embedding_bag_dense_backward", "grad");
+  c10::impl::check_and_update_common_device(common_device, indices, "wrapper__embedding_bag_dense_backward", "indices");
+  c10::impl::check_and_update_common_device(common_device, offset2bag, "wrapper__embedding_bag_dense_backward", "offset2bag");
+  c10::impl::check_and_update_common_device(common_device, bag_size, "wrapper__embedding_bag_dense_backward", "bag_size");
+  c10::impl::check_and_update_common_device(common_device, maximum_indices, "wrapper__embedding_bag_dense_backward", "maximum_indices");
+  c10::impl::check_and_update_common_device(common_device, per_sample_weights, "wrapper__embedding_bag_dense_backward", "per_sample_weights");
+  const c10::OptionalDeviceGuard guard(at::device_of(grad));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_embedding_bag_dense_backward>::call(grad, indices, offset2bag, bag_size, maximum_indices, num_weights, scale_grad_by_freq, mode, per_sample_weights, padding_idx);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_embedding_bag_dense_backward");
+  const auto r = rbln::kernels::library_op("aten::_embedding_bag_dense_backward", {grad, indices, offset2bag, bag_size, maximum_indices, per_sample_weights.value_or(at::Tensor())},
+      [num_weights, scale_grad_by_freq, mode, padding_idx](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::_embedding_bag_dense_backward::call(in[0], in[1], in[2], in[3], in[4], num_weights, scale_grad_by_freq, mode, rbln::kernels::optional(in[5]), padding_idx));
+      });
+  return r[0];
+}
+
+at::Tensor wrapper__embedding_bag_per_sample_weights_backward(const at::Tensor & grad, const at::Tensor & weight, const at::Tensor & indices, const at::Tensor & offsets, const at::Tensor & offset2bag, int64_t mode, int64_t padding_idx) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad, "wrapper__embedding_bag_per_sample_weights_backward", "grad");
+  c10::impl::check_and_update_common_device(common_device, weight, "wrapper__embedding_bag_per_sample_weights_backward", "weight");
+  c10::impl::check_and_update_common_device(common_device, indices, "wrapper__embedding_bag_per_sample_weights_backward", "indices");
+  c10::impl::check_and_update_common_device(common_device, offsets, "wrapper__embedding_bag_per_sample_weights_backward", "offsets");
+  c10::impl::check_and_update_common_device(common_device, offset2bag, "wrapper__embedding_bag_per_sample_weights_backward", "offset2bag");
+  const c10::OptionalDeviceGuard guard(at::device_of(grad));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad.scalar_type()) && dtype_ok(weight.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_embedding_bag_per_sample_weights_backward>::call(grad, weight, indices, offsets, offset2bag, mode, padding_idx);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_embedding_bag_per_sample_weights_backward");
+  const auto r = rbln::kernels::library_op("aten::_embedding_bag_per_sample_weights_backward", {grad, weight, indices, offsets, offset2bag},
+      [mode, padding_idx](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::_embedding_bag_per_sample_weights_backward::call(in[0], in[1], in[2], in[3], in[4], mode, padding_idx));
+      });
+  return r[0];
+}
+
+::std::tuple<at::Tensor,at::Tensor> wrapper__ctc_loss(const at::Tensor & log_probs, const at::Tensor & targets, at::IntArrayRef input_lengths, at::IntArrayRef target_lengths, int64_t blank, bool zero_infinity) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, log_probs, "wrapper__ctc_loss", "log_probs");
+  c10::impl::check_and_update_common_device(common_device, targets, "wrapper__ctc_loss", "targets");
+  const c10::OptionalDeviceGuard guard(at::device_of(log_probs));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(log_probs.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_ctc_loss>::call(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_ctc_loss");
+  const auto r = rbln::kernels::library_op("aten::_ctc_loss", {log_probs, targets},
+      [input_lengths = rbln::kernels::own(input_lengths), target_lengths = rbln::kernels::own(target_lengths), blank, zero_infinity](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::_ctc_loss::call(in[0], in[1], rbln::kernels::ref(input_lengths), rbln::kernels::ref(target_lengths), blank, zero_infinity));
+      });
+  return std::make_tuple(r[0], r[1]);
+}
+
+at::Tensor wrapper__ctc_loss_backward(const at::Tensor & grad, const at::Tensor & log_probs, const at::Tensor & targets, at::IntArrayRef input_lengths, at::IntArrayRef target_lengths, const at::Tensor & neg_log_likelihood, const at::Tensor & log_alpha, int64_t blank, bool zero_infinity) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad, "wrapper__ctc_loss_backward", "grad");
+  c10::impl::check_and_update_common_device(common_device, log_probs, "wrapper__ctc_loss_backward", "log_probs");
+  c10::impl::check_and_update_common_device(common_device, targets, "wrapper__ctc_loss_backward", "targets");
+  c10::impl::check_and_update_common_device(common_device, neg_log_likelihood, "wrapper__ctc_loss_backward", "neg_log_likelihood");
+  c10::impl::check_and_update_common_device(common_device, log_alpha, "wrapper__ctc_loss_backward", "log_alpha");
+  const c10::OptionalDeviceGuard guard(at::device_of(grad));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad.scalar_type()) && dtype_ok(log_probs.scalar_type()) && dtype_ok(neg_log_likelihood.scalar_type()) && dtype_ok(log_alpha.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_ctc_loss_backward>::call(grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha, blank, zero_infinity);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_ctc_loss_backward");
+  const auto r = rbln::kernels::library_op("aten::_ctc_loss_backward", {grad, log_probs, targets, neg_log_likelihood, log_alpha},
+      [input_lengths = rbln::kernels::own(input_lengths), target_lengths = rbln::kernels::own(target_lengths), blank, zero_infinity](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::_ctc_loss_backward::call(in[0], in[1], in[2], rbln::kernels::ref(input_lengths), rbln::kernels::ref(target_lengths), in[3], in[4], blank, zero_infinity));
+      });
+  return r[0];
+}
+
+at::Tensor wrapper_grid_sampler_3d(const at::Tensor & input, const at::Tensor & grid, int64_t interpolation_mode, int64_t padding_mode, bool align_corners) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, input, "wrapper_grid_sampler_3d", "input");
+  c10::impl::check_and_update_common_device(common_device, grid, "wrapper_grid_sampler_3d", "grid");
+  const c10::OptionalDeviceGuard guard(at::device_of(input));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(input.scalar_type()) && dtype_ok(grid.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::grid_sampler_3d>::call(input, grid, interpolation_mode, padding_mode, align_corners);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::grid_sampler_3d");
+  const auto r = rbln::kernels::library_op("aten::grid_sampler_3d", {input, grid},
+      [interpolation_mode, padding_mode, align_corners](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::grid_sampler_3d::call(in[0], in[1], interpolation_mode, padding_mode, align_corners));
+      });
+  return r[0];
+}
+
+::std::tuple<at::Tensor,at::Tensor> wrapper_grid_sampler_3d_backward(const at::Tensor & grad_output, const at::Tensor & input, const at::Tensor & grid, int64_t interpolation_mode, int64_t padding_mode, bool align_corners, ::std::array<bool,2> output_mask) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_grid_sampler_3d_backward", "grad_output");
+  c10::impl::check_and_update_common_device(common_device, input, "wrapper_grid_sampler_3d_backward", "input");
+  c10::impl::check_and_update_common_device(common_device, grid, "wrapper_grid_sampler_3d_backward", "grid");
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(input.scalar_type()) && dtype_ok(grid.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::grid_sampler_3d_backward>::call(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::grid_sampler_3d_backward");
+  const auto r = rbln::kernels::library_op("aten::grid_sampler_3d_backward", {grad_output, input, grid},
+      [interpolation_mode, padding_mode, align_corners, output_mask](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::grid_sampler_3d_backward::call(in[0], in[1], in[2], interpolation_mode, padding_mode, align_corners, output_mask));
+      });
+  return std::make_tuple(r[0], r[1]);
+}
+
+at::Tensor wrapper_segment_reduce(const at::Tensor & data, c10::string_view reduce, const ::std::optional<at::Tensor> & lengths, const ::std::optional<at::Tensor> & indices, const ::std::optional<at::Tensor> & offsets, int64_t axis, bool unsafe, const ::std::optional<at::Scalar> & initial) {
+  const c10::OptionalDeviceGuard guard(at::device_of(data));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(data.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::segment_reduce>::call(data, reduce, lengths, indices, offsets, axis, unsafe, initial);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::segment_reduce");
+  const auto r = rbln::kernels::library_op("aten::segment_reduce", {data, lengths.value_or(at::Tensor()), indices.value_or(at::Tensor()), offsets.value_or(at::Tensor())},
+      [reduce = rbln::kernels::own(reduce), axis, unsafe, initial](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::segment_reduce::call(in[0], rbln::kernels::ref(reduce), rbln::kernels::optional(in[1]), rbln::kernels::optional(in[2]), rbln::kernels::optional(in[3]), axis, unsafe, initial));
+      });
+  return r[0];
+}
+
+at::Tensor wrapper__segment_reduce_backward(const at::Tensor & grad, const at::Tensor & output, const at::Tensor & data, c10::string_view reduce, const ::std::optional<at::Tensor> & lengths, const ::std::optional<at::Tensor> & offsets, int64_t axis, const ::std::optional<at::Scalar> & initial) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad, "wrapper__segment_reduce_backward", "grad");
+  c10::impl::check_and_update_common_device(common_device, output, "wrapper__segment_reduce_backward", "output");
+  c10::impl::check_and_update_common_device(common_device, data, "wrapper__segment_reduce_backward", "data");
+  const c10::OptionalDeviceGuard guard(at::device_of(grad));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad.scalar_type()) && dtype_ok(output.scalar_type()) && dtype_ok(data.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_segment_reduce_backward>::call(grad, output, data, reduce, lengths, offsets, axis, initial);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_segment_reduce_backward");
+  const auto r = rbln::kernels::library_op("aten::_segment_reduce_backward", {grad, output, data, lengths.value_or(at::Tensor()), offsets.value_or(at::Tensor())},
+      [reduce = rbln::kernels::own(reduce), axis, initial](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::_segment_reduce_backward::call(in[0], in[1], in[2], rbln::kernels::ref(reduce), rbln::kernels::optional(in[3]), rbln::kernels::optional(in[4]), axis, initial));
+      });
+  return r[0];
+}
+
+at::Tensor wrapper_multi_margin_loss(const at::Tensor & self, const at::Tensor & target, const at::Scalar & p, const at::Scalar & margin, const ::std::optional<at::Tensor> & weight, int64_t reduction) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_multi_margin_loss", "self");
+  c10::impl::check_and_update_common_device(common_device, target, "wrapper_multi_margin_loss", "target");
+  c10::impl::check_and_update_common_device(common_device, weight, "wrapper_multi_margin_loss", "weight");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::multi_margin_loss>::call(self, target, p, margin, weight, reduction);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::multi_margin_loss");
+  const auto r = rbln::kernels::library_call_synced("aten::multi_margin_loss", {self, target, weight.value_or(at::Tensor())},
+      [p, margin, reduction](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::multi_margin_loss::call(in[0], in[1], p, margin, rbln::kernels::optional(in[2]), reduction));
+      });
+  return r[0];
+}
+
+at::Tensor wrapper_multi_margin_loss_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Tensor & target, const at::Scalar & p, const at::Scalar & margin, const ::std::optional<at::Tensor> & weight, int64_t reduction) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_multi_margin_loss_backward", "grad_output");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_multi_margin_loss_backward", "self");
+  c10::impl::check_and_update_common_device(common_device, target, "wrapper_multi_margin_loss_backward", "target");
+  c10::impl::check_and_update_common_device(common_device, weight, "wrapper_multi_margin_loss_backward", "weight");
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::multi_margin_loss_backward>::call(grad_output, self, target, p, margin, weight, reduction);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::multi_margin_loss_backward");
+  const auto r = rbln::kernels::library_op("aten::multi_margin_loss_backward", {grad_output, self, target, weight.value_or(at::Tensor())},
+      [p, margin, reduction](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::multi_margin_loss_backward::call(in[0], in[1], in[2], p, margin, rbln::kernels::optional(in[3]), reduction));
+      });
+  return r[0];
+}
+
+::std::tuple<at::Tensor,at::Tensor> wrapper_multilabel_margin_loss_forward(const at::Tensor & self, const at::Tensor & target, int64_t reduction) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_multilabel_margin_loss_forward", "self");
+  c10::impl::check_and_update_common_device(common_device, target, "wrapper_multilabel_margin_loss_forward", "target");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::multilabel_margin_loss_forward>::call(self, target, reduction);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::multilabel_margin_loss_forward");
+  const auto r = rbln::kernels::library_call_synced("aten::multilabel_margin_loss_forward", {self, target},
+      [reduction](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::multilabel_margin_loss_forward::call(in[0], in[1], reduction));
+      });
+  return std::make_tuple(r[0], r[1]);
+}
+
+at::Tensor wrapper_multilabel_margin_loss_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Tensor & target, int64_t reduction, const at::Tensor & is_target) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_multilabel_margin_loss_backward", "grad_output");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_multilabel_margin_loss_backward", "self");
+  c10::impl::check_and_update_common_device(common_device, target, "wrapper_multilabel_margin_loss_backward", "target");
+  c10::impl::check_and_update_common_device(common_device, is_target, "wrapper_multilabel_margin_loss_backward", "is_target");
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(self.scalar_type()) && dtype_ok(is_target.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::multilabel_margin_loss_backward>::call(grad_output, self, target, reduction, is_target);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::multilabel_margin_loss_backward");
+  const auto r = rbln::kernels::library_op("aten::multilabel_margin_loss_backward", {grad_output, self, target, is_target},
+      [reduction](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::multilabel_margin_loss_backward::call(in[0], in[1], in[2], reduction, in[3]));
+      });
+  return r[0];
+}
+
+at::Tensor wrapper__upsample_bilinear2d_aa(const at::Tensor & self, c10::SymIntArrayRef output_size, bool align_corners, ::std::optional<double> scales_h, ::std::optional<double> scales_w) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double || t == at::ScalarType::Byte; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_upsample_bilinear2d_aa>::call(self, output_size, align_corners, scales_h, scales_w);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_upsample_bilinear2d_aa");
+  const auto r = rbln::kernels::library_op("aten::_upsample_bilinear2d_aa", {self},
+      [output_size = rbln::kernels::own(output_size), align_corners, scales_h, scales_w](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::_upsample_bilinear2d_aa::call(in[0], rbln::kernels::ref(output_size), align_corners, scales_h, scales_w));
+      });
+  return r[0];
+}
+
+at::Tensor wrapper__upsample_bilinear2d_aa_backward(const at::Tensor & grad_output, c10::SymIntArrayRef output_size, c10::SymIntArrayRef input_size, bool align_corners, ::std::optional<double> scales_h, ::std::optional<double> scales_w) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_upsample_bilinear2d_aa_backward>::call(grad_output, output_size, input_size, align_corners, scales_h, scales_w);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_upsample_bilinear2d_aa_backward");
+  const auto r = rbln::kernels::library_op("aten::_upsample_bilinear2d_aa_backward", {grad_output},
+      [output_size = rbln::kernels::own(output_size), input_size = rbln::kernels::own(input_size), align_corners, scales_h, scales_w](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::_upsample_bilinear2d_aa_backward::call(in[0], rbln::kernels::ref(output_size), rbln::kernels::ref(input_size), align_corners, scales_h, scales_w));
+      });
+  return r[0];
+}
+
+at::Tensor wrapper__upsample_bicubic2d_aa(const at::Tensor & self, c10::SymIntArrayRef output_size, bool align_corners, ::std::optional<double> scales_h, ::std::optional<double> scales_w) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double || t == at::ScalarType::Byte; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_upsample_bicubic2d_aa>::call(self, output_size, align_corners, scales_h, scales_w);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_upsample_bicubic2d_aa");
+  const auto r = rbln::kernels::library_op("aten::_upsample_bicubic2d_aa", {self},
+      [output_size = rbln::kernels::own(output_size), align_corners, scales_h, scales_w](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::_upsample_bicubic2d_aa::call(in[0], rbln::kernels::ref(output_size), align_corners, scales_h, scales_w));
+      });
+  return r[0];
+}
+
+at::Tensor wrapper__upsample_bicubic2d_aa_backward(const at::Tensor & grad_output, c10::SymIntArrayRef output_size, c10::SymIntArrayRef input_size, bool align_corners, ::std::optional<double> scales_h, ::std::optional<double> scales_w) {
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_upsample_bicubic2d_aa_backward>::call(grad_output, output_size, input_size, align_corners, scales_h, scales_w);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_upsample_bicubic2d_aa_backward");
+  const auto r = rbln::kernels::library_op("aten::_upsample_bicubic2d_aa_backward", {grad_output},
+      [output_size = rbln::kernels::own(output_size), input_size = rbln::kernels::own(input_size), align_corners, scales_h, scales_w](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::_upsample_bicubic2d_aa_backward::call(in[0], rbln::kernels::ref(output_size), rbln::kernels::ref(input_size), align_corners, scales_h, scales_w));
+      });
+  return r[0];
+}
+
+::std::tuple<at::Tensor,at::Tensor> wrapper_histogram_bin_ct(const at::Tensor & self, int64_t bins, ::std::optional<at::ArrayRef<double>> range, const ::std::optional<at::Tensor> & weight, bool density) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::histogram_bin_ct>::call(self, bins, range, weight, density);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::histogram.bin_ct");
+  const auto r = rbln::kernels::library_op("aten::histogram.bin_ct", {self, weight.value_or(at::Tensor())},
+      [bins, range = rbln::kernels::own(range), density](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::histogram_bin_ct::call(in[0], bins, rbln::kernels::ref(range), rbln::kernels::optional(in[1]), density));
+      });
+  return std::make_tuple(r[0], r[1]);
+}
+
+::std::tuple<at::Tensor,at::Tensor> wrapper_histogram_bins_tensor(const at::Tensor & self, const at::Tensor & bins, const ::std::optional<at::Tensor> & weight, bool density) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_histogram_bins_tensor", "self");
+  c10::impl::check_and_update_common_device(common_device, bins, "wrapper_histogram_bins_tensor", "bins");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(bins.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::histogram_bins_tensor>::call(self, bins, weight, density);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::histogram.bins_tensor");
+  const auto r = rbln::kernels::library_op("aten::histogram.bins_tensor", {self, bins, weight.value_or(at::Tensor())},
+      [density](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::histogram_bins_tensor::call(in[0], in[1], rbln::kernels::optional(in[2]), density));
+      });
+  return std::make_tuple(r[0], r[1]);
+}
+
+::std::vector<at::Tensor> wrapper__histogramdd_bin_edges(const at::Tensor & self, at::IntArrayRef bins, ::std::optional<at::ArrayRef<double>> range, const ::std::optional<at::Tensor> & weight, bool density) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_histogramdd_bin_edges>::call(self, bins, range, weight, density);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_histogramdd_bin_edges");
+  const auto r = rbln::kernels::library_op("aten::_histogramdd_bin_edges", {self, weight.value_or(at::Tensor())},
+      [bins = rbln::kernels::own(bins), range = rbln::kernels::own(range), density](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::_histogramdd_bin_edges::call(in[0], rbln::kernels::ref(bins), rbln::kernels::ref(range), rbln::kernels::optional(in[1]), density));
+      });
+  return r;
+}
+
+at::Tensor wrapper__histogramdd_from_bin_cts(const at::Tensor & self, at::IntArrayRef bins, ::std::optional<at::ArrayRef<double>> range, const ::std::optional<at::Tensor> & weight, bool density) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_histogramdd_from_bin_cts>::call(self, bins, range, weight, density);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_histogramdd_from_bin_cts");
+  const auto r = rbln::kernels::library_op("aten::_histogramdd_from_bin_cts", {self, weight.value_or(at::Tensor())},
+      [bins = rbln::kernels::own(bins), range = rbln::kernels::own(range), density](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::_histogramdd_from_bin_cts::call(in[0], rbln::kernels::ref(bins), rbln::kernels::ref(range), rbln::kernels::optional(in[1]), density));
+      });
+  return r[0];
+}
+
+at::Tensor wrapper_nonzero_static(const at::Tensor & self, c10::SymInt size, int64_t fill_value) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nonzero_static>::call(self, size, fill_value);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::nonzero_static");
+  const auto r = rbln::kernels::library_op("aten::nonzero_static", {self},
+      [size, fill_value](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::nonzero_static::call(in[0], size, fill_value));
+      });
+  return r[0];
+}
+
+at::Tensor wrapper__histogramdd_from_bin_tensors(const at::Tensor & self, at::TensorList bins, const ::std::optional<at::Tensor> & weight, bool density) {
+  return at::native::call_fallback_fn_symint<&rbln::fallback_listed, at::_ops::_histogramdd_from_bin_tensors>::call(self, bins, weight, density);
 }
 
 }  // namespace
@@ -5214,9 +5784,40 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mode", TORCH_FN(wrapper_mode));
   m.impl("mode.values", TORCH_FN(wrapper_mode_values));
   m.impl("bincount", TORCH_FN(wrapper_bincount));
-  m.impl("segment_reduce", TORCH_FN(wrapper_segment_reduce));
   m.impl("linalg_eig", TORCH_FN(wrapper_linalg_eig));
+  m.impl("_linalg_eigvals", TORCH_FN(wrapper__linalg_eigvals));
   m.impl("linalg_lstsq", TORCH_FN(wrapper_linalg_lstsq));
+  m.impl("geqrf", TORCH_FN(wrapper_geqrf));
+  m.impl("cholesky_inverse", TORCH_FN(wrapper_cholesky_inverse));
+  m.impl("_cdist_forward", TORCH_FN(wrapper__cdist_forward));
+  m.impl("_cdist_backward", TORCH_FN(wrapper__cdist_backward));
+  m.impl("_pdist_forward", TORCH_FN(wrapper__pdist_forward));
+  m.impl("_pdist_backward", TORCH_FN(wrapper__pdist_backward));
+  m.impl("_embedding_bag_forward_only", TORCH_FN(wrapper__embedding_bag_forward_only));
+  m.impl("_embedding_bag", TORCH_FN(wrapper__embedding_bag));
+  m.impl("_embedding_bag_backward", TORCH_FN(wrapper__embedding_bag_backward));
+  m.impl("_embedding_bag_dense_backward", TORCH_FN(wrapper__embedding_bag_dense_backward));
+  m.impl("_embedding_bag_per_sample_weights_backward", TORCH_FN(wrapper__embedding_bag_per_sample_weights_backward));
+  m.impl("_ctc_loss", TORCH_FN(wrapper__ctc_loss));
+  m.impl("_ctc_loss_backward", TORCH_FN(wrapper__ctc_loss_backward));
+  m.impl("grid_sampler_3d", TORCH_FN(wrapper_grid_sampler_3d));
+  m.impl("grid_sampler_3d_backward", TORCH_FN(wrapper_grid_sampler_3d_backward));
+  m.impl("segment_reduce", TORCH_FN(wrapper_segment_reduce));
+  m.impl("_segment_reduce_backward", TORCH_FN(wrapper__segment_reduce_backward));
+  m.impl("multi_margin_loss", TORCH_FN(wrapper_multi_margin_loss));
+  m.impl("multi_margin_loss_backward", TORCH_FN(wrapper_multi_margin_loss_backward));
+  m.impl("multilabel_margin_loss_forward", TORCH_FN(wrapper_multilabel_margin_loss_forward));
+  m.impl("multilabel_margin_loss_backward", TORCH_FN(wrapper_multilabel_margin_loss_backward));
+  m.impl("_upsample_bilinear2d_aa", TORCH_FN(wrapper__upsample_bilinear2d_aa));
+  m.impl("_upsample_bilinear2d_aa_backward", TORCH_FN(wrapper__upsample_bilinear2d_aa_backward));
+  m.impl("_upsample_bicubic2d_aa", TORCH_FN(wrapper__upsample_bicubic2d_aa));
+  m.impl("_upsample_bicubic2d_aa_backward", TORCH_FN(wrapper__upsample_bicubic2d_aa_backward));
+  m.impl("histogram.bin_ct", TORCH_FN(wrapper_histogram_bin_ct));
+  m.impl("histogram.bins_tensor", TORCH_FN(wrapper_histogram_bins_tensor));
+  m.impl("_histogramdd_bin_edges", TORCH_FN(wrapper__histogramdd_bin_edges));
+  m.impl("_histogramdd_from_bin_cts", TORCH_FN(wrapper__histogramdd_from_bin_cts));
+  m.impl("nonzero_static", TORCH_FN(wrapper_nonzero_static));
+  m.impl("_histogramdd_from_bin_tensors", TORCH_FN(wrapper__histogramdd_from_bin_tensors));
   // Not in ops.yaml, and stricter about devices than their out= overloads, which PyTorch's composite would
   // run instead: the counted fallback, with the op's own device check (codegen/registry.py says more).
   m.impl("clamp_max.Tensor", torch::CppFunction::makeFromBoxedFunction<&rbln::fallback_unlisted>());

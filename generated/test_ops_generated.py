@@ -301,6 +301,21 @@ ENTRIES = [
     ("unique_consecutive", ["unique_consecutive"], ["unique_consecutive"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool", "int8", "uint8", "int16"], "kernel", {}),
     ("mode", ["mode", "mode.values"], ["mode"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool", "int8", "uint8", "int16"], "kernel", {}),
     ("bincount", ["bincount"], ["bincount"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool", "int8", "uint8", "int16"], "kernel", {}),
+    ("linalg_eig", ["linalg_eig"], ["linalg.eig"], ["float32", "float64", "complex64", "complex128"], "library", {}),
+    ("_linalg_eigvals", ["_linalg_eigvals"], ["linalg.eigvals"], ["float32", "float64", "complex64", "complex128"], "library", {}),
+    ("linalg_lstsq", ["linalg_lstsq"], ["linalg.lstsq", "linalg.lstsq.grad_oriented"], ["float32", "float64", "complex64", "complex128"], "library", {}),
+    ("geqrf", ["geqrf"], ["geqrf"], ["float32", "float64", "complex64", "complex128"], "library", {}),
+    ("cholesky_inverse", ["cholesky_inverse"], ["cholesky_inverse"], ["float32", "float64", "complex64", "complex128"], "library", {}),
+    ("_pdist_forward", ["_pdist_forward"], ["nn.functional.pdist"], ["float32", "float64"], "library", {}),
+    ("_embedding_bag_forward_only", ["_embedding_bag", "_embedding_bag_forward_only"], ["nn.functional.embedding_bag"], ["float32", "float16", "bfloat16", "float64"], "library", {}),
+    ("_embedding_bag", ["_embedding_bag", "_embedding_bag_forward_only"], ["nn.functional.embedding_bag"], ["float32", "float16", "bfloat16", "float64"], "library", {}),
+    ("_ctc_loss", ["_ctc_loss"], ["nn.functional.ctc_loss"], ["float32", "float64"], "library", {}),
+    ("segment_reduce", ["segment_reduce"], ["_segment_reduce.lengths", "_segment_reduce.offsets"], ["float32", "float16", "bfloat16", "float64"], "library", {}),
+    ("multi_margin_loss", ["multi_margin_loss"], ["nn.functional.multi_margin_loss"], ["float32", "float64"], "library", {}),
+    ("multilabel_margin_loss_forward", ["multilabel_margin_loss_forward"], ["nn.functional.multilabel_margin_loss"], ["float32", "float64"], "library", {}),
+    ("histogram.bin_ct", ["histogram.bin_ct", "histogram.bins_tensor"], ["histogram"], ["float32", "float64"], "library", {}),
+    ("histogram.bins_tensor", ["histogram.bin_ct", "histogram.bins_tensor"], ["histogram"], ["float32", "float64"], "library", {}),
+    ("nonzero_static", ["nonzero_static"], ["nonzero_static"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool", "int8", "uint8", "int16", "complex64", "complex128"], "library", {}),
 ]
 
 

@@ -14,18 +14,6 @@
 
 namespace rbln::checks {
 
-// CUDA's segment_reduce kernel wants lengths and offsets on the data's device; they are keyword-only, so no
-// generated device check covers them, and the CPU kernel the fallback runs does not check.
-inline void segment_reduce_check(const at::Tensor& data, c10::string_view, const std::optional<at::Tensor>& lengths,
-                                 const std::optional<at::Tensor>&, const std::optional<at::Tensor>& offsets, int64_t,
-                                 bool, const std::optional<at::Scalar>&) {
-  for (const auto* t : {&lengths, &offsets}) {
-    TORCH_CHECK(!*t || !(*t)->defined() || (*t)->device() == data.device(), "segment_reduce: expected ",
-                t == &lengths ? "lengths" : "offsets", " on the data's device ", data.device(), ", got ",
-                (*t)->device());
-  }
-}
-
 // A pooling window argument as CPU reads it: one int for every spatial dim or one per dim (a stride may
 // also be omitted: the kernel size), each taken as an int (safe_downcast). `must` is CPU's wording.
 inline std::array<int64_t, 3> window_arg(at::IntArrayRef v, int64_t dims, const char* op, const char* what,

@@ -22,11 +22,6 @@ namespace {
 
 using Tensors = std::vector<at::Tensor>;
 
-template <class... T>
-Tensors tensors(const std::tuple<T...>& results) {
-  return std::apply([](const auto&... t) { return Tensors{t...}; }, results);
-}
-
 std::tuple<at::Tensor, at::Tensor, at::Tensor> three(const Tensors& r) { return {r[0], r[1], r[2]}; }
 
 // out <- result, with CPU's out= resize and dtype rules; an undefined out becomes the result.
@@ -45,7 +40,7 @@ std::tuple<at::Tensor&, at::Tensor&> mode_values(const at::Tensor& self, int64_t
                                                  at::Tensor& indices) {
   check_same_device({&self, &values, &indices});
   auto r = library_call("aten::mode", {self}, [dim, keepdim](const Tensors& in) {
-    return tensors(at::mode(in[0], dim, keepdim));
+    return results(at::mode(in[0], dim, keepdim));
   });
   assign(values, r[0], "mode");
   assign(indices, r[1], "mode");
@@ -55,13 +50,13 @@ std::tuple<at::Tensor&, at::Tensor&> mode_values(const at::Tensor& self, int64_t
 std::tuple<at::Tensor, at::Tensor, at::Tensor> _unique2(const at::Tensor& self, bool sorted, bool return_inverse,
                                                         bool return_counts) {
   return three(library_call_synced("aten::_unique2", {self}, [=](const Tensors& in) {
-    return tensors(at::_unique2(in[0], sorted, return_inverse, return_counts));
+    return results(at::_unique2(in[0], sorted, return_inverse, return_counts));
   }));
 }
 
 std::tuple<at::Tensor, at::Tensor> _unique(const at::Tensor& self, bool sorted, bool return_inverse) {
   auto r = library_call_synced("aten::_unique", {self}, [=](const Tensors& in) {
-    return tensors(at::_unique(in[0], sorted, return_inverse));
+    return results(at::_unique(in[0], sorted, return_inverse));
   });
   return {r[0], r[1]};
 }
@@ -69,21 +64,21 @@ std::tuple<at::Tensor, at::Tensor> _unique(const at::Tensor& self, bool sorted, 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_consecutive(const at::Tensor& self, bool return_inverse,
                                                                   bool return_counts, std::optional<int64_t> dim) {
   return three(library_call_synced("aten::unique_consecutive", {self}, [=](const Tensors& in) {
-    return tensors(at::unique_consecutive(in[0], return_inverse, return_counts, dim));
+    return results(at::unique_consecutive(in[0], return_inverse, return_counts, dim));
   }));
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_dim(const at::Tensor& self, int64_t dim, bool sorted,
                                                           bool return_inverse, bool return_counts) {
   return three(library_call_synced("aten::unique_dim", {self}, [=](const Tensors& in) {
-    return tensors(at::unique_dim(in[0], dim, sorted, return_inverse, return_counts));
+    return results(at::unique_dim(in[0], dim, sorted, return_inverse, return_counts));
   }));
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_dim_consecutive(const at::Tensor& self, int64_t dim,
                                                                       bool return_inverse, bool return_counts) {
   return three(library_call_synced("aten::unique_dim_consecutive", {self}, [=](const Tensors& in) {
-    return tensors(at::unique_dim_consecutive(in[0], dim, return_inverse, return_counts));
+    return results(at::unique_dim_consecutive(in[0], dim, return_inverse, return_counts));
   }));
 }
 

@@ -164,9 +164,13 @@ at::Tensor& embedding_renorm_(at::Tensor& self, const at::Tensor& indices, doubl
             norm += norm_type == 1 ? v : (norm_type == 2 ? v * v : std::pow(v, norm_type));
           }
           norm = norm_type == 1 ? norm : (norm_type == 2 ? std::sqrt(norm) : std::pow(norm, 1.0 / norm_type));
+          // As CPU: the norm is a tensor of the row's dtype, and `row *= scale` takes the scale in that dtype
+          // (TensorIterator casts the scalar to the common dtype) and multiplies in opmath.
+          norm = static_cast<double>(static_cast<scalar_t>(norm));
           if (norm > max_norm) {
-            double scale = max_norm / (norm + 1e-7);
-            for (int64_t j = 0; j < dim; ++j) row[j] = static_cast<scalar_t>(static_cast<double>(row[j]) * scale);
+            using opmath_t = at::opmath_type<scalar_t>;
+            const auto scale = static_cast<opmath_t>(static_cast<scalar_t>(max_norm / (norm + 1e-7)));
+            for (int64_t j = 0; j < dim; ++j) row[j] = static_cast<scalar_t>(static_cast<opmath_t>(row[j]) * scale);
           }
         }
       });

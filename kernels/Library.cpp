@@ -1,5 +1,6 @@
 #include "kernels/Library.h"
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/from_blob.h>
@@ -8,6 +9,7 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "kernels/Common.h"
 #include "runtime/RBLNFunctions.h"
@@ -56,14 +58,19 @@ void launch_library(const char* name, const std::vector<at::Tensor>& inputs, con
   std::vector<View> in, out;
   for (const auto& t : inputs) in.push_back(view_of(t));
   for (const auto& t : outputs) out.push_back(view_of(t));
-  launch_on(first_defined(inputs), name, [in = std::move(in), out = std::move(out), op = std::move(op)] {
+  launch_on(first_defined(inputs), name, [name, in = std::move(in), out = std::move(out), op = std::move(op)] {
     c10::InferenceMode no_autograd;  // plain CPU tensors over device memory
     std::vector<at::Tensor> cpu;
     for (const auto& v : in) cpu.push_back(as_cpu(v));
     auto results = op(cpu);
     TORCH_INTERNAL_ASSERT(results.size() >= out.size(), "the op returned ", results.size(), " results");
     for (size_t i = 0; i < out.size(); ++i) {
-      if (out[i].defined) as_cpu(out[i]).copy_(results[i]);
+      if (!out[i].defined) continue;
+      // copy_ would broadcast a result whose meta function gave another size into the output.
+      TORCH_CHECK(results[i].sizes() == c10::IntArrayRef(out[i].sizes), name, ": result ", i, " has size ",
+                  results[i].sizes(), " where the meta function gave ", out[i].sizes,
+                  " (an ops.yaml library entry with such a meta function needs `synced: true`)");
+      as_cpu(out[i]).copy_(results[i]);
     }
   });
 }
@@ -77,8 +84,9 @@ std::vector<at::Tensor> library_call(const char* name, const std::vector<at::Ten
   }
   // Outside inference mode: autograd may save the results for backward (mode's values).
   std::vector<at::Tensor> outputs;
-  for (const auto& m : meta) {
-    outputs.push_back(at::empty_strided(m.sizes(), m.strides(), on.options().dtype(m.scalar_type())));
+  for (const auto& m : meta) {  // an undefined result (a backward's unrequested gradient) stays undefined
+    outputs.push_back(m.defined() ? at::empty_strided(m.sizes(), m.strides(), on.options().dtype(m.scalar_type()))
+                                  : at::Tensor());
   }
   launch_library(name, inputs, outputs, std::move(op));
   return outputs;
@@ -106,11 +114,31 @@ std::vector<at::Tensor> library_call_synced(const char* name, const std::vector<
   if (outcome->error) std::rethrow_exception(outcome->error);
   std::vector<at::Tensor> outputs;
   for (const auto& r : outcome->results) {
+    if (!r.defined()) {
+      outputs.emplace_back();
+      continue;
+    }
     auto t = at::empty_strided(r.sizes(), r.strides(), on.options().dtype(r.scalar_type()));
     t.copy_(r);
     outputs.push_back(t);
   }
   return outputs;
+}
+
+std::vector<at::Tensor> library_op(const char* name, const std::vector<at::Tensor>& inputs, LibraryOp op) {
+  // Every tensor the library reads is on one device, keyword arguments too (the generated device check sees
+  // only positional ones), as CUDA's kernels check theirs.
+  const auto device = first_defined(inputs).device();
+  for (const auto& t : inputs) {
+    TORCH_CHECK(!t.defined() || t.device() == device, "Expected all tensors to be on the same device, but found ",
+                "at least two devices, ", device, " and ", t.device(), "!");
+  }
+  const std::string qualified(name);
+  const auto dot = qualified.find('.');
+  const auto handle = c10::Dispatcher::singleton().findSchemaOrThrow(
+      qualified.substr(0, dot).c_str(), dot == std::string::npos ? "" : qualified.c_str() + dot + 1);
+  return handle.hasKernelForDispatchKey(c10::DispatchKey::Meta) ? library_call(name, inputs, std::move(op))
+                                                                : library_call_synced(name, inputs, std::move(op));
 }
 
 }  // namespace rbln::kernels

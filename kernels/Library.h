@@ -8,7 +8,13 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <ATen/core/ATen_fwd.h>
+#include <c10/util/OptionalArrayRef.h>
+
 #include <functional>
+#include <optional>
+#include <string>
+#include <tuple>
 #include <vector>
 
 namespace rbln::kernels {
@@ -29,5 +35,51 @@ std::vector<at::Tensor> library_call(const char* name, const std::vector<at::Ten
 // For results whose sizes depend on the values (unique, bincount): the host
 // waits for the computation, as CUDA syncs there, then sizes the results.
 std::vector<at::Tensor> library_call_synced(const char* name, const std::vector<at::Tensor>& inputs, LibraryOp op);
+
+// library_call, or library_call_synced for an op with no meta function: what a
+// `strategy: library` entry of ops.yaml runs (codegen writes the op).
+std::vector<at::Tensor> library_op(const char* name, const std::vector<at::Tensor>& inputs, LibraryOp op);
+
+// An op's results as the vector a LibraryOp returns.
+inline std::vector<at::Tensor> results(const at::Tensor& t) { return {t}; }
+inline std::vector<at::Tensor> results(std::vector<at::Tensor> list) { return list; }
+template <class... T>
+std::vector<at::Tensor> results(const std::tuple<T...>& r) {
+  return std::apply([](const auto&... t) { return std::vector<at::Tensor>{t...}; }, r);
+}
+
+inline std::optional<at::Tensor> optional(const at::Tensor& t) {
+  return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt;
+}
+
+// A LibraryOp runs after its caller returns: it keeps copies of the arguments
+// the dispatcher passes as references (own) and passes them back as such (ref).
+inline std::vector<int64_t> own(at::IntArrayRef x) { return x.vec(); }
+inline std::vector<c10::SymInt> own(c10::SymIntArrayRef x) { return x.vec(); }
+inline std::string own(c10::string_view x) { return std::string(x); }
+template <class T>
+std::optional<std::vector<T>> own(const c10::OptionalArrayRef<T>& x) {
+  return x.has_value() ? std::optional<std::vector<T>>(x->vec()) : std::nullopt;
+}
+template <class T>
+std::optional<std::vector<T>> own(const std::optional<c10::ArrayRef<T>>& x) {
+  return x.has_value() ? std::optional<std::vector<T>>(x->vec()) : std::nullopt;
+}
+inline std::optional<std::string> own(const std::optional<c10::string_view>& x) {
+  return x.has_value() ? std::optional<std::string>(*x) : std::nullopt;
+}
+
+template <class T>
+c10::ArrayRef<T> ref(const std::vector<T>& x) {
+  return x;
+}
+inline c10::string_view ref(const std::string& x) { return x; }
+template <class T>
+std::optional<c10::ArrayRef<T>> ref(const std::optional<std::vector<T>>& x) {
+  return x.has_value() ? std::optional<c10::ArrayRef<T>>(*x) : std::nullopt;
+}
+inline std::optional<c10::string_view> ref(const std::optional<std::string>& x) {
+  return x.has_value() ? std::optional<c10::string_view>(*x) : std::nullopt;
+}
 
 }  // namespace rbln::kernels

@@ -43,6 +43,9 @@ def test_committed_generated_files_are_up_to_date():
         ("- {func: renorm.out, strategy: compile}\n", "strategy 'compile' takes the functional overload"),
         ("- {func: renorm, strategy: compile, kernel: renorm}\n", "'kernel'/'functor' only apply to strategy 'kernel'"),
         ("- {func: mm, strategy: fast}\n", "unknown strategy 'fast'"),
+        ("- {func: _histogramdd_from_bin_tensors, strategy: library}\n", "no tensor-list arguments"),
+        ("- {func: linalg_eig.out, strategy: library}\n", "strategy 'library' takes a functional overload"),
+        ("- {func: mm, kernel: mm, synced: true}\n", "'synced' only applies to strategy 'library'"),
         ("- {kernel: mm}\n", "ops.yaml:1: missing 'func'"),
         ("- {func: mm, kernel: mm, colour: red}\n", "unknown key(s) ['colour']"),
         ("- {func: mm, kernel: mm\n", "ops.yaml:2: YAML syntax error"),
@@ -106,6 +109,26 @@ def test_ops_stricter_than_their_out_overload_keep_their_device_check(tmp_path):
         assert f'm.impl("{op}", torch::CppFunction::makeFromBoxedFunction<&rbln::fallback_unlisted>());' in source
     listed = render(load(write_ops(tmp_path, "- {func: clamp_min.Tensor, strategy: fallback}\n")))["generated/RegisterRBLN.cpp"]
     assert listed.count('m.impl("clamp_min.Tensor"') == 1 and "TORCH_FN(wrapper_clamp_min_Tensor)" in listed
+
+
+def test_library_entries_pass_their_arguments_to_the_op_in_a_launch(tmp_path):
+    # Arguments the dispatcher passes by reference are copied into the closure (the launch runs later);
+    # optional tensors travel as undefined ones; an op with no meta function is sized after it runs.
+    source = render(load(write_ops(tmp_path, """\
+        - {func: linalg_lstsq, strategy: library, dtypes: [float32]}
+        - {func: segment_reduce, strategy: library, dtypes: [float32]}
+        - {func: _embedding_bag, strategy: library, synced: true, dtypes: [float32]}
+        """)))["generated/RegisterRBLN.cpp"]
+    assert ('rbln::kernels::library_op("aten::linalg_lstsq", {self, b},\n'
+            '      [rcond, driver = rbln::kernels::own(driver)](const std::vector<at::Tensor>& in) {\n'
+            '        return rbln::kernels::results(at::_ops::linalg_lstsq::call(in[0], in[1], rcond, '
+            'rbln::kernels::ref(driver)));') in source
+    assert "return std::make_tuple(r[0], r[1], r[2], r[3]);" in source
+    assert ('{data, lengths.value_or(at::Tensor()), indices.value_or(at::Tensor()), offsets.value_or(at::Tensor())}'
+            in source)
+    assert "at::_ops::segment_reduce::call(in[0], rbln::kernels::ref(reduce), rbln::kernels::optional(in[1])" in source
+    assert 'rbln::kernels::library_call_synced("aten::_embedding_bag", ' in source
+    assert 'm.impl("linalg_lstsq", TORCH_FN(wrapper_linalg_lstsq));' in source
 
 
 def test_generation_is_deterministic():

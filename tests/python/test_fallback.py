@@ -9,12 +9,14 @@ import torch_rbln
 NOT_LISTED, LISTED, DTYPE = "not in ops.yaml", "listed as fallback in ops.yaml", "dtype not supported on the device"
 
 # (op, dtype of the input, the overload that falls back, reason). torch.polar reaches the device as
-# aten::polar.out: PyTorch's functional polar is a composite over it.
+# aten::polar.out: PyTorch's functional polar is a composite over it. histogramdd with a tensor of edges per
+# dim is listed: its op takes a tensor list.
 FALLBACKS = {
-    "histogram": (lambda x: torch.histogram(x, 4), torch.float32, "aten::histogram.bin_ct", NOT_LISTED),
     "polar": (lambda x: torch.polar(x, x), torch.float32, "aten::polar.out", NOT_LISTED),
-    "lstsq": (lambda x: torch.linalg.lstsq(x, x).solution, torch.float32, "aten::linalg_lstsq", LISTED),
-    "eig": (lambda x: torch.linalg.eig(x.mT @ x).eigenvalues, torch.float32, "aten::linalg_eig", LISTED),
+    "ldl_factor": (lambda x: torch.linalg.ldl_factor_ex(x[:4] @ x[:4].mT).LD, torch.float32,
+                   "aten::linalg_ldl_factor_ex.out", NOT_LISTED),
+    "histogramdd": (lambda x: torch.histogramdd(x, [torch.tensor([-1.0, 0.0, 1.0], device=x.device)] * 4).hist,
+                    torch.float32, "aten::_histogramdd_from_bin_tensors", LISTED),
     # ops.yaml: add.Tensor's dtypes are `all`, which has no int16
     "add_int16": (lambda x: x + x, torch.int16, "aten::add.Tensor", DTYPE),
 }
@@ -53,15 +55,15 @@ def test_fallback_on_strided_input_and_in_place_on_a_view(cpu_rand):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with torch.rbln.explain() as ex:
-            counts = torch.histogram(d.t()[1:, ::2], 4).hist
+            z = torch.polar(d.t()[1:, ::2], d.t()[:7, 1::2])
             # unlisted in-place ops writing through non-contiguous views of di
             di[:, 1:4].clamp_min_(six.rbln())
             di[1:, ::2].t().clamp_max_(four.rbln())
-    assert ex.fallback_ops == {"aten::histogram.bin_ct": 1, "aten::clamp_min_.Tensor": 1, "aten::clamp_max_.Tensor": 1}
+    assert ex.fallback_ops == {"aten::polar.out": 1, "aten::clamp_min_.Tensor": 1, "aten::clamp_max_.Tensor": 1}
     expected = i.clone()
     expected[:, 1:4].clamp_min_(six)
     expected[1:, ::2].t().clamp_max_(four)
-    torch.testing.assert_close(counts.cpu(), torch.histogram(x.t()[1:, ::2], 4).hist)
+    torch.testing.assert_close(z.cpu(), torch.polar(x.t()[1:, ::2], x.t()[:7, 1::2]))
     torch.testing.assert_close(di.cpu(), expected)
 
 
@@ -80,28 +82,30 @@ def test_explain_counts_repeated_fallbacks_only_inside_the_block(cpu_rand):
     d = cpu_rand(8).rbln()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.histogram(d, 4)
+        torch.polar(d, d)
         with torch.rbln.explain() as ex:
             for _ in range(3):
-                torch.histogram(d, 4)
-        torch.histogram(d, 4)
-    assert ex.fallback_ops == {"aten::histogram.bin_ct": 3}
+                torch.polar(d, d)
+        torch.polar(d, d)
+    assert ex.fallback_ops == {"aten::polar.out": 3}
 
 
 def test_fallback_warns_once_per_op(cpu_rand):
-    # aten::cholesky_inverse falls back in this test only, so its first fallback happens here.
-    assert "aten::cholesky_inverse" not in torch_rbln._C._fallback_counts()
-    d = cpu_rand(3, 3).rbln()
+    # aten::linalg_ldl_solve.out falls back in this test only, so its first fallback happens here.
+    assert "aten::linalg_ldl_solve.out" not in torch_rbln._C._fallback_counts()
+    a = cpu_rand(3, 3)
+    LD, pivots = torch.linalg.ldl_factor(a @ a.mT + 3 * torch.eye(3))
+    d, b = (LD.rbln(), pivots.rbln()), cpu_rand(3, 2).rbln()
     with warnings.catch_warnings(record=True) as first:
         warnings.simplefilter("always")
-        torch.cholesky_inverse(d)
+        torch.linalg.ldl_solve(*d, b)
     with warnings.catch_warnings(record=True) as again:
         warnings.simplefilter("always")
-        out = torch.cholesky_inverse(d)
+        out = torch.linalg.ldl_solve(*d, b)
     assert [w.category for w in first] == [UserWarning]
-    assert "aten::cholesky_inverse" in str(first[0].message) and NOT_LISTED in str(first[0].message)
+    assert "aten::linalg_ldl_solve.out" in str(first[0].message) and NOT_LISTED in str(first[0].message)
     assert again == []
-    torch.testing.assert_close(out.cpu(), torch.cholesky_inverse(d.cpu()))
+    torch.testing.assert_close(out.cpu(), torch.linalg.ldl_solve(LD, pivots, b.cpu()))
 
 
 def test_disabled_fallback_raises_naming_the_op(run_python):
@@ -110,7 +114,7 @@ def test_disabled_fallback_raises_naming_the_op(run_python):
         x = torch.arange(20.0).view(4, 5).rbln()
         cases = {
             "aten::polar.out": lambda: torch.polar(x, x),
-            "aten::linalg_lstsq": lambda: torch.linalg.lstsq(x, x),
+            "aten::_histogramdd_from_bin_tensors": lambda: torch.histogramdd(x, [x[0, :3]] * 5),
             "aten::add.Tensor": lambda: x.to(torch.int16) + x.to(torch.int16),
         }
         errors = {}
