@@ -40,7 +40,8 @@ struct ElementwiseDesc {
   std::array<char*, N> data{};
   std::array<at::ScalarType, N> dtypes{};
   std::array<bool, N> is_host_scalar{};
-  std::array<std::array<char, 16>, N> host_scalar{};  // CPU 0-dim inputs, by value
+  // CPU 0-dim inputs, by value; aligned for complex<double>, whose loads assume it.
+  alignas(16) std::array<std::array<char, 16>, N> host_scalar{};
 
   const int64_t* shape() const { return big ? big->data() : dims.data(); }
   const int64_t* strides(size_t i) const {

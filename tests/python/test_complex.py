@@ -97,3 +97,32 @@ def test_power_spectrum_runs_on_the_device():
     got, _ = _on_device(spectra, dx, dz)
     for g, e in zip(got, spectra(x, z)):
         torch.testing.assert_close(g.cpu(), e)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, *COMPLEX])
+def test_python_complex_scalars_and_cpu_complex128_scalars(dtype):
+    """A Python complex or a CPU complex128 0-dim tensor (a host scalar, 16 bytes) with a device tensor: the
+    scalar's value is read with complex<double>'s alignment (a misaligned load crashed the process)."""
+    x, dx = _pair(9, dtype=dtype)
+    scalar = torch.tensor(0.5 - 2j, dtype=torch.complex128)
+
+    def scaled(t):
+        return [t * 1j, t + (2 - 1j), t * scalar, scalar - t]
+
+    got, _ = _on_device(scaled, dx)
+    for g, e in zip(got, scaled(x)):
+        torch.testing.assert_close(g.cpu(), e)
+
+
+def test_polar_backward_matches_cpu():
+    """polar's backward multiplies its complex result by 1j (a complex128 host scalar)."""
+    r, theta = torch.rand(6) + 0.5, torch.randn(6)
+    grad = torch.randn(6, dtype=torch.complex64)
+
+    def grads(device):
+        a, b = r.to(device).requires_grad_(), theta.to(device).requires_grad_()
+        return torch.autograd.grad(torch.polar(a, b), [a, b], grad.to(device))
+
+    for g, e in zip(grads("rbln"), grads("cpu")):
+        assert g.device.type == "rbln"
+        torch.testing.assert_close(g.cpu(), e)
