@@ -110,6 +110,8 @@ void cummin_helper(const at::Tensor & self, at::Tensor & values, at::Tensor & in
 at::Tensor & mm_out(const at::Tensor & self, const at::Tensor & mat2, at::Tensor & out);
 at::Tensor & bmm_out(const at::Tensor & self, const at::Tensor & mat2, at::Tensor & out);
 at::Tensor & addmm_out(const at::Tensor & self, const at::Tensor & mat1, const at::Tensor & mat2, const at::Scalar & beta, const at::Scalar & alpha, at::Tensor & out);
+at::Tensor & baddbmm_out(const at::Tensor & self, const at::Tensor & batch1, const at::Tensor & batch2, const at::Scalar & beta, const at::Scalar & alpha, at::Tensor & out);
+at::Tensor & addbmm_out(const at::Tensor & self, const at::Tensor & batch1, const at::Tensor & batch2, const at::Scalar & beta, const at::Scalar & alpha, at::Tensor & out);
 at::Tensor dot(const at::Tensor & self, const at::Tensor & tensor);
 at::Tensor vdot(const at::Tensor & self, const at::Tensor & other);
 at::Tensor & addmv_out(const at::Tensor & self, const at::Tensor & mat, const at::Tensor & vec, const at::Scalar & beta, const at::Scalar & alpha, at::Tensor & out);

@@ -80,6 +80,7 @@
 #include <ATen/ops/adaptive_max_pool2d_backward_ops.h>
 #include <ATen/ops/adaptive_max_pool3d_ops.h>
 #include <ATen/ops/adaptive_max_pool3d_backward_ops.h>
+#include <ATen/ops/addbmm_ops.h>
 #include <ATen/ops/addmm_ops.h>
 #include <ATen/ops/addmv_ops.h>
 #include <ATen/ops/addr_ops.h>
@@ -95,6 +96,7 @@
 #include <ATen/ops/avg_pool2d_backward_ops.h>
 #include <ATen/ops/avg_pool3d_ops.h>
 #include <ATen/ops/avg_pool3d_backward_ops.h>
+#include <ATen/ops/baddbmm_ops.h>
 #include <ATen/ops/batch_norm_backward_ops.h>
 #include <ATen/ops/bernoulli_ops.h>
 #include <ATen/ops/binary_cross_entropy_ops.h>
@@ -1539,6 +1541,94 @@ at::Tensor & wrapper_addmm_out(const at::Tensor & self, const at::Tensor & mat1,
   }
   RBLN_COUNT_DEVICE_OP("aten::addmm.out");
   return rbln::kernels::addmm_out(self, mat1, mat2, beta, alpha, out);
+}
+
+at::Tensor wrapper_baddbmm(const at::Tensor & self, const at::Tensor & batch1, const at::Tensor & batch2, const at::Scalar & beta, const at::Scalar & alpha) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_baddbmm", "self");
+  c10::impl::check_and_update_common_device(common_device, batch1, "wrapper_baddbmm", "batch1");
+  c10::impl::check_and_update_common_device(common_device, batch2, "wrapper_baddbmm", "batch2");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(batch1.scalar_type()) && dtype_ok(batch2.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::baddbmm>::call(self, batch1, batch2, beta, alpha);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::baddbmm");
+  at::Tensor result;
+  return rbln::kernels::baddbmm_out(self, batch1, batch2, beta, alpha, result);
+}
+
+at::Tensor & wrapper_baddbmm_(at::Tensor & self, const at::Tensor & batch1, const at::Tensor & batch2, const at::Scalar & beta, const at::Scalar & alpha) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_baddbmm_", "self");
+  c10::impl::check_and_update_common_device(common_device, batch1, "wrapper_baddbmm_", "batch1");
+  c10::impl::check_and_update_common_device(common_device, batch2, "wrapper_baddbmm_", "batch2");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(batch1.scalar_type()) && dtype_ok(batch2.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::baddbmm_>::call(self, batch1, batch2, beta, alpha);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::baddbmm_");
+  return rbln::kernels::baddbmm_out(self, batch1, batch2, beta, alpha, self);
+}
+
+at::Tensor & wrapper_baddbmm_out(const at::Tensor & self, const at::Tensor & batch1, const at::Tensor & batch2, const at::Scalar & beta, const at::Scalar & alpha, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_baddbmm_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_baddbmm_out", "self");
+  c10::impl::check_and_update_common_device(common_device, batch1, "wrapper_baddbmm_out", "batch1");
+  c10::impl::check_and_update_common_device(common_device, batch2, "wrapper_baddbmm_out", "batch2");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(batch1.scalar_type()) && dtype_ok(batch2.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::baddbmm_out>::call(self, batch1, batch2, beta, alpha, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::baddbmm.out");
+  return rbln::kernels::baddbmm_out(self, batch1, batch2, beta, alpha, out);
+}
+
+at::Tensor wrapper_addbmm(const at::Tensor & self, const at::Tensor & batch1, const at::Tensor & batch2, const at::Scalar & beta, const at::Scalar & alpha) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_addbmm", "self");
+  c10::impl::check_and_update_common_device(common_device, batch1, "wrapper_addbmm", "batch1");
+  c10::impl::check_and_update_common_device(common_device, batch2, "wrapper_addbmm", "batch2");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(batch1.scalar_type()) && dtype_ok(batch2.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addbmm>::call(self, batch1, batch2, beta, alpha);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::addbmm");
+  at::Tensor result;
+  return rbln::kernels::addbmm_out(self, batch1, batch2, beta, alpha, result);
+}
+
+at::Tensor & wrapper_addbmm_(at::Tensor & self, const at::Tensor & batch1, const at::Tensor & batch2, const at::Scalar & beta, const at::Scalar & alpha) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_addbmm_", "self");
+  c10::impl::check_and_update_common_device(common_device, batch1, "wrapper_addbmm_", "batch1");
+  c10::impl::check_and_update_common_device(common_device, batch2, "wrapper_addbmm_", "batch2");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(batch1.scalar_type()) && dtype_ok(batch2.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addbmm_>::call(self, batch1, batch2, beta, alpha);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::addbmm_");
+  return rbln::kernels::addbmm_out(self, batch1, batch2, beta, alpha, self);
+}
+
+at::Tensor & wrapper_addbmm_out(const at::Tensor & self, const at::Tensor & batch1, const at::Tensor & batch2, const at::Scalar & beta, const at::Scalar & alpha, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_addbmm_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_addbmm_out", "self");
+  c10::impl::check_and_update_common_device(common_device, batch1, "wrapper_addbmm_out", "batch1");
+  c10::impl::check_and_update_common_device(common_device, batch2, "wrapper_addbmm_out", "batch2");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(batch1.scalar_type()) && dtype_ok(batch2.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addbmm_out>::call(self, batch1, batch2, beta, alpha, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::addbmm.out");
+  return rbln::kernels::addbmm_out(self, batch1, batch2, beta, alpha, out);
 }
 
 at::Tensor wrapper_dot(const at::Tensor & self, const at::Tensor & tensor) {
@@ -5550,6 +5640,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addmm", TORCH_FN(wrapper_addmm));
   m.impl("addmm_", TORCH_FN(wrapper_addmm_));
   m.impl("addmm.out", TORCH_FN(wrapper_addmm_out));
+  m.impl("baddbmm", TORCH_FN(wrapper_baddbmm));
+  m.impl("baddbmm_", TORCH_FN(wrapper_baddbmm_));
+  m.impl("baddbmm.out", TORCH_FN(wrapper_baddbmm_out));
+  m.impl("addbmm", TORCH_FN(wrapper_addbmm));
+  m.impl("addbmm_", TORCH_FN(wrapper_addbmm_));
+  m.impl("addbmm.out", TORCH_FN(wrapper_addbmm_out));
   m.impl("dot", TORCH_FN(wrapper_dot));
   m.impl("vdot", TORCH_FN(wrapper_vdot));
   m.impl("addmv", TORCH_FN(wrapper_addmv));

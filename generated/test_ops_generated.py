@@ -189,6 +189,8 @@ ENTRIES = [
     ("mm", ["mm", "mm.out"], ["mm"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "complex64", "complex128"], "kernel", {}),
     ("bmm", ["bmm", "bmm.out"], ["bmm"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "complex64", "complex128"], "kernel", {}),
     ("addmm", ["addmm", "addmm.out", "addmm_"], ["addmm"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "complex64", "complex128"], "kernel", {}),
+    ("baddbmm", ["baddbmm", "baddbmm.out", "baddbmm_"], ["baddbmm"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "complex64", "complex128"], "kernel", {}),
+    ("addbmm", ["addbmm", "addbmm.out", "addbmm_"], ["addbmm"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "complex64", "complex128"], "kernel", {}),
     ("dot", ["dot"], ["dot"], ["float32", "float16", "bfloat16", "float64", "int32", "int64"], "kernel", {}),
     ("vdot", ["vdot"], ["vdot"], ["float32", "float16", "bfloat16", "float64", "int32", "int64"], "kernel", {}),
     ("addmv", ["addmv", "addmv.out", "addmv_"], ["addmv"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "complex64", "complex128"], "kernel", {}),

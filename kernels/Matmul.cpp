@@ -137,6 +137,22 @@ void check_matrices(const at::Tensor& a, const at::Tensor& b, int64_t dims, cons
   }
 }
 
+// out = beta * self + alpha * (m1 @ m2): self broadcast to `sizes` (CPU's expand error), or, in place, of that size.
+at::Tensor& add_product(const at::Tensor& self, const at::Tensor& m1, const at::Tensor& m2, const at::Scalar& beta,
+                        const at::Scalar& alpha, at::Tensor& out, at::IntArrayRef sizes, const char* op,
+                        const char* name) {
+  if (!out.is_same(self)) {
+    auto bias = self.resolve_conj().expand(sizes);
+    prepare_out(out, sizes, self.scalar_type(), self, op);
+    if (beta.toComplexDouble() != 0.0) device_copy(out, bias);
+  } else {
+    TORCH_CHECK(self.sizes() == sizes, "Bad in-place call: input tensor size ", self.sizes(), " and output tensor size ",
+                sizes, " should match");
+  }
+  matmul_into(out, m1, m2, alpha, beta, name);
+  return out;
+}
+
 }  // namespace
 
 at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
@@ -157,16 +173,51 @@ at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::
   check_same_device({&self, &mat1, &out});
   TORCH_CHECK(self.scalar_type() == mat1.scalar_type(), "self and mat2 must have the same dtype, but got ",
               self.scalar_type(), " and ", mat1.scalar_type());
-  std::vector<int64_t> sizes{mat1.size(0), mat2.size(1)};
-  if (!out.is_same(self)) {
-    auto bias = self.resolve_conj().expand(sizes);  // raises CPU's broadcast error on mismatch
-    prepare_out(out, sizes, self.scalar_type(), self, "addmm");
-    if (beta.toComplexDouble() != 0.0) device_copy(out, bias);
-  } else {
-    TORCH_CHECK(self.sizes() == at::IntArrayRef(sizes), "Bad in-place call: input tensor size ", self.sizes(),
-                " and output tensor size ", at::IntArrayRef(sizes), " should match");
-  }
-  matmul_into(out, mat1, mat2, alpha, beta, "aten::addmm");
+  return add_product(self, mat1, mat2, beta, alpha, out, {mat1.size(0), mat2.size(1)}, "addmm", "aten::addmm");
+}
+
+// CPU's order of checks: self broadcast to the result first, then dtypes and shapes.
+at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2,
+                        const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
+  const std::vector<int64_t> sizes{batch1.size(0), batch1.size(1), batch2.size(2)};
+  if (!out.is_same(self)) (void)self.expand(sizes);
+  TORCH_CHECK(self.scalar_type() == batch1.scalar_type(), "Input dtypes must be the same, got: input ",
+              self.dtype(), ", batch1: ", batch1.dtype(), ", batch2: ", batch2.dtype());
+  TORCH_CHECK(batch1.dim() == 3, "batch1 must be a 3D tensor");
+  TORCH_CHECK(batch2.dim() == 3, "batch2 must be a 3D tensor");
+  TORCH_CHECK(batch2.size(0) == sizes[0] && batch2.size(1) == batch1.size(2),
+              "Expected size for first two dimensions of batch2 tensor to be: [", sizes[0], ", ", batch1.size(2),
+              "] but got: [", batch2.size(0), ", ", batch2.size(1), "].");
+  TORCH_CHECK(batch1.scalar_type() == batch2.scalar_type(), "expected scalar type ", batch1.scalar_type(),
+              " but found ", batch2.scalar_type());
+  check_same_device({&self, &batch1, &batch2, &out});
+  return add_product(self, batch1, batch2, beta, alpha, out, sizes, "baddbmm", "aten::baddbmm");
+}
+
+// As CPU: addmm of each batch in turn into the result, beta only for the first, so sums round as CPU's do.
+at::Tensor& addbmm_out(const at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2,
+                       const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
+  const std::vector<int64_t> sizes{batch1.size(1), batch2.size(2)};
+  if (!out.is_same(self)) (void)self.expand(sizes);
+  TORCH_CHECK(batch1.dim() == 3, "batch1 must be a 3D tensor");
+  TORCH_CHECK(batch2.dim() == 3, "batch2 must be a 3D tensor");
+  TORCH_CHECK(batch1.size(0) == batch2.size(0), "batch1 and batch2 must have same number of batches, got ",
+              batch1.size(0), " and ", batch2.size(0));
+  TORCH_CHECK(batch1.size(2) == batch2.size(1), "Incompatible matrix sizes for bmm (", batch1.size(1), "x",
+              batch1.size(2), " and ", batch2.size(1), "x", batch2.size(2), ")");
+  TORCH_CHECK(self.scalar_type() == batch2.scalar_type(), "self and mat2 must have the same dtype, but got ",
+              self.scalar_type(), " and ", batch2.scalar_type());
+  TORCH_CHECK(batch1.scalar_type() == batch2.scalar_type(), "mat1 and mat2 must have the same dtype, but got ",
+              batch1.scalar_type(), " and ", batch2.scalar_type());
+  check_same_device({&self, &batch1, &batch2, &out});
+  // addbmm_ is not structured on CPU: a smaller self is resized to the result, its values broadcast.
+  const at::Tensor bias = out.is_same(self) && self.sizes() != at::IntArrayRef(sizes) ? self.expand(sizes).clone() : self;
+  if (!bias.is_same(self)) out.resize_(sizes);
+  const int64_t batches = batch1.size(0);
+  // No batches: beta * self (zeros for beta 0), as an empty product.
+  add_product(bias, batches ? batch1[0] : batch1.new_empty({sizes[0], 0}), batches ? batch2[0] : batch2.new_empty({0, sizes[1]}),
+              beta, alpha, out, sizes, "addbmm", "aten::addbmm");
+  for (int64_t b = 1; b < batches; ++b) matmul_into(out, batch1[b], batch2[b], alpha, 1, "aten::addbmm");
   return out;
 }
 

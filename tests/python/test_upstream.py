@@ -69,7 +69,6 @@ OPTIMIZERS = ("SGD", "Adam", "AdamW", "RMSprop", "Adagrad")
 # Every other module there must run forward and backward on the device with no fallback.
 MAY_FALL_BACK = {
     "nn.GroupNorm": "native_group_norm and its backward have no device kernel yet",
-    "nn.MultiheadAttention": "baddbmm.out has no device kernel yet",
 }
 # Gradient tolerances where the device runs another algorithm than CPU: nn.GRU on rbln runs the fused
 # GRU cell PyTorch calls for accelerators (CUDA's gate order, kernels/Recurrent.cpp), CPU its unfused

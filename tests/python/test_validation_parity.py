@@ -277,6 +277,27 @@ VALIDATION = {
                                                    torch.zeros(3, dtype=torch.float16, device=d)),
     "addmv self dtype": lambda d: torch.addmv(torch.ones(3, dtype=torch.float64, device=d), torch.ones(3, 4, device=d),
                                               torch.ones(4, device=d)),
+    "baddbmm self shape": lambda d: torch.baddbmm(torch.ones(2, 3, 6, device=d), torch.ones(2, 3, 4, device=d),
+                                                  torch.ones(2, 4, 5, device=d)),
+    "baddbmm 2-d batch1": lambda d: torch.baddbmm(torch.ones(2, 3, 5, device=d), torch.ones(3, 4, device=d),
+                                                  torch.ones(2, 4, 5, device=d)),
+    "baddbmm batch2 shape": lambda d: torch.baddbmm(torch.ones(2, 3, 5, device=d), torch.ones(2, 3, 4, device=d),
+                                                    torch.ones(2, 5, 5, device=d)),
+    "baddbmm self dtype": lambda d: torch.baddbmm(torch.ones(2, 3, 5, dtype=torch.float64, device=d),
+                                                  torch.ones(2, 3, 4, device=d), torch.ones(2, 4, 5, device=d)),
+    "baddbmm batch2 dtype": lambda d: torch.baddbmm(torch.ones(2, 3, 5, device=d), torch.ones(2, 3, 4, device=d),
+                                                    torch.ones(2, 4, 5, dtype=torch.float64, device=d)),
+    "baddbmm_ smaller self": lambda d: torch.ones(1, 3, 5, device=d).baddbmm_(torch.ones(2, 3, 4, device=d),
+                                                                             torch.ones(2, 4, 5, device=d)),
+    "addbmm batches": lambda d: torch.addbmm(torch.ones(3, 5, device=d), torch.ones(2, 3, 4, device=d),
+                                             torch.ones(3, 4, 5, device=d)),
+    "addbmm inner sizes": lambda d: torch.addbmm(torch.ones(3, 5, device=d), torch.ones(2, 3, 4, device=d),
+                                                 torch.ones(2, 3, 5, device=d)),
+    "addbmm self dtype": lambda d: torch.addbmm(torch.ones(3, 5, dtype=torch.float64, device=d),
+                                                torch.ones(2, 3, 4, device=d), torch.ones(2, 4, 5, device=d)),
+    "addbmm batch1 dtype": lambda d: torch.addbmm(torch.ones(3, 5, device=d),
+                                                  torch.ones(2, 3, 4, dtype=torch.float64, device=d),
+                                                  torch.ones(2, 4, 5, device=d)),
     "sub bool": lambda d: _bools(d) - _bools(d),
     "rsub bool": lambda d: torch.rsub(_bools(d), _bools(d)),
     "sub bool scalar": lambda d: _bools(d) - True,
@@ -348,6 +369,18 @@ def test_convolution_refuses_a_weight_of_another_dtype(weight_dtype):
     cpu_error, rbln_error = _outcome(conv, "cpu"), _outcome(conv, "rbln")
     assert isinstance(rbln_error, tuple) and rbln_error[0] is cpu_error[0]
     assert "and weight type" in rbln_error[1] and "should be the same" in rbln_error[1]
+
+
+def test_addbmm_in_place_resizes_a_smaller_self_like_cpu():
+    """CPU's addbmm_ is not structured: a broadcastable self grows to the result, its values broadcast."""
+    def grow(d):
+        self = torch.tensor([[1.0, 2.0, 3.0, 4.0, 5.0]], device=d)
+        return self.addbmm_(torch.ones(2, 3, 4, device=d), torch.full((2, 4, 5), 0.5, device=d), beta=2)
+
+    with torch.rbln.explain() as ex:
+        got = grow("rbln")
+    torch.testing.assert_close(got.cpu(), grow("cpu"))
+    assert ex.device_ops.get("aten::addbmm_") == 1 and not ex.fallback_ops
 
 
 def test_cumsum_of_bool_still_scans_in_int64():
