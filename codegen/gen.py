@@ -172,9 +172,12 @@ def _library_body(e: Entry, v: Variant) -> list[str]:
         result = "r"
     else:
         result = "r[0]" if n == 1 else f"std::make_tuple({', '.join(f'r[{i}]' for i in range(n))})"
+    name = f'"aten::{v.name}"'
+    # Looked up once per process: whether the meta function sizes the results (`synced: true` says it must not).
+    sizing = "false" if e.synced else f"rbln::kernels::has_meta_function({name})"
     return _device_check(v) + _guard_and_dtypes(e, v) + [
-        f"const auto r = rbln::kernels::{'library_call_synced' if e.synced else 'library_op'}(\"aten::{v.name}\", "
-        f"{{{', '.join(inputs)}}},",
+        f"static const bool sized_by_meta = {sizing};",
+        f"const auto r = rbln::kernels::library_op({name}, sized_by_meta, {{{', '.join(inputs)}}},",
         f"    [{', '.join(captures)}](const std::vector<at::Tensor>& in) {{",
         f"      return rbln::kernels::results({op}::call({', '.join(call)}));",
         "    });",

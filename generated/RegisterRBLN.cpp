@@ -4550,7 +4550,8 @@ at::Tensor wrapper_bincount(const at::Tensor & self, const ::std::optional<at::T
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_eig>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::linalg_eig");
-  const auto r = rbln::kernels::library_op("aten::linalg_eig", {self},
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::linalg_eig");
+  const auto r = rbln::kernels::library_op("aten::linalg_eig", sized_by_meta, {self},
       [](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::linalg_eig::call(in[0]));
       });
@@ -4564,7 +4565,8 @@ at::Tensor wrapper__linalg_eigvals(const at::Tensor & self) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_linalg_eigvals>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::_linalg_eigvals");
-  const auto r = rbln::kernels::library_op("aten::_linalg_eigvals", {self},
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::_linalg_eigvals");
+  const auto r = rbln::kernels::library_op("aten::_linalg_eigvals", sized_by_meta, {self},
       [](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::_linalg_eigvals::call(in[0]));
       });
@@ -4581,7 +4583,8 @@ at::Tensor wrapper__linalg_eigvals(const at::Tensor & self) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_lstsq>::call(self, b, rcond, driver);
   }
   RBLN_COUNT_DEVICE_OP("aten::linalg_lstsq");
-  const auto r = rbln::kernels::library_op("aten::linalg_lstsq", {self, b},
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::linalg_lstsq");
+  const auto r = rbln::kernels::library_op("aten::linalg_lstsq", sized_by_meta, {self, b},
       [rcond, driver = rbln::kernels::own(driver)](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::linalg_lstsq::call(in[0], in[1], rcond, rbln::kernels::ref(driver)));
       });
@@ -4595,7 +4598,8 @@ at::Tensor wrapper__linalg_eigvals(const at::Tensor & self) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::geqrf>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::geqrf");
-  const auto r = rbln::kernels::library_op("aten::geqrf", {self},
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::geqrf");
+  const auto r = rbln::kernels::library_op("aten::geqrf", sized_by_meta, {self},
       [](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::geqrf::call(in[0]));
       });
@@ -4609,7 +4613,8 @@ at::Tensor wrapper_cholesky_inverse(const at::Tensor & self, bool upper) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::cholesky_inverse>::call(self, upper);
   }
   RBLN_COUNT_DEVICE_OP("aten::cholesky_inverse");
-  const auto r = rbln::kernels::library_op("aten::cholesky_inverse", {self},
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::cholesky_inverse");
+  const auto r = rbln::kernels::library_op("aten::cholesky_inverse", sized_by_meta, {self},
       [upper](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::cholesky_inverse::call(in[0], upper));
       });
@@ -4626,7 +4631,8 @@ at::Tensor wrapper__cdist_forward(const at::Tensor & x1, const at::Tensor & x2, 
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_cdist_forward>::call(x1, x2, p, compute_mode);
   }
   RBLN_COUNT_DEVICE_OP("aten::_cdist_forward");
-  const auto r = rbln::kernels::library_op("aten::_cdist_forward", {x1, x2},
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::_cdist_forward");
+  const auto r = rbln::kernels::library_op("aten::_cdist_forward", sized_by_meta, {x1, x2},
       [p, compute_mode](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::_cdist_forward::call(in[0], in[1], p, compute_mode));
       });
@@ -4645,7 +4651,8 @@ at::Tensor wrapper__cdist_backward(const at::Tensor & grad, const at::Tensor & x
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_cdist_backward>::call(grad, x1, x2, p, cdist);
   }
   RBLN_COUNT_DEVICE_OP("aten::_cdist_backward");
-  const auto r = rbln::kernels::library_op("aten::_cdist_backward", {grad, x1, x2, cdist},
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::_cdist_backward");
+  const auto r = rbln::kernels::library_op("aten::_cdist_backward", sized_by_meta, {grad, x1, x2, cdist},
       [p](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::_cdist_backward::call(in[0], in[1], in[2], p, in[3]));
       });
@@ -4659,7 +4666,8 @@ at::Tensor wrapper__pdist_forward(const at::Tensor & self, double p) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_pdist_forward>::call(self, p);
   }
   RBLN_COUNT_DEVICE_OP("aten::_pdist_forward");
-  const auto r = rbln::kernels::library_op("aten::_pdist_forward", {self},
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::_pdist_forward");
+  const auto r = rbln::kernels::library_op("aten::_pdist_forward", sized_by_meta, {self},
       [p](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::_pdist_forward::call(in[0], p));
       });
@@ -4677,7 +4685,8 @@ at::Tensor wrapper__pdist_backward(const at::Tensor & grad, const at::Tensor & s
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_pdist_backward>::call(grad, self, p, pdist);
   }
   RBLN_COUNT_DEVICE_OP("aten::_pdist_backward");
-  const auto r = rbln::kernels::library_op("aten::_pdist_backward", {grad, self, pdist},
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::_pdist_backward");
+  const auto r = rbln::kernels::library_op("aten::_pdist_backward", sized_by_meta, {grad, self, pdist},
       [p](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::_pdist_backward::call(in[0], in[1], p, in[2]));
       });
@@ -4696,7 +4705,8 @@ at::Tensor wrapper__pdist_backward(const at::Tensor & grad, const at::Tensor & s
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_embedding_bag_forward_only>::call(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx);
   }
   RBLN_COUNT_DEVICE_OP("aten::_embedding_bag_forward_only");
-  const auto r = rbln::kernels::library_call_synced("aten::_embedding_bag_forward_only", {weight, indices, offsets, per_sample_weights.value_or(at::Tensor())},
+  static const bool sized_by_meta = false;
+  const auto r = rbln::kernels::library_op("aten::_embedding_bag_forward_only", sized_by_meta, {weight, indices, offsets, per_sample_weights.value_or(at::Tensor())},
       [scale_grad_by_freq, mode, sparse, include_last_offset, padding_idx](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::_embedding_bag_forward_only::call(in[0], in[1], in[2], scale_grad_by_freq, mode, sparse, rbln::kernels::optional(in[3]), include_last_offset, padding_idx));
       });
@@ -4715,7 +4725,8 @@ at::Tensor wrapper__pdist_backward(const at::Tensor & grad, const at::Tensor & s
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_embedding_bag>::call(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx);
   }
   RBLN_COUNT_DEVICE_OP("aten::_embedding_bag");
-  const auto r = rbln::kernels::library_call_synced("aten::_embedding_bag", {weight, indices, offsets, per_sample_weights.value_or(at::Tensor())},
+  static const bool sized_by_meta = false;
+  const auto r = rbln::kernels::library_op("aten::_embedding_bag", sized_by_meta, {weight, indices, offsets, per_sample_weights.value_or(at::Tensor())},
       [scale_grad_by_freq, mode, sparse, include_last_offset, padding_idx](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::_embedding_bag::call(in[0], in[1], in[2], scale_grad_by_freq, mode, sparse, rbln::kernels::optional(in[3]), include_last_offset, padding_idx));
       });
@@ -4737,7 +4748,8 @@ at::Tensor wrapper__embedding_bag_backward(const at::Tensor & grad, const at::Te
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_embedding_bag_backward>::call(grad, indices, offsets, offset2bag, bag_size, maximum_indices, num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx);
   }
   RBLN_COUNT_DEVICE_OP("aten::_embedding_bag_backward");
-  const auto r = rbln::kernels::library_op("aten::_embedding_bag_backward", {grad, indices, offsets, offset2bag, bag_size, maximum_indices, per_sample_weights.value_or(at::Tensor())},
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::_embedding_bag_backward");
+  const auto r = rbln::kernels::library_op("aten::_embedding_bag_backward", sized_by_meta, {grad, indices, offsets, offset2bag, bag_size, maximum_indices, per_sample_weights.value_or(at::Tensor())},
       [num_weights, scale_grad_by_freq, mode, sparse, padding_idx](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::_embedding_bag_backward::call(in[0], in[1], in[2], in[3], in[4], in[5], num_weights, scale_grad_by_freq, mode, sparse, rbln::kernels::optional(in[6]), padding_idx));
       });
@@ -4758,7 +4770,8 @@ at::Tensor wrapper__embedding_bag_dense_backward(const at::Tensor & grad, const 
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_embedding_bag_dense_backward>::call(grad, indices, offset2bag, bag_size, maximum_indices, num_weights, scale_grad_by_freq, mode, per_sample_weights, padding_idx);
   }
   RBLN_COUNT_DEVICE_OP("aten::_embedding_bag_dense_backward");
-  const auto r = rbln::kernels::library_op("aten::_embedding_bag_dense_backward", {grad, indices, offset2bag, bag_size, maximum_indices, per_sample_weights.value_or(at::Tensor())},
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::_embedding_bag_dense_backward");
+  const auto r = rbln::kernels::library_op("aten::_embedding_bag_dense_backward", sized_by_meta, {grad, indices, offset2bag, bag_size, maximum_indices, per_sample_weights.value_or(at::Tensor())},
       [num_weights, scale_grad_by_freq, mode, padding_idx](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::_embedding_bag_dense_backward::call(in[0], in[1], in[2], in[3], in[4], num_weights, scale_grad_by_freq, mode, rbln::kernels::optional(in[5]), padding_idx));
       });
@@ -4778,7 +4791,8 @@ at::Tensor wrapper__embedding_bag_per_sample_weights_backward(const at::Tensor &
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_embedding_bag_per_sample_weights_backward>::call(grad, weight, indices, offsets, offset2bag, mode, padding_idx);
   }
   RBLN_COUNT_DEVICE_OP("aten::_embedding_bag_per_sample_weights_backward");
-  const auto r = rbln::kernels::library_op("aten::_embedding_bag_per_sample_weights_backward", {grad, weight, indices, offsets, offset2bag},
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::_embedding_bag_per_sample_weights_backward");
+  const auto r = rbln::kernels::library_op("aten::_embedding_bag_per_sample_weights_backward", sized_by_meta, {grad, weight, indices, offsets, offset2bag},
       [mode, padding_idx](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::_embedding_bag_per_sample_weights_backward::call(in[0], in[1], in[2], in[3], in[4], mode, padding_idx));
       });
@@ -4795,7 +4809,8 @@ at::Tensor wrapper__embedding_bag_per_sample_weights_backward(const at::Tensor &
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_ctc_loss>::call(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity);
   }
   RBLN_COUNT_DEVICE_OP("aten::_ctc_loss");
-  const auto r = rbln::kernels::library_op("aten::_ctc_loss", {log_probs, targets},
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::_ctc_loss");
+  const auto r = rbln::kernels::library_op("aten::_ctc_loss", sized_by_meta, {log_probs, targets},
       [input_lengths = rbln::kernels::own(input_lengths), target_lengths = rbln::kernels::own(target_lengths), blank, zero_infinity](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::_ctc_loss::call(in[0], in[1], rbln::kernels::ref(input_lengths), rbln::kernels::ref(target_lengths), blank, zero_infinity));
       });
@@ -4815,7 +4830,8 @@ at::Tensor wrapper__ctc_loss_backward(const at::Tensor & grad, const at::Tensor 
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_ctc_loss_backward>::call(grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha, blank, zero_infinity);
   }
   RBLN_COUNT_DEVICE_OP("aten::_ctc_loss_backward");
-  const auto r = rbln::kernels::library_op("aten::_ctc_loss_backward", {grad, log_probs, targets, neg_log_likelihood, log_alpha},
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::_ctc_loss_backward");
+  const auto r = rbln::kernels::library_op("aten::_ctc_loss_backward", sized_by_meta, {grad, log_probs, targets, neg_log_likelihood, log_alpha},
       [input_lengths = rbln::kernels::own(input_lengths), target_lengths = rbln::kernels::own(target_lengths), blank, zero_infinity](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::_ctc_loss_backward::call(in[0], in[1], in[2], rbln::kernels::ref(input_lengths), rbln::kernels::ref(target_lengths), in[3], in[4], blank, zero_infinity));
       });
@@ -4832,7 +4848,8 @@ at::Tensor wrapper_grid_sampler_3d(const at::Tensor & input, const at::Tensor & 
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::grid_sampler_3d>::call(input, grid, interpolation_mode, padding_mode, align_corners);
   }
   RBLN_COUNT_DEVICE_OP("aten::grid_sampler_3d");
-  const auto r = rbln::kernels::library_op("aten::grid_sampler_3d", {input, grid},
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::grid_sampler_3d");
+  const auto r = rbln::kernels::library_op("aten::grid_sampler_3d", sized_by_meta, {input, grid},
       [interpolation_mode, padding_mode, align_corners](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::grid_sampler_3d::call(in[0], in[1], interpolation_mode, padding_mode, align_corners));
       });
@@ -4850,7 +4867,8 @@ at::Tensor wrapper_grid_sampler_3d(const at::Tensor & input, const at::Tensor & 
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::grid_sampler_3d_backward>::call(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask);
   }
   RBLN_COUNT_DEVICE_OP("aten::grid_sampler_3d_backward");
-  const auto r = rbln::kernels::library_op("aten::grid_sampler_3d_backward", {grad_output, input, grid},
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::grid_sampler_3d_backward");
+  const auto r = rbln::kernels::library_op("aten::grid_sampler_3d_backward", sized_by_meta, {grad_output, input, grid},
       [interpolation_mode, padding_mode, align_corners, output_mask](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::grid_sampler_3d_backward::call(in[0], in[1], in[2], interpolation_mode, padding_mode, align_corners, output_mask));
       });
@@ -4864,7 +4882,8 @@ at::Tensor wrapper_segment_reduce(const at::Tensor & data, c10::string_view redu
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::segment_reduce>::call(data, reduce, lengths, indices, offsets, axis, unsafe, initial);
   }
   RBLN_COUNT_DEVICE_OP("aten::segment_reduce");
-  const auto r = rbln::kernels::library_op("aten::segment_reduce", {data, lengths.value_or(at::Tensor()), indices.value_or(at::Tensor()), offsets.value_or(at::Tensor())},
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::segment_reduce");
+  const auto r = rbln::kernels::library_op("aten::segment_reduce", sized_by_meta, {data, lengths.value_or(at::Tensor()), indices.value_or(at::Tensor()), offsets.value_or(at::Tensor())},
       [reduce = rbln::kernels::own(reduce), axis, unsafe, initial](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::segment_reduce::call(in[0], rbln::kernels::ref(reduce), rbln::kernels::optional(in[1]), rbln::kernels::optional(in[2]), rbln::kernels::optional(in[3]), axis, unsafe, initial));
       });
@@ -4882,7 +4901,8 @@ at::Tensor wrapper__segment_reduce_backward(const at::Tensor & grad, const at::T
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_segment_reduce_backward>::call(grad, output, data, reduce, lengths, offsets, axis, initial);
   }
   RBLN_COUNT_DEVICE_OP("aten::_segment_reduce_backward");
-  const auto r = rbln::kernels::library_op("aten::_segment_reduce_backward", {grad, output, data, lengths.value_or(at::Tensor()), offsets.value_or(at::Tensor())},
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::_segment_reduce_backward");
+  const auto r = rbln::kernels::library_op("aten::_segment_reduce_backward", sized_by_meta, {grad, output, data, lengths.value_or(at::Tensor()), offsets.value_or(at::Tensor())},
       [reduce = rbln::kernels::own(reduce), axis, initial](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::_segment_reduce_backward::call(in[0], in[1], in[2], rbln::kernels::ref(reduce), rbln::kernels::optional(in[3]), rbln::kernels::optional(in[4]), axis, initial));
       });
@@ -4900,7 +4920,8 @@ at::Tensor wrapper_multi_margin_loss(const at::Tensor & self, const at::Tensor &
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::multi_margin_loss>::call(self, target, p, margin, weight, reduction);
   }
   RBLN_COUNT_DEVICE_OP("aten::multi_margin_loss");
-  const auto r = rbln::kernels::library_call_synced("aten::multi_margin_loss", {self, target, weight.value_or(at::Tensor())},
+  static const bool sized_by_meta = false;
+  const auto r = rbln::kernels::library_op("aten::multi_margin_loss", sized_by_meta, {self, target, weight.value_or(at::Tensor())},
       [p, margin, reduction](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::multi_margin_loss::call(in[0], in[1], p, margin, rbln::kernels::optional(in[2]), reduction));
       });
@@ -4919,7 +4940,8 @@ at::Tensor wrapper_multi_margin_loss_backward(const at::Tensor & grad_output, co
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::multi_margin_loss_backward>::call(grad_output, self, target, p, margin, weight, reduction);
   }
   RBLN_COUNT_DEVICE_OP("aten::multi_margin_loss_backward");
-  const auto r = rbln::kernels::library_op("aten::multi_margin_loss_backward", {grad_output, self, target, weight.value_or(at::Tensor())},
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::multi_margin_loss_backward");
+  const auto r = rbln::kernels::library_op("aten::multi_margin_loss_backward", sized_by_meta, {grad_output, self, target, weight.value_or(at::Tensor())},
       [p, margin, reduction](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::multi_margin_loss_backward::call(in[0], in[1], in[2], p, margin, rbln::kernels::optional(in[3]), reduction));
       });
@@ -4936,7 +4958,8 @@ at::Tensor wrapper_multi_margin_loss_backward(const at::Tensor & grad_output, co
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::multilabel_margin_loss_forward>::call(self, target, reduction);
   }
   RBLN_COUNT_DEVICE_OP("aten::multilabel_margin_loss_forward");
-  const auto r = rbln::kernels::library_call_synced("aten::multilabel_margin_loss_forward", {self, target},
+  static const bool sized_by_meta = false;
+  const auto r = rbln::kernels::library_op("aten::multilabel_margin_loss_forward", sized_by_meta, {self, target},
       [reduction](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::multilabel_margin_loss_forward::call(in[0], in[1], reduction));
       });
@@ -4955,7 +4978,8 @@ at::Tensor wrapper_multilabel_margin_loss_backward(const at::Tensor & grad_outpu
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::multilabel_margin_loss_backward>::call(grad_output, self, target, reduction, is_target);
   }
   RBLN_COUNT_DEVICE_OP("aten::multilabel_margin_loss_backward");
-  const auto r = rbln::kernels::library_op("aten::multilabel_margin_loss_backward", {grad_output, self, target, is_target},
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::multilabel_margin_loss_backward");
+  const auto r = rbln::kernels::library_op("aten::multilabel_margin_loss_backward", sized_by_meta, {grad_output, self, target, is_target},
       [reduction](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::multilabel_margin_loss_backward::call(in[0], in[1], in[2], reduction, in[3]));
       });
@@ -4969,7 +4993,8 @@ at::Tensor wrapper__upsample_bilinear2d_aa(const at::Tensor & self, c10::SymIntA
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_upsample_bilinear2d_aa>::call(self, output_size, align_corners, scales_h, scales_w);
   }
   RBLN_COUNT_DEVICE_OP("aten::_upsample_bilinear2d_aa");
-  const auto r = rbln::kernels::library_op("aten::_upsample_bilinear2d_aa", {self},
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::_upsample_bilinear2d_aa");
+  const auto r = rbln::kernels::library_op("aten::_upsample_bilinear2d_aa", sized_by_meta, {self},
       [output_size = rbln::kernels::own(output_size), align_corners, scales_h, scales_w](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::_upsample_bilinear2d_aa::call(in[0], rbln::kernels::ref(output_size), align_corners, scales_h, scales_w));
       });
@@ -4983,7 +5008,8 @@ at::Tensor wrapper__upsample_bilinear2d_aa_backward(const at::Tensor & grad_outp
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_upsample_bilinear2d_aa_backward>::call(grad_output, output_size, input_size, align_corners, scales_h, scales_w);
   }
   RBLN_COUNT_DEVICE_OP("aten::_upsample_bilinear2d_aa_backward");
-  const auto r = rbln::kernels::library_op("aten::_upsample_bilinear2d_aa_backward", {grad_output},
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::_upsample_bilinear2d_aa_backward");
+  const auto r = rbln::kernels::library_op("aten::_upsample_bilinear2d_aa_backward", sized_by_meta, {grad_output},
       [output_size = rbln::kernels::own(output_size), input_size = rbln::kernels::own(input_size), align_corners, scales_h, scales_w](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::_upsample_bilinear2d_aa_backward::call(in[0], rbln::kernels::ref(output_size), rbln::kernels::ref(input_size), align_corners, scales_h, scales_w));
       });
@@ -4997,7 +5023,8 @@ at::Tensor wrapper__upsample_bicubic2d_aa(const at::Tensor & self, c10::SymIntAr
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_upsample_bicubic2d_aa>::call(self, output_size, align_corners, scales_h, scales_w);
   }
   RBLN_COUNT_DEVICE_OP("aten::_upsample_bicubic2d_aa");
-  const auto r = rbln::kernels::library_op("aten::_upsample_bicubic2d_aa", {self},
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::_upsample_bicubic2d_aa");
+  const auto r = rbln::kernels::library_op("aten::_upsample_bicubic2d_aa", sized_by_meta, {self},
       [output_size = rbln::kernels::own(output_size), align_corners, scales_h, scales_w](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::_upsample_bicubic2d_aa::call(in[0], rbln::kernels::ref(output_size), align_corners, scales_h, scales_w));
       });
@@ -5011,7 +5038,8 @@ at::Tensor wrapper__upsample_bicubic2d_aa_backward(const at::Tensor & grad_outpu
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_upsample_bicubic2d_aa_backward>::call(grad_output, output_size, input_size, align_corners, scales_h, scales_w);
   }
   RBLN_COUNT_DEVICE_OP("aten::_upsample_bicubic2d_aa_backward");
-  const auto r = rbln::kernels::library_op("aten::_upsample_bicubic2d_aa_backward", {grad_output},
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::_upsample_bicubic2d_aa_backward");
+  const auto r = rbln::kernels::library_op("aten::_upsample_bicubic2d_aa_backward", sized_by_meta, {grad_output},
       [output_size = rbln::kernels::own(output_size), input_size = rbln::kernels::own(input_size), align_corners, scales_h, scales_w](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::_upsample_bicubic2d_aa_backward::call(in[0], rbln::kernels::ref(output_size), rbln::kernels::ref(input_size), align_corners, scales_h, scales_w));
       });
@@ -5025,7 +5053,8 @@ at::Tensor wrapper__upsample_bicubic2d_aa_backward(const at::Tensor & grad_outpu
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::histogram_bin_ct>::call(self, bins, range, weight, density);
   }
   RBLN_COUNT_DEVICE_OP("aten::histogram.bin_ct");
-  const auto r = rbln::kernels::library_op("aten::histogram.bin_ct", {self, weight.value_or(at::Tensor())},
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::histogram.bin_ct");
+  const auto r = rbln::kernels::library_op("aten::histogram.bin_ct", sized_by_meta, {self, weight.value_or(at::Tensor())},
       [bins, range = rbln::kernels::own(range), density](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::histogram_bin_ct::call(in[0], bins, rbln::kernels::ref(range), rbln::kernels::optional(in[1]), density));
       });
@@ -5042,7 +5071,8 @@ at::Tensor wrapper__upsample_bicubic2d_aa_backward(const at::Tensor & grad_outpu
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::histogram_bins_tensor>::call(self, bins, weight, density);
   }
   RBLN_COUNT_DEVICE_OP("aten::histogram.bins_tensor");
-  const auto r = rbln::kernels::library_op("aten::histogram.bins_tensor", {self, bins, weight.value_or(at::Tensor())},
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::histogram.bins_tensor");
+  const auto r = rbln::kernels::library_op("aten::histogram.bins_tensor", sized_by_meta, {self, bins, weight.value_or(at::Tensor())},
       [density](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::histogram_bins_tensor::call(in[0], in[1], rbln::kernels::optional(in[2]), density));
       });
@@ -5056,7 +5086,8 @@ at::Tensor wrapper__upsample_bicubic2d_aa_backward(const at::Tensor & grad_outpu
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_histogramdd_bin_edges>::call(self, bins, range, weight, density);
   }
   RBLN_COUNT_DEVICE_OP("aten::_histogramdd_bin_edges");
-  const auto r = rbln::kernels::library_op("aten::_histogramdd_bin_edges", {self, weight.value_or(at::Tensor())},
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::_histogramdd_bin_edges");
+  const auto r = rbln::kernels::library_op("aten::_histogramdd_bin_edges", sized_by_meta, {self, weight.value_or(at::Tensor())},
       [bins = rbln::kernels::own(bins), range = rbln::kernels::own(range), density](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::_histogramdd_bin_edges::call(in[0], rbln::kernels::ref(bins), rbln::kernels::ref(range), rbln::kernels::optional(in[1]), density));
       });
@@ -5070,7 +5101,8 @@ at::Tensor wrapper__histogramdd_from_bin_cts(const at::Tensor & self, at::IntArr
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_histogramdd_from_bin_cts>::call(self, bins, range, weight, density);
   }
   RBLN_COUNT_DEVICE_OP("aten::_histogramdd_from_bin_cts");
-  const auto r = rbln::kernels::library_op("aten::_histogramdd_from_bin_cts", {self, weight.value_or(at::Tensor())},
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::_histogramdd_from_bin_cts");
+  const auto r = rbln::kernels::library_op("aten::_histogramdd_from_bin_cts", sized_by_meta, {self, weight.value_or(at::Tensor())},
       [bins = rbln::kernels::own(bins), range = rbln::kernels::own(range), density](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::_histogramdd_from_bin_cts::call(in[0], rbln::kernels::ref(bins), rbln::kernels::ref(range), rbln::kernels::optional(in[1]), density));
       });
@@ -5084,7 +5116,8 @@ at::Tensor wrapper_nonzero_static(const at::Tensor & self, c10::SymInt size, int
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nonzero_static>::call(self, size, fill_value);
   }
   RBLN_COUNT_DEVICE_OP("aten::nonzero_static");
-  const auto r = rbln::kernels::library_op("aten::nonzero_static", {self},
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::nonzero_static");
+  const auto r = rbln::kernels::library_op("aten::nonzero_static", sized_by_meta, {self},
       [size, fill_value](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::nonzero_static::call(in[0], size, fill_value));
       });

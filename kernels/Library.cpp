@@ -125,7 +125,16 @@ std::vector<at::Tensor> library_call_synced(const char* name, const std::vector<
   return outputs;
 }
 
-std::vector<at::Tensor> library_op(const char* name, const std::vector<at::Tensor>& inputs, LibraryOp op) {
+bool has_meta_function(const char* name) {
+  const std::string qualified(name);
+  const auto dot = qualified.find('.');
+  return c10::Dispatcher::singleton()
+      .findSchemaOrThrow(qualified.substr(0, dot).c_str(), dot == std::string::npos ? "" : qualified.c_str() + dot + 1)
+      .hasKernelForDispatchKey(c10::DispatchKey::Meta);
+}
+
+std::vector<at::Tensor> library_op(const char* name, bool sized_by_meta, const std::vector<at::Tensor>& inputs,
+                                   LibraryOp op) {
   // Every tensor the library reads is on one device, keyword arguments too (the generated device check sees
   // only positional ones), as CUDA's kernels check theirs.
   const auto device = first_defined(inputs).device();
@@ -133,12 +142,7 @@ std::vector<at::Tensor> library_op(const char* name, const std::vector<at::Tenso
     TORCH_CHECK(!t.defined() || t.device() == device, "Expected all tensors to be on the same device, but found ",
                 "at least two devices, ", device, " and ", t.device(), "!");
   }
-  const std::string qualified(name);
-  const auto dot = qualified.find('.');
-  const auto handle = c10::Dispatcher::singleton().findSchemaOrThrow(
-      qualified.substr(0, dot).c_str(), dot == std::string::npos ? "" : qualified.c_str() + dot + 1);
-  return handle.hasKernelForDispatchKey(c10::DispatchKey::Meta) ? library_call(name, inputs, std::move(op))
-                                                                : library_call_synced(name, inputs, std::move(op));
+  return sized_by_meta ? library_call(name, inputs, std::move(op)) : library_call_synced(name, inputs, std::move(op));
 }
 
 }  // namespace rbln::kernels

@@ -36,9 +36,14 @@ std::vector<at::Tensor> library_call(const char* name, const std::vector<at::Ten
 // waits for the computation, as CUDA syncs there, then sizes the results.
 std::vector<at::Tensor> library_call_synced(const char* name, const std::vector<at::Tensor>& inputs, LibraryOp op);
 
-// library_call, or library_call_synced for an op with no meta function: what a
+// Whether the dispatcher has a meta function for the op ("aten::name.overload").
+bool has_meta_function(const char* name);
+
+// library_call where the op has a meta function (sized_by_meta: the generated
+// wrapper asks has_meta_function once), else library_call_synced: what a
 // `strategy: library` entry of ops.yaml runs (codegen writes the op).
-std::vector<at::Tensor> library_op(const char* name, const std::vector<at::Tensor>& inputs, LibraryOp op);
+std::vector<at::Tensor> library_op(const char* name, bool sized_by_meta, const std::vector<at::Tensor>& inputs,
+                                   LibraryOp op);
 
 // An op's results as the vector a LibraryOp returns.
 inline std::vector<at::Tensor> results(const at::Tensor& t) { return {t}; }

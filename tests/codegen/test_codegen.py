@@ -119,7 +119,8 @@ def test_library_entries_pass_their_arguments_to_the_op_in_a_launch(tmp_path):
         - {func: segment_reduce, strategy: library, dtypes: [float32]}
         - {func: _embedding_bag, strategy: library, synced: true, dtypes: [float32]}
         """)))["generated/RegisterRBLN.cpp"]
-    assert ('rbln::kernels::library_op("aten::linalg_lstsq", {self, b},\n'
+    assert ('static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::linalg_lstsq");\n'
+            '  const auto r = rbln::kernels::library_op("aten::linalg_lstsq", sized_by_meta, {self, b},\n'
             '      [rcond, driver = rbln::kernels::own(driver)](const std::vector<at::Tensor>& in) {\n'
             '        return rbln::kernels::results(at::_ops::linalg_lstsq::call(in[0], in[1], rcond, '
             'rbln::kernels::ref(driver)));') in source
@@ -127,7 +128,7 @@ def test_library_entries_pass_their_arguments_to_the_op_in_a_launch(tmp_path):
     assert ('{data, lengths.value_or(at::Tensor()), indices.value_or(at::Tensor()), offsets.value_or(at::Tensor())}'
             in source)
     assert "at::_ops::segment_reduce::call(in[0], rbln::kernels::ref(reduce), rbln::kernels::optional(in[1])" in source
-    assert 'rbln::kernels::library_call_synced("aten::_embedding_bag", ' in source
+    assert 'static const bool sized_by_meta = false;\n  const auto r = rbln::kernels::library_op("aten::_embedding_bag", ' in source
     assert 'm.impl("linalg_lstsq", TORCH_FN(wrapper_linalg_lstsq));' in source
 
 
