@@ -50,6 +50,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("im2col.out", rbln::compiled_op("aten::im2col", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0}, rbln::WriteRule::kMeta));
   m.impl("col2im", rbln::compiled_op("aten::col2im", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0}, rbln::WriteRule::kMeta));
   m.impl("col2im.out", rbln::compiled_op("aten::col2im", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0}, rbln::WriteRule::kMeta));
+  m.impl("complex", rbln::compiled_op("aten::complex", "", {at::ScalarType::Half, at::ScalarType::Float, at::ScalarType::Double}, {0, 1}, rbln::WriteRule::kMeta));
+  m.impl("complex.out", rbln::compiled_op("aten::complex", "", {at::ScalarType::Half, at::ScalarType::Float, at::ScalarType::Double}, {0, 1}, rbln::WriteRule::kMeta));
+  m.impl("polar", rbln::compiled_op("aten::polar", "", {at::ScalarType::Float, at::ScalarType::Double}, {0, 1}, rbln::WriteRule::kMeta));
+  m.impl("polar.out", rbln::compiled_op("aten::polar", "", {at::ScalarType::Float, at::ScalarType::Double}, {0, 1}, rbln::WriteRule::kMeta));
 }
 
 }  // namespace rbln::generated

@@ -296,6 +296,8 @@ ENTRIES = [
     ("mvlgamma", ["mvlgamma", "mvlgamma.out", "mvlgamma_"], ["mvlgamma.mvlgamma_p_1", "mvlgamma.mvlgamma_p_3", "mvlgamma.mvlgamma_p_5"], ["float32", "float64"], "compile", {}),
     ("tril_indices", ["tril_indices"], ["tril_indices"], ["int32", "int64"], "compile", {}),
     ("triu_indices", ["triu_indices"], ["triu_indices"], ["int32", "int64"], "compile", {}),
+    ("complex", ["complex", "complex.out"], ["complex"], ["float16", "float32", "float64"], "compile", {}),
+    ("polar", ["polar", "polar.out"], ["polar"], ["float32", "float64"], "compile", {}),
     ("fft_fft", ["fft_fft"], ["fft.fft", "fft.hfft", "fft.hfft2", "fft.hfftn"], ["float32", "float64"], "composite", {}),
     ("fft_rfft", ["fft_rfft"], ["fft.rfft", "fft.rfft2", "fft.rfftn", "fft.irfft", "fft.irfft2", "fft.irfftn", "stft"], ["float32", "float64"], "composite", {}),
     ("_unique2", ["_unique2", "unique_dim"], ["unique"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool", "int8", "uint8", "int16"], "kernel", {}),

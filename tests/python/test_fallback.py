@@ -8,11 +8,11 @@ import torch_rbln
 
 NOT_LISTED, LISTED, DTYPE = "not in ops.yaml", "listed as fallback in ops.yaml", "dtype not supported on the device"
 
-# (op, dtype of the input, the overload that falls back, reason). torch.polar reaches the device as
-# aten::polar.out: PyTorch's functional polar is a composite over it. histogramdd with a tensor of edges per
+# (op, dtype of the input, the overload that falls back, reason). torch.hash_tensor reaches the device as
+# aten::hash_tensor.out: PyTorch's functional hash_tensor is a composite over it. histogramdd with a tensor of edges per
 # dim is listed: its op takes a tensor list.
 FALLBACKS = {
-    "polar": (lambda x: torch.polar(x, x), torch.float32, "aten::polar.out", NOT_LISTED),
+    "hash_tensor": (lambda x: torch.hash_tensor(x, dim=1), torch.float32, "aten::hash_tensor.out", NOT_LISTED),
     "ldl_factor": (lambda x: torch.linalg.ldl_factor_ex(x[:4] @ x[:4].mT).LD, torch.float32,
                    "aten::linalg_ldl_factor_ex.out", NOT_LISTED),
     "histogramdd": (lambda x: torch.histogramdd(x, [torch.tensor([-1.0, 0.0, 1.0], device=x.device)] * 4).hist,
@@ -55,15 +55,15 @@ def test_fallback_on_strided_input_and_in_place_on_a_view(cpu_rand):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with torch.rbln.explain() as ex:
-            z = torch.polar(d.t()[1:, ::2], d.t()[:7, 1::2])
+            z = torch.hash_tensor(d.t()[1:, ::2], dim=0)
             # unlisted in-place ops writing through non-contiguous views of di
             di[:, 1:4].clamp_min_(six.rbln())
             di[1:, ::2].t().clamp_max_(four.rbln())
-    assert ex.fallback_ops == {"aten::polar.out": 1, "aten::clamp_min_.Tensor": 1, "aten::clamp_max_.Tensor": 1}
+    assert ex.fallback_ops == {"aten::hash_tensor.out": 1, "aten::clamp_min_.Tensor": 1, "aten::clamp_max_.Tensor": 1}
     expected = i.clone()
     expected[:, 1:4].clamp_min_(six)
     expected[1:, ::2].t().clamp_max_(four)
-    torch.testing.assert_close(z.cpu(), torch.polar(x.t()[1:, ::2], x.t()[:7, 1::2]))
+    torch.testing.assert_close(z.cpu(), torch.hash_tensor(x.t()[1:, ::2], dim=0))
     torch.testing.assert_close(di.cpu(), expected)
 
 
@@ -82,12 +82,12 @@ def test_explain_counts_repeated_fallbacks_only_inside_the_block(cpu_rand):
     d = cpu_rand(8).rbln()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.polar(d, d)
+        torch.hash_tensor(d)
         with torch.rbln.explain() as ex:
             for _ in range(3):
-                torch.polar(d, d)
-        torch.polar(d, d)
-    assert ex.fallback_ops == {"aten::polar.out": 3}
+                torch.hash_tensor(d)
+        torch.hash_tensor(d)
+    assert ex.fallback_ops == {"aten::hash_tensor.out": 3}
 
 
 def test_fallback_warns_once_per_op(cpu_rand):
@@ -113,7 +113,7 @@ def test_disabled_fallback_raises_naming_the_op(run_python):
         """
         x = torch.arange(20.0).view(4, 5).rbln()
         cases = {
-            "aten::polar.out": lambda: torch.polar(x, x),
+            "aten::hash_tensor.out": lambda: torch.hash_tensor(x),
             "aten::_histogramdd_from_bin_tensors": lambda: torch.histogramdd(x, [x[0, :3]] * 5),
             "aten::add.Tensor": lambda: x.to(torch.int16) + x.to(torch.int16),
         }

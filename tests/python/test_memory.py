@@ -195,7 +195,7 @@ def test_strict_mode_keeps_results_correct(run_python):
             "mm": torch.allclose((d @ b.rbln()).cpu(), a @ b, atol=1e-4),
             "elementwise": torch.allclose((d.exp() * 2 - d).cpu(), a.exp() * 2 - a),
             "item": d[3, 7].item() == a[3, 7].item(),
-            "fallback": torch.polar(d, d).cpu().equal(torch.polar(a, a)),
+            "fallback": torch.hash_tensor(d, dim=1).cpu().equal(torch.hash_tensor(a, dim=1)),
             "offset_write": torch.zeros(8, 8, device="rbln")[2:, 3:].copy_(a[:6, :5]).cpu().equal(a[:6, :5]),
         }
         print(json.dumps(checks))

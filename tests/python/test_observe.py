@@ -16,12 +16,12 @@ import torch
 
 from conftest import ROOT
 
-# Real ops of each fallback kind (docs/supported_ops.md): polar is not in ops.yaml, _histogramdd_from_bin_tensors
+# Real ops of each fallback kind (docs/supported_ops.md): hash_tensor is not in ops.yaml, _histogramdd_from_bin_tensors
 # is listed as `strategy: fallback`, and add.Tensor's dtypes (`all`) have no int16.
 SCRIPT_OPS = """
 import torch, torch_rbln
 x = torch.arange(20.0).view(4, 5).rbln()
-def unlisted(): return torch.polar(x, x)
+def unlisted(): return torch.hash_tensor(x)
 def listed(): return torch.histogramdd(x, [x[0, :3]] * 5).hist
 def dtype(): return x.to(torch.int16) + x.to(torch.int16)
 """
@@ -52,11 +52,11 @@ def test_info_logs_every_fallback_with_the_user_line(tmp_path):
     # the innermost frame outside torch and torch_rbln: the script's one-line functions
     site = f"{tmp_path / 'script.py'}:{line_of(tmp_path, 'def unlisted')}"
     logged = [line for line in proc.stderr.splitlines() if line.startswith("[torch_rbln INFO]")]
-    assert logged == [f"[torch_rbln INFO] fallback to the CPU: aten::polar.out (not in ops.yaml, kind unlisted) at {site}"] * 2 + [
+    assert logged == [f"[torch_rbln INFO] fallback to the CPU: aten::hash_tensor.out (not in ops.yaml, kind unlisted) at {site}"] * 2 + [
         "[torch_rbln INFO] fallback to the CPU: aten::add.Tensor (dtype not supported on the device, kind dtype) at "
         f"{tmp_path / 'script.py'}:{line_of(tmp_path, 'def dtype')}"]
     # INFO includes WARNING: the once-per-op warnings are still there
-    assert proc.stderr.count("UserWarning: aten::polar.out is not supported") == 1
+    assert proc.stderr.count("UserWarning: aten::hash_tensor.out is not supported") == 1
 
 
 def test_logs_go_to_the_users_handler(tmp_path):
@@ -80,7 +80,7 @@ def test_default_level_warns_once_and_logs_nothing(tmp_path):
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
             unlisted(); unlisted()
-        print(len(seen), "aten::polar.out" in str(seen[0].message))
+        print(len(seen), "aten::hash_tensor.out" in str(seen[0].message))
         """)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["1", "True"]
@@ -93,7 +93,7 @@ def test_error_level_does_not_warn(tmp_path):
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
             out = unlisted()
-        print(len(seen), out.cpu().tolist() == torch.polar(x.cpu(), x.cpu()).tolist())
+        print(len(seen), out.cpu().tolist() == torch.hash_tensor(x.cpu()).tolist())
         """, TORCH_RBLN_LOG_LEVEL="ERROR")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["0", "True"]
@@ -147,7 +147,7 @@ def test_disable_fallback_by_kind(tmp_path, value, disabled):
     proc = run(tmp_path, DISABLE_CASES, TORCH_RBLN_DISABLE_FALLBACK=value)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.splitlines()[-1])
-    ops = {"unlisted": "aten::polar.out", "listed": "aten::_histogramdd_from_bin_tensors", "dtype": "aten::add.Tensor", "compile": "aten::renorm"}
+    ops = {"unlisted": "aten::hash_tensor.out", "listed": "aten::_histogramdd_from_bin_tensors", "dtype": "aten::add.Tensor", "compile": "aten::renorm"}
     for kind, outcome in result.items():
         if kind in disabled:
             assert ops[kind] in outcome and f"TORCH_RBLN_DISABLE_FALLBACK={value}" in outcome, outcome
@@ -193,8 +193,8 @@ def test_a_fallbacks_own_copies_are_not_syncs(cpu_rand):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with torch.rbln.explain() as ex:
-            torch.polar(d, d)
-    assert ex.fallback_ops == {"aten::polar.out": 1}
+            torch.hash_tensor(d)
+    assert ex.fallback_ops == {"aten::hash_tensor.out": 1}
     assert ex.syncs == {}
 
 
@@ -205,12 +205,12 @@ def test_explain_with_stack_records_fallback_sites(cpu_rand):
         warnings.simplefilter("ignore")
         with torch.rbln.explain(with_stack=True) as outer:
             for _ in range(2):
-                torch.polar(d, d); line_a = sys._getframe().f_lineno  # noqa: E702
+                torch.hash_tensor(d); line_a = sys._getframe().f_lineno  # noqa: E702
             with torch.rbln.explain() as inner:  # without with_stack: counts only
-                torch.polar(d, d); line_b = sys._getframe().f_lineno  # noqa: E702
-    assert outer.fallback_sites == {"aten::polar.out": {f"{here}:{line_a}": 2, f"{here}:{line_b}": 1}}
-    assert outer.fallback_ops == {"aten::polar.out": 3}
-    assert inner.fallback_sites == {} and inner.fallback_ops == {"aten::polar.out": 1}
+                torch.hash_tensor(d); line_b = sys._getframe().f_lineno  # noqa: E702
+    assert outer.fallback_sites == {"aten::hash_tensor.out": {f"{here}:{line_a}": 2, f"{here}:{line_b}": 1}}
+    assert outer.fallback_ops == {"aten::hash_tensor.out": 3}
+    assert inner.fallback_sites == {} and inner.fallback_ops == {"aten::hash_tensor.out": 1}
 
 
 def test_report_orders_by_cost_with_advice(cpu_rand):
@@ -219,7 +219,7 @@ def test_report_orders_by_cost_with_advice(cpu_rand):
         warnings.simplefilter("ignore")
         with torch.rbln.explain(with_stack=True) as ex:
             for _ in range(3):
-                torch.polar(d, d); line = sys._getframe().f_lineno  # noqa: E702
+                torch.hash_tensor(d); line = sys._getframe().f_lineno  # noqa: E702
             d.to(torch.int16) + d.to(torch.int16)
             for _ in range(2):
                 d.sum().item()
@@ -234,7 +234,7 @@ def test_report_orders_by_cost_with_advice(cpu_rand):
         f"torch.rbln.explain(): {device_calls} device op calls, 4 CPU fallbacks, 3 host syncs, "
         f"{total:.3f} ms of device time",
         "  calls  what  detail",
-        "      3  fallback aten::polar.out not in ops.yaml [unlisted]",
+        "      3  fallback aten::hash_tensor.out not in ops.yaml [unlisted]",
         f"      3                               at {__file__}:{line}",
         "      1  fallback aten::add.Tensor  dtype not supported on the device [dtype]",
         f"      1                               at {__file__}:{line + 1}",

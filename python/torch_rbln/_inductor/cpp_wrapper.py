@@ -36,6 +36,10 @@ extern "C" void rbln_plan_run(AtenTensorHandle* inputs, AtenTensorHandle* output
 }}
 """
 
+# Extern kernels (views Inductor cannot express as a reinterpretation) that only build a tensor's metadata.
+_METADATA_ONLY_SHIMS = frozenset({"at::_ops::view_as_real::call", "at::_ops::view_as_complex::call"})
+
+
 class CompileRefused(Exception):
     """The op cannot become a plan; the message says why (the fallback's reason carries it)."""
 
@@ -120,9 +124,12 @@ class RBLNCppWrapperCodegen(CppWrapperCpu):
             del self.prefix.splice_jit
 
     def generate_c_shim_extern_kernel_call(self, kernel, args, device, **kwargs):
-        # Inductor's C shims call CPU's (or CUDA's) kernel directly, past the dispatcher: none is rbln's.
+        # Inductor's C shims call CPU's (or CUDA's) kernel directly, past the dispatcher: none is rbln's,
+        # except for the dtype views, which read no data: CPU's shim makes the same view of device memory.
         if device == _DEVICE_TYPE:
-            raise CompileRefused(f"the plan needs {kernel}, an extern kernel with no rbln C shim")
+            if kernel not in _METADATA_ONLY_SHIMS:
+                raise CompileRefused(f"the plan needs {kernel}, an extern kernel with no rbln C shim")
+            device = "cpu"
         super().generate_c_shim_extern_kernel_call(kernel, args, device, **kwargs)
 
     def _define_kernel_helper(self, kernel_name, kernel_body, metadata=None, gpu=False, cpp_definition=None):

@@ -19,6 +19,7 @@ from torch._inductor.compile_fx import compile_fx_inner
 from torch._inductor.decomposition import select_decomp_table
 from torch._inductor.lowering import lowerings
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.func import functionalize
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
 
@@ -38,6 +39,14 @@ def _decompositions(op: torch._ops.OpOverload) -> dict:
     if op not in lowerings:
         table.update(get_decompositions([op]))
     return table
+
+
+def _functional(gm: torch.fx.GraphModule, fakes: list[torch.Tensor]) -> torch.fx.GraphModule:
+    """The graph without mutations, as Inductor takes it: a decomposition that writes into a buffer it made
+    (complex's `result.real = real`) is traced once more, through functionalization."""
+    if not any(isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable for n in gm.graph.nodes):
+        return gm
+    return make_fx(functionalize(gm), tracing_mode="symbolic")(*fakes)
 
 
 _DISPATCHER_CALL = re.compile(r'aoti_torch_call_dispatcher\("([\w:]+)", "(\w*)"')
@@ -96,7 +105,8 @@ def compile_op(name: str, overload: str, args: list, path: str) -> tuple[str, st
     failure = ""
     for fakes in traceable:  # symbolic sizes first; these sizes where the trace or the compile needs them
         try:
-            gm = make_fx(call, decomposition_table=_decompositions(op), tracing_mode="symbolic")(*fakes)
+            gm = _functional(make_fx(call, decomposition_table=_decompositions(op), tracing_mode="symbolic")(*fakes),
+                             fakes)
             with compiling(name), config.patch(cpp_wrapper=True, fx_graph_cache=False):
                 compiled = compile_fx_inner(gm, fakes, cpp_wrapper=True)
             _check_dispatcher_calls(compiled.source_code, op)

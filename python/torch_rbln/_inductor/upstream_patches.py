@@ -1,4 +1,4 @@
-"""The two places where Inductor decides by device type with no extension point.
+"""The places where Inductor decides by device type with no extension point.
 
 Each replacement answers exactly as upstream does for every device but rbln, so
 a CPU (or any other) compile in the same process generates the same code; for
@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 
 from torch._inductor import scheduler, utils
-from torch._inductor.codegen import common
+from torch._inductor.codegen import common, cpp_utils
 from torch._inductor.virtualized import V
 
 _DEVICE_TYPE = "rbln"
@@ -50,3 +50,8 @@ def install() -> None:
             return (device is not None and device.type == _DEVICE_TYPE) or upstream_is_cpu(self)
 
         scheduler.BaseSchedulerNode.is_cpu = is_cpu
+
+        # The C++ wrapper spells a device argument of an op it calls back through the dispatcher (the
+        # `device=` of the `empty` that `complex` lowers to) from this table, which lists no
+        # PrivateUse1 device: "rbln not found in DEVICE_TO_ATEN". One entry more; the others are unchanged.
+        cpp_utils.DEVICE_TO_ATEN.setdefault(_DEVICE_TYPE, "at::kPrivateUse1")
