@@ -5947,12 +5947,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_histogramdd_from_bin_cts", TORCH_FN(wrapper__histogramdd_from_bin_cts));
   m.impl("nonzero_static", TORCH_FN(wrapper_nonzero_static));
   m.impl("_histogramdd_from_bin_tensors", TORCH_FN(wrapper__histogramdd_from_bin_tensors));
-  // Not in ops.yaml, and stricter about devices than their out= overloads, which PyTorch's composite would
-  // run instead: the counted fallback, with the op's own device check (codegen/registry.py says more).
-  m.impl("clamp_max.Tensor", torch::CppFunction::makeFromBoxedFunction<&rbln::fallback_unlisted>());
-  m.impl("clamp_max_.Tensor", torch::CppFunction::makeFromBoxedFunction<&rbln::fallback_unlisted>());
-  m.impl("clamp_min.Tensor", torch::CppFunction::makeFromBoxedFunction<&rbln::fallback_unlisted>());
-  m.impl("clamp_min_.Tensor", torch::CppFunction::makeFromBoxedFunction<&rbln::fallback_unlisted>());
 }
 
 }  // namespace rbln::generated

@@ -54,6 +54,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("complex.out", rbln::compiled_op("aten::complex", "", {at::ScalarType::Half, at::ScalarType::Float, at::ScalarType::Double}, {0, 1}, rbln::WriteRule::kMeta));
   m.impl("polar", rbln::compiled_op("aten::polar", "", {at::ScalarType::Float, at::ScalarType::Double}, {0, 1}, rbln::WriteRule::kMeta));
   m.impl("polar.out", rbln::compiled_op("aten::polar", "", {at::ScalarType::Float, at::ScalarType::Double}, {0, 1}, rbln::WriteRule::kMeta));
+  m.impl("clamp_min.Tensor", rbln::compiled_op("aten::clamp_min", "Tensor", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long, at::ScalarType::Bool}, {0, 1}, rbln::WriteRule::kCastable));
+  m.impl("clamp_min_.Tensor", rbln::compiled_op("aten::clamp_min", "Tensor", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long, at::ScalarType::Bool}, {0, 1}, rbln::WriteRule::kCastable));
+  m.impl("clamp_min.Tensor_out", rbln::compiled_op("aten::clamp_min", "Tensor", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long, at::ScalarType::Bool}, {0, 1}, rbln::WriteRule::kCastable));
+  m.impl("clamp_max.Tensor", rbln::compiled_op("aten::clamp_max", "Tensor", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long, at::ScalarType::Bool}, {0, 1}, rbln::WriteRule::kCastable));
+  m.impl("clamp_max_.Tensor", rbln::compiled_op("aten::clamp_max", "Tensor", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long, at::ScalarType::Bool}, {0, 1}, rbln::WriteRule::kCastable));
+  m.impl("clamp_max.Tensor_out", rbln::compiled_op("aten::clamp_max", "Tensor", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long, at::ScalarType::Bool}, {0, 1}, rbln::WriteRule::kCastable));
 }
 
 }  // namespace rbln::generated

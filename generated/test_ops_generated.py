@@ -298,6 +298,8 @@ ENTRIES = [
     ("triu_indices", ["triu_indices"], ["triu_indices"], ["int32", "int64"], "compile", {}),
     ("complex", ["complex", "complex.out"], ["complex"], ["float16", "float32", "float64"], "compile", {}),
     ("polar", ["polar", "polar.out"], ["polar"], ["float32", "float64"], "compile", {}),
+    ("clamp_min.Tensor", ["clamp_min", "clamp_min.Tensor", "clamp_min.Tensor_out", "clamp_min.out", "clamp_min_", "clamp_min_.Tensor"], ["clamp_min"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"], "compile", {}),
+    ("clamp_max.Tensor", ["clamp_max", "clamp_max.Tensor", "clamp_max.Tensor_out", "clamp_max.out", "clamp_max_", "clamp_max_.Tensor"], ["clamp_max"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"], "compile", {}),
     ("fft_fft", ["fft_fft"], ["fft.fft", "fft.hfft", "fft.hfft2", "fft.hfftn"], ["float32", "float64"], "composite", {}),
     ("fft_rfft", ["fft_rfft"], ["fft.rfft", "fft.rfft2", "fft.rfftn", "fft.irfft", "fft.irfft2", "fft.irfftn", "stft"], ["float32", "float64"], "composite", {}),
     ("_unique2", ["_unique2", "unique_dim"], ["unique"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool", "int8", "uint8", "int16"], "kernel", {}),
