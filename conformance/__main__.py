@@ -10,6 +10,10 @@ The gradient column (variant "gradient", float32; conformance/gradients.py):
 per differentiable entry, the gradients of its samples on rbln against CPU's,
 and whether the backward ran on the device.
 
+The CUDA column (variant "cuda"; conformance/cuda_dtypes.py): the dtypes an
+entry supports on CUDA beyond CPU's, on rbln against CPU's result in a dtype
+CPU supports.
+
 `--upstream` runs PyTorch's own device-generic test classes instantiated for rbln
 (tests/python/test_upstream.py, every op_db/module_db/optim_db entry; conformance/upstream.py)
 and records them in their own section; `make conformance` runs both.
@@ -27,6 +31,7 @@ import torch
 import torch_rbln  # noqa: F401  (before torch.testing._internal)
 from torch_rbln.testing import TOLERANCES, to_cpu
 
+from .cuda_dtypes import cuda_sweep
 from .gradients import grad_sweep
 from .render import render_markdown
 
@@ -250,7 +255,8 @@ def main() -> int:
     p.add_argument("--seconds-per-case", type=float, default=20.0,
                    help="stop adding samples to one (op, variant, dtype) after this long")
     p.add_argument("--no-grad", action="store_true", help="leave out the gradient column")
-    p.add_argument("--no-forward", action="store_true", help="only the gradient column")
+    p.add_argument("--no-forward", action="store_true", help="leave out the forward columns (CPU's dtypes)")
+    p.add_argument("--no-cuda", action="store_true", help="leave out the CUDA column (CUDA's dtypes beyond CPU's)")
     p.add_argument("--merge", action="store_true",
                    help="update the existing report: replace the entries this run produces, keep the others")
     p.add_argument("--upstream", nargs="?", const="full", choices=["full", "subset"],
@@ -289,16 +295,23 @@ def main() -> int:
             results += grad_sweep(ops, opinfo_name, lambda op: skip_reason(op.name) or skip_reason(opinfo_name(op)),
                                   args.seconds_per_case)
             meta["gradient_seconds"] = round(time.perf_counter() - start, 1)
+        if not args.no_cuda:
+            start = time.perf_counter()
+            results += cuda_sweep(ops, opinfo_name, lambda op: skip_reason(op.name) or skip_reason(opinfo_name(op)),
+                                  _describe, args.seconds_per_case)
+            meta["cuda_seconds"] = round(time.perf_counter() - start, 1)
         if args.merge and old:
-            # A re-run (op, dtype) replaces all its old variants (a skip has one, "all"); gradients likewise.
+            # A re-run (op, dtype) replaces all its old variants (a skip has one, "all"); gradients and the
+            # CUDA column likewise.
             def key(r):
-                return r["op"], r["dtype"], r["variant"] == "gradient"
+                return r["op"], r["dtype"], r["variant"] if r["variant"] in ("gradient", "cuda") else "forward"
 
             produced = {key(r) for r in results}
             results = [r for r in old["results"] if key(r) not in produced] + results
-            # the header's entry count and times stay those of the full sweep
-            meta = {**old["meta"], **{k: v for k, v in meta.items() if k not in ("entries", "seconds",
-                                                                                   "gradient_seconds")}}
+            # the header's entry count and times stay those of the full sweep (a column run over every
+            # entry brings its own time)
+            partial = ("entries", "seconds", "gradient_seconds", "cuda_seconds") if args.ops else ("entries",)
+            meta = {**old["meta"], **{k: v for k, v in meta.items() if k not in partial}}
         upstream = old.get("upstream")  # the upstream stage's results stay until it runs again
     out = {"meta": meta, "results": results}
     if upstream:
