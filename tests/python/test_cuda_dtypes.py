@@ -65,3 +65,29 @@ def test_histc_errors_as_cpus_and_the_device_stays_usable(call):
 def test_histc_out_on_another_device_gets_cudas_error():
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
         torch.histc(torch.randn(10, device="rbln"), out=torch.empty(0))
+
+
+@pytest.mark.parametrize("fft", [lambda z: torch.fft.fft(z), lambda z: torch.fft.ifft2(z),
+                                 lambda z: torch.fft.irfft(z, n=8), lambda z: torch.fft.hfft(z[:, :5], n=8)],
+                         ids=["fft", "ifft2", "irfft", "hfft"])
+def test_complex32_ffts_run_on_the_device_as_cuffts_do(fft):
+    """CPU has no half-precision FFT (MKL and pocketfft refuse complex32); CUDA's cuFFT computes one: here in
+    complex64, rounded, which is CPU's complex64 result rounded to the output's half dtype."""
+    z = torch.randn(4, 8, dtype=torch.complex64, generator=torch.Generator().manual_seed(0)).to(torch.complex32)
+    with pytest.raises(RuntimeError, match="doesn't support tensors of type: Half"):
+        fft(z)
+    expected = fft(z.to(torch.complex64))
+    with torch.rbln.explain() as ex:
+        actual = fft(z.rbln())
+    assert actual.dtype == (torch.complex32 if expected.is_complex() else torch.float16)
+    assert torch.equal(actual.cpu().to(expected.dtype), expected.to(actual.dtype).to(expected.dtype))
+    assert not ex.fallback_ops and ex.device_ops
+
+
+def test_complex32_fft_sizes_must_be_powers_of_two_as_on_cuda():
+    z = torch.randn(4, 6, dtype=torch.complex64).to(torch.complex32).rbln()
+    with pytest.raises(RuntimeError, match=r"powers of two when computing in half precision, but got a signal size "
+                                           r"of\[6\]"):
+        torch.fft.fft(z)
+    assert torch.equal(torch.fft.fft(z[:, :4]).cpu().to(torch.complex64),
+                       torch.fft.fft(z[:, :4].cpu().to(torch.complex64)).to(torch.complex32).to(torch.complex64))
