@@ -32,6 +32,7 @@ DTYPES = {
     "bool": ("Bool", "bool"),
     "complex64": ("ComplexFloat", "c10::complex<float>"),
     "complex128": ("ComplexDouble", "c10::complex<double>"),
+    "complex32": ("ComplexHalf", "c10::complex<c10::Half>"),  # CUDA's; CPU has few kernels for it
 }
 DTYPE_GROUPS = {
     "floating": ["float32", "float16", "bfloat16", "float64"],

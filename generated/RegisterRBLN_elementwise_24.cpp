@@ -85,6 +85,7 @@ at::Tensor wrapper_sqrt(const at::Tensor & self) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::sqrt", rbln::functors::sqrt<double>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::sqrt", rbln::functors::sqrt<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::sqrt", rbln::functors::sqrt<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 2>(iter, "aten::sqrt", rbln::functors::sqrt<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sqrt>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::sqrt");
@@ -102,6 +103,7 @@ at::Tensor & wrapper_sqrt_(at::Tensor & self) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::sqrt_", rbln::functors::sqrt<double>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::sqrt_", rbln::functors::sqrt<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::sqrt_", rbln::functors::sqrt<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 2>(iter, "aten::sqrt_", rbln::functors::sqrt<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sqrt_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::sqrt_");
@@ -119,6 +121,7 @@ at::Tensor & wrapper_sqrt_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::sqrt.out", rbln::functors::sqrt<double>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::sqrt.out", rbln::functors::sqrt<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::sqrt.out", rbln::functors::sqrt<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 2>(iter, "aten::sqrt.out", rbln::functors::sqrt<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sqrt_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::sqrt.out");

@@ -28,6 +28,7 @@ at::Tensor wrapper_sigmoid(const at::Tensor & self) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::sigmoid", rbln::functors::sigmoid<double>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::sigmoid", rbln::functors::sigmoid<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::sigmoid", rbln::functors::sigmoid<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 2>(iter, "aten::sigmoid", rbln::functors::sigmoid<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sigmoid>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::sigmoid");
@@ -45,6 +46,7 @@ at::Tensor & wrapper_sigmoid_(at::Tensor & self) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::sigmoid_", rbln::functors::sigmoid<double>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::sigmoid_", rbln::functors::sigmoid<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::sigmoid_", rbln::functors::sigmoid<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 2>(iter, "aten::sigmoid_", rbln::functors::sigmoid<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sigmoid_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::sigmoid_");
@@ -62,6 +64,7 @@ at::Tensor & wrapper_sigmoid_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::sigmoid.out", rbln::functors::sigmoid<double>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::sigmoid.out", rbln::functors::sigmoid<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::sigmoid.out", rbln::functors::sigmoid<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 2>(iter, "aten::sigmoid.out", rbln::functors::sigmoid<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sigmoid_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::sigmoid.out");

@@ -30,6 +30,7 @@ at::Tensor wrapper_log(const at::Tensor & self) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::log", rbln::functors::log<double>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::log", rbln::functors::log<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::log", rbln::functors::log<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 2>(iter, "aten::log", rbln::functors::log<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::log>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::log");
@@ -47,6 +48,7 @@ at::Tensor & wrapper_log_(at::Tensor & self) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::log_", rbln::functors::log<double>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::log_", rbln::functors::log<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::log_", rbln::functors::log<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 2>(iter, "aten::log_", rbln::functors::log<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::log_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::log_");
@@ -64,6 +66,7 @@ at::Tensor & wrapper_log_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::log.out", rbln::functors::log<double>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::log.out", rbln::functors::log<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::log.out", rbln::functors::log<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 2>(iter, "aten::log.out", rbln::functors::log<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::log_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::log.out");
@@ -81,6 +84,7 @@ at::Tensor wrapper_cos(const at::Tensor & self) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::cos", rbln::functors::cos<double>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::cos", rbln::functors::cos<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::cos", rbln::functors::cos<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 2>(iter, "aten::cos", rbln::functors::cos<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::cos>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::cos");
@@ -98,6 +102,7 @@ at::Tensor & wrapper_cos_(at::Tensor & self) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::cos_", rbln::functors::cos<double>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::cos_", rbln::functors::cos<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::cos_", rbln::functors::cos<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 2>(iter, "aten::cos_", rbln::functors::cos<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::cos_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::cos_");
@@ -115,6 +120,7 @@ at::Tensor & wrapper_cos_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::cos.out", rbln::functors::cos<double>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::cos.out", rbln::functors::cos<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::cos.out", rbln::functors::cos<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 2>(iter, "aten::cos.out", rbln::functors::cos<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::cos_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::cos.out");

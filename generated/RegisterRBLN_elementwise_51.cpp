@@ -81,6 +81,7 @@ at::Tensor wrapper_cosh(const at::Tensor & self) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::cosh", rbln::functors::cosh<double>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::cosh", rbln::functors::cosh<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::cosh", rbln::functors::cosh<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 2>(iter, "aten::cosh", rbln::functors::cosh<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::cosh>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::cosh");
@@ -98,6 +99,7 @@ at::Tensor & wrapper_cosh_(at::Tensor & self) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::cosh_", rbln::functors::cosh<double>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::cosh_", rbln::functors::cosh<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::cosh_", rbln::functors::cosh<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 2>(iter, "aten::cosh_", rbln::functors::cosh<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::cosh_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::cosh_");
@@ -115,6 +117,7 @@ at::Tensor & wrapper_cosh_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::cosh.out", rbln::functors::cosh<double>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::cosh.out", rbln::functors::cosh<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::cosh.out", rbln::functors::cosh<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 2>(iter, "aten::cosh.out", rbln::functors::cosh<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::cosh_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::cosh.out");

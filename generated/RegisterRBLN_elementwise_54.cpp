@@ -31,6 +31,7 @@ at::Tensor wrapper_rsqrt(const at::Tensor & self) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::rsqrt", rbln::functors::rsqrt<double>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::rsqrt", rbln::functors::rsqrt<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::rsqrt", rbln::functors::rsqrt<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 2>(iter, "aten::rsqrt", rbln::functors::rsqrt<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::rsqrt>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::rsqrt");
@@ -48,6 +49,7 @@ at::Tensor & wrapper_rsqrt_(at::Tensor & self) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::rsqrt_", rbln::functors::rsqrt<double>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::rsqrt_", rbln::functors::rsqrt<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::rsqrt_", rbln::functors::rsqrt<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 2>(iter, "aten::rsqrt_", rbln::functors::rsqrt<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::rsqrt_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::rsqrt_");
@@ -65,6 +67,7 @@ at::Tensor & wrapper_rsqrt_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::rsqrt.out", rbln::functors::rsqrt<double>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::rsqrt.out", rbln::functors::rsqrt<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::rsqrt.out", rbln::functors::rsqrt<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 2>(iter, "aten::rsqrt.out", rbln::functors::rsqrt<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::rsqrt_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::rsqrt.out");

@@ -85,6 +85,7 @@ at::Tensor wrapper_asinh(const at::Tensor & self) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::asinh", rbln::functors::asinh<double>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::asinh", rbln::functors::asinh<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::asinh", rbln::functors::asinh<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 2>(iter, "aten::asinh", rbln::functors::asinh<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::asinh>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::asinh");
@@ -102,6 +103,7 @@ at::Tensor & wrapper_asinh_(at::Tensor & self) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::asinh_", rbln::functors::asinh<double>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::asinh_", rbln::functors::asinh<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::asinh_", rbln::functors::asinh<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 2>(iter, "aten::asinh_", rbln::functors::asinh<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::asinh_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::asinh_");
@@ -122,6 +124,7 @@ at::Tensor & wrapper_asinh_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::asinh.out", rbln::functors::asinh<double>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::asinh.out", rbln::functors::asinh<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::asinh.out", rbln::functors::asinh<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 2>(iter, "aten::asinh.out", rbln::functors::asinh<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::asinh_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::asinh.out");

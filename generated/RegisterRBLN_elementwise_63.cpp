@@ -31,6 +31,7 @@ at::Tensor wrapper_atanh(const at::Tensor & self) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::atanh", rbln::functors::atanh<double>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::atanh", rbln::functors::atanh<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::atanh", rbln::functors::atanh<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 2>(iter, "aten::atanh", rbln::functors::atanh<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::atanh>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::atanh");
@@ -48,6 +49,7 @@ at::Tensor & wrapper_atanh_(at::Tensor & self) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::atanh_", rbln::functors::atanh<double>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::atanh_", rbln::functors::atanh<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::atanh_", rbln::functors::atanh<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 2>(iter, "aten::atanh_", rbln::functors::atanh<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::atanh_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::atanh_");
@@ -68,6 +70,7 @@ at::Tensor & wrapper_atanh_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::atanh.out", rbln::functors::atanh<double>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::atanh.out", rbln::functors::atanh<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::atanh.out", rbln::functors::atanh<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 2>(iter, "aten::atanh.out", rbln::functors::atanh<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::atanh_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::atanh.out");

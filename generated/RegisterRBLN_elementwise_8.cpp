@@ -59,6 +59,7 @@ at::Tensor wrapper_div_Tensor(const at::Tensor & self, const at::Tensor & other)
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::div.Tensor", rbln::functors::div<double>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::div.Tensor", rbln::functors::div<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::div.Tensor", rbln::functors::div<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 3>(iter, "aten::div.Tensor", rbln::functors::div<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::div_Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::div.Tensor");
@@ -76,6 +77,7 @@ at::Tensor & wrapper_div__Tensor(at::Tensor & self, const at::Tensor & other) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::div_.Tensor", rbln::functors::div<double>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::div_.Tensor", rbln::functors::div<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::div_.Tensor", rbln::functors::div<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 3>(iter, "aten::div_.Tensor", rbln::functors::div<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::div__Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::div_.Tensor");
@@ -93,6 +95,7 @@ at::Tensor & wrapper_div_out(const at::Tensor & self, const at::Tensor & other, 
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::div.out", rbln::functors::div<double>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::div.out", rbln::functors::div<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::div.out", rbln::functors::div<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 3>(iter, "aten::div.out", rbln::functors::div<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::div_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::div.out");

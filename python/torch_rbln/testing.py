@@ -15,7 +15,7 @@ import torch_rbln  # noqa: F401  (the backend must exist before torch.testing._i
 DTYPES = {
     "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64,
     "int8": torch.int8, "uint8": torch.uint8, "int16": torch.int16, "int32": torch.int32, "int64": torch.int64,
-    "bool": torch.bool, "complex64": torch.complex64, "complex128": torch.complex128,
+    "bool": torch.bool, "complex64": torch.complex64, "complex128": torch.complex128, "complex32": torch.complex32,
 }
 
 

@@ -91,3 +91,23 @@ def test_complex32_fft_sizes_must_be_powers_of_two_as_on_cuda():
         torch.fft.fft(z)
     assert torch.equal(torch.fft.fft(z[:, :4]).cpu().to(torch.complex64),
                        torch.fft.fft(z[:, :4].cpu().to(torch.complex64)).to(torch.complex32).to(torch.complex64))
+
+
+COMPLEX32_MATH = ["exp", "log", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "atan", "sigmoid", "asin", "acos",
+                  "sinh", "cosh", "asinh", "acosh", "atanh", "div"]
+
+
+@pytest.mark.parametrize("name", COMPLEX32_MATH)
+def test_complex32_math_runs_on_the_device_in_complex64_as_cuda_does(name):
+    """CUDA computes complex32 math in complex64 (its opmath type) and rounds; CPU has no complex32 kernels."""
+    g = torch.Generator().manual_seed(len(name))
+    z, w = ((torch.randn(3, 40, dtype=torch.complex64, generator=g) * 0.7).to(torch.complex32) for _ in range(2))
+    fn = (lambda a: a / w.t().to(a.device)) if name == "div" else getattr(torch, name)
+    with torch.rbln.explain() as ex:
+        actual = fn(z.rbln().t())  # a strided input
+    assert actual.dtype == torch.complex32 and not ex.fallback_ops and ex.device_ops
+    wide = fn(z.to(torch.complex64).rbln().t()).to(torch.complex32)  # the device's complex64 kernel, rounded
+    assert torch.equal(torch.view_as_real(actual.cpu()), torch.view_as_real(wide.cpu()))
+    expected = fn(z.to(torch.complex64).t())
+    torch.testing.assert_close(torch.view_as_real(actual.cpu()).float(),
+                               torch.view_as_real(expected.to(torch.complex32)).float(), atol=2e-3, rtol=2e-3)
