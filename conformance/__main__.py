@@ -89,8 +89,8 @@ SKIP = {
                       "nn.functional.gumbel_softmax", "dropout", "randint_like", "randn_like", "rand_like",
                       "nn.functional.fractional_max_pool2d", "nn.functional.fractional_max_pool3d",
                       "nn.functional.multi_head_attention_forward", "svd_lowrank", "pca_lowrank"),
-    # Sparse-only entries (a sparse input or result): rbln tensors are strided; sparse layouts have no kernels.
-    "sparse layout (rbln has strided tensors only)": ("to_sparse", "sparse.mm.reduce", "sparse.sampled_addmm"),
+    # Sparse compressed (CSR/BSR) inputs: rbln has the sparse COO layout only.
+    "sparse compressed layout (rbln has sparse COO only)": ("sparse.mm.reduce", "sparse.sampled_addmm"),
     "uninitialized memory": ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
                              "empty_permuted", "torch.empty"),
 }
@@ -190,7 +190,8 @@ def describe_sample(sample, tensor) -> str:
 
 
 def _describe(sample) -> str:
-    return describe_sample(sample, lambda t: f"Tensor{list(t.shape)}{'' if t.is_contiguous() else ' noncontiguous'}")
+    return describe_sample(sample, lambda t: f"Tensor{list(t.shape)}" + (
+        f" {t.layout}" if t.layout != torch.strided else "" if t.is_contiguous() else " noncontiguous"))
 
 
 def sweep(ops, dtypes, max_seconds_per_case: float):

@@ -197,7 +197,7 @@ def render_markdown(meta, results, upstream=None, notes=None) -> str:
         "op's ops.yaml `tolerance:` where its summation order differs from CPU's, as in the generated tests).",
         "The summary counts the function variant (forward) per dtype; D = ran on the device and matched,",
         "F = fell back to the CPU for some op and matched, M = mismatched, E = raised where CPU did not,",
-        "S = skipped (random output, uninitialized memory, or a sparse-only entry: rbln tensors are strided).",
+        "S = skipped (random output, uninitialized memory, or a sparse CSR entry: rbln has sparse COO only).",
         "",
         "| dtype | entries run | on device (D) | fallback (F) | correct (D+F) | mismatch | error | skipped |",
         "|---|---|---|---|---|---|---|---|",

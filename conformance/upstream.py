@@ -57,8 +57,8 @@ DIAGNOSES = [
     (r"", r"^nn_Lazy",
      "lazy modules: module.to('rbln') replaces each UninitializedParameter by a plain Parameter, because c10's "
      "has_compatible_shallow_copy_type lists no PrivateUse1 (Module._apply cannot use set_data)"),
-    (r"[Ss]parse", r"", "sparse layouts: rbln has no sparse kernels"),
-    (r"", r"sparse|^Sparse", "sparse layouts: rbln has no sparse kernels"),
+    (r"[Ss]parse", r"", "sparse layouts: rbln has sparse COO, computed through the CPU fallback, and no CSR"),
+    (r"", r"sparse|^Sparse", "sparse layouts: rbln has sparse COO, computed through the CPU fallback, and no CSR"),
     (r"", r"^rand|^normal|^bernoulli|^multinomial|dropout", "random output: CPU and rbln draw different numbers"),
     (r"not close", r"^nn_(Transformer|CrossEntropyLoss|LinearCrossEntropyLoss)",
      "rounding: 1e-5 (float32) or one-ulp (float16/bfloat16) differences, beyond upstream's default tolerance"),

@@ -153,6 +153,8 @@ void copy_to_host(std::vector<Slot>& slots) {
   for (auto& s : slots) {
     if (!s.device.defined() || s.device.is_cpu()) {
       s.host = s.device;
+    } else if (s.device.is_sparse()) {  // indices and values, copied whole: it has no strided storage
+      s.host = s.device.to(at::kCPU);
     } else {
       by_storage[s.device.storage().unsafeGetStorageImpl()].push_back(&s);
     }
@@ -230,10 +232,16 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, Fallb
   copy_to_host(slots);
   put_back(*stack, begin, slots, /*host=*/true);
 
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  const bool sparse = std::any_of(slots.begin(), slots.end(), [](const Slot& s) { return s.host.is_sparse(); });
+  op.redispatchBoxed(c10::DispatchKeySet(sparse ? c10::DispatchKey::SparseCPU : c10::DispatchKey::CPU), stack);
 
   for (const auto& s : slots) {
-    if (s.written && s.device.defined() && !s.device.is_same(s.host)) at::_copy_from_and_resize(s.host, s.device);
+    if (!s.written || !s.device.defined() || s.device.is_same(s.host)) continue;
+    if (s.device.is_sparse()) {
+      s.device.copy_(s.host);  // new indices and values (sparse copy_ resizes)
+    } else {
+      at::_copy_from_and_resize(s.host, s.device);
+    }
   }
   const size_t returns_begin = stack->size() - schema.returns().size();
   for (size_t r = 0; r < schema.returns().size(); ++r) {
@@ -309,6 +317,9 @@ void fallback_dtype(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 }
 void fallback_compile(const c10::OperatorHandle& op, torch::jit::Stack* stack, const char* reason) {
   cpu_fallback(op, stack, FallbackKind::kCompile, reason);
+}
+void fallback_sparse(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  cpu_fallback(op, stack, FallbackKind::kUnlisted, "sparse layout: no device kernel");
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

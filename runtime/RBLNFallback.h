@@ -42,6 +42,8 @@ bool skips_device_check(const std::string& op);
 void fallback_unlisted(const c10::OperatorHandle& op, torch::jit::Stack* stack);  // not in ops.yaml
 void fallback_listed(const c10::OperatorHandle& op, torch::jit::Stack* stack);    // strategy: fallback
 void fallback_dtype(const c10::OperatorHandle& op, torch::jit::Stack* stack);     // dtype not on device
+// a sparse operand (runtime/RBLNSparse.cpp): the op computes on host copies of its indices and values.
+void fallback_sparse(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // strategy: compile, without a plan for these inputs (`reason` says why).
 void fallback_compile(const c10::OperatorHandle& op, torch::jit::Stack* stack, const char* reason);
 
