@@ -325,6 +325,19 @@ def main() -> int:
         return forward
     rows.append(compare("ResNet-18 inference, batch 8, 224x224", "model", resnet18, reps, 1.2))
 
+    def wav2vec2(device):
+        from transformers import Wav2Vec2Config, Wav2Vec2Model
+
+        torch.manual_seed(0)  # base's feature encoder (7 conv1d of 512 channels), 2 narrower transformer layers
+        config = Wav2Vec2Config(hidden_size=256, num_hidden_layers=2, num_attention_heads=4, intermediate_size=1024)
+        model = Wav2Vec2Model(config).eval().to(device)
+        audio = torch.randn(1, 16000, device=device)
+        def forward():
+            with torch.no_grad():
+                model(audio)
+        return forward
+    rows.append(compare("Wav2Vec2 forward, 1 s of 16 kHz audio", "model", wav2vec2, reps, 1.2))
+
     def bert_base(device):
         from transformers import BertConfig, BertModel
 

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # device. A kernel that lands makes its op disappear from the observed set (the check is
 # "observed <= listed"); remove it here and in docs/models.md then.
 LISTED_FALLBACKS = {key: set() for key in ("resnet18", "resnet18-train", "bert", "minilm", "llama", "mixtral",
-                                           "cnn", "transformer", "whisper-features")}
+                                           "cnn", "transformer", "whisper-features", "wav2vec2")}
 
 
 def check_ops(key: str, ex, expected_device_ops=()):
@@ -239,6 +239,25 @@ def test_whisper_feature_extraction_runs_its_stft_on_the_device():
         features = extract(audio, sampling_rate=16000, return_tensors="pt", device="rbln").input_features
     torch.testing.assert_close(features.cpu(), expected, rtol=1e-5, atol=1e-5)
     check_ops("whisper-features", ex, {"aten::_fft_r2c", "aten::abs", "aten::reflection_pad1d", "aten::log10"})
+
+
+def test_wav2vec2_forward_matches_cpu():
+    """Wav2Vec2's convolutional feature encoder (seven strided conv1d, group norm, gelu), its weight-normalized
+    positional convolution and two transformer layers, on one second of 16 kHz audio."""
+    from transformers import Wav2Vec2Config, Wav2Vec2Model
+
+    torch.manual_seed(0)
+    config = Wav2Vec2Config(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+                            conv_dim=(64,) * 7)
+    model = Wav2Vec2Model(config).eval()
+    audio = torch.randn(2, 16000)
+    with torch.no_grad():
+        expected = model(audio).last_hidden_state
+        model.to("rbln")
+        with torch.rbln.explain() as ex:
+            actual = model(audio.rbln()).last_hidden_state
+    torch.testing.assert_close(actual.cpu(), expected, atol=1e-4, rtol=1e-4)
+    check_ops("wav2vec2", ex, {"aten::convolution_overrideable", "aten::native_group_norm", "aten::gelu"})
 
 
 # ---------------------------------------------------------------- loss curves
