@@ -28,6 +28,7 @@ at::Tensor wrapper_abs(const at::Tensor & self) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::abs", rbln::functors::abs<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::abs", rbln::functors::abs<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::abs", rbln::functors::abs<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::abs", rbln::functors::abs<bool>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::abs", rbln::functors::abs<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::abs", rbln::functors::abs<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::abs>::call(self);
@@ -47,6 +48,7 @@ at::Tensor & wrapper_abs_(at::Tensor & self) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::abs_", rbln::functors::abs<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::abs_", rbln::functors::abs<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::abs_", rbln::functors::abs<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::abs_", rbln::functors::abs<bool>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::abs_", rbln::functors::abs<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::abs_", rbln::functors::abs<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::abs_>::call(self);
@@ -66,6 +68,7 @@ at::Tensor & wrapper_abs_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::abs.out", rbln::functors::abs<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::abs.out", rbln::functors::abs<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::abs.out", rbln::functors::abs<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::abs.out", rbln::functors::abs<bool>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::abs.out", rbln::functors::abs<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::abs.out", rbln::functors::abs<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::abs_out>::call(self, out);

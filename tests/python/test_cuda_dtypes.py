@@ -111,3 +111,15 @@ def test_complex32_math_runs_on_the_device_in_complex64_as_cuda_does(name):
     expected = fn(z.to(torch.complex64).t())
     torch.testing.assert_close(torch.view_as_real(actual.cpu()).float(),
                                torch.view_as_real(expected.to(torch.complex32)).float(), atol=2e-3, rtol=2e-3)
+
+
+def test_bool_abs_and_trace_as_on_cuda():
+    """CUDA's abs takes bool (the identity) and its trace counts a bool diagonal as int64; CPU has neither."""
+    b = torch.tensor([[True, False, True], [False, True, True], [True, True, False]])
+    with pytest.raises(RuntimeError, match="not implemented for 'Bool'"):
+        torch.abs(b)
+    with torch.rbln.explain() as ex:
+        a, t = torch.abs(b.rbln().t()), torch.trace(b.rbln())
+    assert a.dtype == torch.bool and torch.equal(a.cpu(), b.t())
+    assert t.dtype == torch.int64 and t.item() == 2
+    assert not ex.fallback_ops and ex.device_ops["aten::abs"] == 1
