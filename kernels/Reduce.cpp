@@ -247,7 +247,9 @@ void run_sum(const Plan& p, Op op, const at::Tensor& values, const char* name) {
 void run(const Plan& p, Op op, const at::Tensor& values, const at::Tensor* indices, const char* name) {
   if (p.outputs() == 0) return;
   if (op == Op::kSum || op == Op::kMean) {
-    RBLN_DISPATCH_ALL_AND_COMPLEX(p.rows.scalar_type(), "reduce", [&] { run_sum<scalar_t>(p, op, values, name); });
+    // complex32 too (sum only: ops.yaml), accumulated in complex64 as CUDA's sum does
+    AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND4(at::kHalf, at::kBFloat16, at::kBool, at::kComplexHalf, p.rows.scalar_type(),
+                                           "reduce", [&] { run_sum<scalar_t>(p, op, values, name); });
     return;
   }
   RBLN_DISPATCH_ALL(p.rows.scalar_type(), "reduce", [&] {

@@ -123,3 +123,16 @@ def test_bool_abs_and_trace_as_on_cuda():
     assert a.dtype == torch.bool and torch.equal(a.cpu(), b.t())
     assert t.dtype == torch.int64 and t.item() == 2
     assert not ex.fallback_ops and ex.device_ops["aten::abs"] == 1
+
+
+@pytest.mark.parametrize("dim", [None, 0, 1])
+def test_complex32_sum_accumulates_in_complex64_as_on_cuda(dim):
+    z = torch.randn(5, 40, dtype=torch.complex64, generator=torch.Generator().manual_seed(1)).to(torch.complex32)
+    with pytest.raises(RuntimeError, match="not implemented for 'ComplexHalf'"):
+        z.sum() if dim is None else z.sum(dim)
+    with torch.rbln.explain() as ex:
+        actual = z.rbln().sum() if dim is None else z.rbln().t().sum(1 - dim)
+    wide = z.to(torch.complex64)
+    expected = (wide.sum() if dim is None else wide.sum(dim)).to(torch.complex32)
+    assert actual.dtype == torch.complex32 and not ex.fallback_ops
+    assert torch.equal(torch.view_as_real(actual.cpu()), torch.view_as_real(expected))
