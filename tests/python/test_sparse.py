@@ -107,3 +107,37 @@ def test_sparse_embedding_gradients_train_with_sparse_adam_as_on_cpu():
     assert dev.weight.grad.layout == torch.sparse_coo and dev.weight.grad.device.type == "rbln"
     torch.testing.assert_close(dev.weight.grad.cpu().to_dense(), cpu.weight.grad.to_dense())
     torch.testing.assert_close(dev.weight.detach().cpu(), cpu.weight.detach())
+
+
+def test_a_sparse_training_script_exits_cleanly_with_cpus_weights(run_python):
+    """As a user runs it: a script that trains a sparse embedding bag of words with SparseAdam on rbln:1, then
+    exits (status 0, checked by run_python), against the same script on CPU."""
+    out = run_python("""
+        def train(device):
+            torch.manual_seed(0)
+            emb = torch.nn.Embedding(50, 8, sparse=True).to(device)
+            head = torch.nn.Linear(8, 3).to(device)
+            opts = [torch.optim.SparseAdam(emb.parameters(), lr=0.05), torch.optim.Adam(head.parameters(), lr=0.05)]
+            words = torch.randint(0, 50, (16, 6), generator=torch.Generator().manual_seed(1)).to(device)
+            labels = torch.randint(0, 3, (16,), generator=torch.Generator().manual_seed(2)).to(device)
+            losses = []
+            for _ in range(5):
+                for o in opts:
+                    o.zero_grad()
+                loss = torch.nn.functional.cross_entropy(head(emb(words).mean(1)), labels)
+                loss.backward()
+                for o in opts:
+                    o.step()
+                losses.append(loss.item())
+            return losses, emb.weight.detach().cpu(), emb.weight.grad
+        cpu_losses, cpu_weight, _ = train("cpu")
+        with torch.rbln.explain() as ex:
+            losses, weight, grad = train("rbln:1")
+        print(json.dumps({"losses_close": torch.allclose(torch.tensor(losses), torch.tensor(cpu_losses), atol=1e-5),
+                          "weights_close": torch.allclose(weight, cpu_weight, atol=1e-5),
+                          "grad": [str(grad.layout), str(grad.device)],
+                          "reasons": sorted({r for per_op in ex.fallback_reasons.values() for r in per_op})}))
+        """)
+    assert out["losses_close"] and out["weights_close"]
+    assert out["grad"] == ["torch.sparse_coo", "rbln:1"]
+    assert out["reasons"] == ["sparse layout: no device kernel"]
