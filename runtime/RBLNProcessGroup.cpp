@@ -54,7 +54,7 @@ struct Posting {
   std::vector<WorkPtr> works;
   std::exception_ptr error;
   Tensors host;  // views of `buffers` standing in for the device tensors
-  std::vector<std::shared_ptr<void>> buffers;  // StagingPool's, owned here alone
+  std::vector<std::shared_ptr<void>> buffers;  // StagingPool's, owned by its collective's postings alone
 
   void post(c10d::Backend& host) {
     std::vector<WorkPtr> result;
@@ -281,6 +281,8 @@ enum class Lane { kCollective, kSend, kRecv };
 // A large all_reduce is cut into pieces of this size: copying one piece in or out
 // overlaps the host backend's transfer of the others.
 constexpr size_t kPieceBytes = 4 << 20;
+// How many pieces the lane copies in before it waits for the first of them.
+constexpr size_t kPiecesAhead = 1;
 
 Lane lane_of(OpType type) {
   switch (type) {
@@ -705,12 +707,17 @@ class ProcessGroupRBLN final : public c10d::Backend {
     ready.block(comm);
     c10::StreamGuard guard(comm);
     std::vector<std::shared_ptr<Posting>> postings;
-    for (auto& piece : pieces) {
+    auto copy_in_and_post = [&](Piece& piece) {
       auto posting = std::make_shared<Posting>();
+      // A piece reuses the buffers of the one kPiecesAhead + 1 before it, which the lane has
+      // copied back by now: they are still in cache, and a large collective stages little.
+      auto* recycled = postings.size() > kPiecesAhead ? postings[postings.size() - kPiecesAhead - 1].get() : nullptr;
       Tensors host;
-      for (auto& s : piece.staged) {
+      for (size_t k = 0; k < piece.staged.size(); ++k) {
+        auto& s = piece.staged[k];
         auto bytes = std::max<size_t>(1, s.device.numel() * s.device.element_size());
-        posting->buffers.push_back(staging_->take(bytes));
+        bool reuse = recycled && recycled->host.size() == piece.staged.size() && recycled->host[k].nbytes() >= bytes;
+        posting->buffers.push_back(reuse ? recycled->buffers[k] : staging_->take(bytes));
         s.host = at::from_blob(posting->buffers.back().get(), s.device.sizes(), s.device.options().device(at::kCPU));
         if (s.copy_in) s.host.copy_(s.device, /*non_blocking=*/true);
         host.push_back(s.host);
@@ -724,13 +731,13 @@ class ProcessGroupRBLN final : public c10d::Backend {
       post(posting);
       posting->host = std::move(host);
       postings.push_back(std::move(posting));
-    }
+    };
 
     auto outcome = std::make_shared<Outcome>();
     auto failure = std::make_shared<std::exception_ptr>();  // the first piece's; the lane runs them in order
     Tensors results;
     auto* allocator = c10::getDeviceAllocator(kRBLN);
-    for (size_t i = 0; i < pieces.size(); ++i) {
+    auto wait_and_copy_out = [&](size_t i) {
       bool last = i + 1 == pieces.size();
       launch(device, name, [posting = postings[i], outcome, failure, last, first_failure = first_failure_, fix]() mutable {
         int source = -1;
@@ -756,6 +763,13 @@ class ProcessGroupRBLN final : public c10d::Backend {
         }
         allocator->recordStream(s.device.storage().data_ptr(), comm);
       }
+    };
+    // The lane copies piece i + kPiecesAhead in before it waits for piece i, so the host backend
+    // always has the next piece while a finished one is copied back, and a piece's staging buffer
+    // is still in cache when it is sent and when it is copied back.
+    for (size_t i = 0; i < pieces.size() + kPiecesAhead; ++i) {
+      if (i < pieces.size()) copy_in_and_post(pieces[i]);
+      if (i >= kPiecesAhead) wait_and_copy_out(i - kPiecesAhead);
     }
     // After the copies back nothing uses the staging buffers.
     launch(device, "rbln-ccl release", [postings = std::move(postings), releaser = &release_thread_]() mutable {
