@@ -426,7 +426,7 @@ bool wrapper__has_compatible_shallow_copy_type(const at::Tensor & self, const at
 
 at::Tensor & wrapper_fill__Scalar(at::Tensor & self, const at::Scalar & value) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fill__Scalar>::call(self, value);
   }
@@ -446,7 +446,7 @@ at::Tensor & wrapper_fill__Tensor(at::Tensor & self, const at::Tensor & value) {
 
 at::Tensor & wrapper_zero_(at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::zero_>::call(self);
   }

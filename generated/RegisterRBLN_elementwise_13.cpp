@@ -34,6 +34,7 @@ at::Tensor wrapper_add_Tensor(const at::Tensor & self, const at::Tensor & other,
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::add.Tensor", rbln::functors::add<bool>(alpha)); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::add.Tensor", rbln::functors::add<c10::complex<float>>(alpha)); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::add.Tensor", rbln::functors::add<c10::complex<double>>(alpha)); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 3>(iter, "aten::add.Tensor", rbln::functors::add<c10::complex<c10::Half>>(alpha)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::add_Tensor>::call(self, other, alpha);
   }
   RBLN_COUNT_DEVICE_OP("aten::add.Tensor");
@@ -54,6 +55,7 @@ at::Tensor & wrapper_add__Tensor(at::Tensor & self, const at::Tensor & other, co
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::add_.Tensor", rbln::functors::add<bool>(alpha)); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::add_.Tensor", rbln::functors::add<c10::complex<float>>(alpha)); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::add_.Tensor", rbln::functors::add<c10::complex<double>>(alpha)); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 3>(iter, "aten::add_.Tensor", rbln::functors::add<c10::complex<c10::Half>>(alpha)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::add__Tensor>::call(self, other, alpha);
   }
   RBLN_COUNT_DEVICE_OP("aten::add_.Tensor");
@@ -74,6 +76,7 @@ at::Tensor & wrapper_add_out(const at::Tensor & self, const at::Tensor & other, 
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::add.out", rbln::functors::add<bool>(alpha)); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::add.out", rbln::functors::add<c10::complex<float>>(alpha)); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::add.out", rbln::functors::add<c10::complex<double>>(alpha)); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 3>(iter, "aten::add.out", rbln::functors::add<c10::complex<c10::Half>>(alpha)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::add_out>::call(self, other, alpha, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::add.out");
@@ -143,6 +146,9 @@ at::Tensor wrapper_logaddexp(const at::Tensor & self, const at::Tensor & other) 
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logaddexp", rbln::functors::logaddexp<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logaddexp", rbln::functors::logaddexp<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logaddexp", rbln::functors::logaddexp<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::logaddexp", rbln::functors::logaddexp<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::logaddexp", rbln::functors::logaddexp<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 3>(iter, "aten::logaddexp", rbln::functors::logaddexp<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logaddexp>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::logaddexp");
@@ -162,6 +168,9 @@ at::Tensor & wrapper_logaddexp_out(const at::Tensor & self, const at::Tensor & o
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::logaddexp.out", rbln::functors::logaddexp<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::logaddexp.out", rbln::functors::logaddexp<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::logaddexp.out", rbln::functors::logaddexp<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::logaddexp.out", rbln::functors::logaddexp<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::logaddexp.out", rbln::functors::logaddexp<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 3>(iter, "aten::logaddexp.out", rbln::functors::logaddexp<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logaddexp_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::logaddexp.out");

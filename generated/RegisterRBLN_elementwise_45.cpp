@@ -118,6 +118,7 @@ at::Tensor wrapper_sub_Tensor(const at::Tensor & self, const at::Tensor & other,
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<int64_t>(alpha)); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<c10::complex<float>>(alpha)); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<c10::complex<double>>(alpha)); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<c10::complex<c10::Half>>(alpha)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sub_Tensor>::call(self, other, alpha);
   }
   RBLN_COUNT_DEVICE_OP("aten::sub.Tensor");
@@ -138,6 +139,7 @@ at::Tensor & wrapper_sub__Tensor(at::Tensor & self, const at::Tensor & other, co
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<int64_t>(alpha)); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<c10::complex<float>>(alpha)); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<c10::complex<double>>(alpha)); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<c10::complex<c10::Half>>(alpha)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sub__Tensor>::call(self, other, alpha);
   }
   RBLN_COUNT_DEVICE_OP("aten::sub_.Tensor");
@@ -158,6 +160,7 @@ at::Tensor & wrapper_sub_out(const at::Tensor & self, const at::Tensor & other, 
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::sub.out", rbln::functors::sub<int64_t>(alpha)); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::sub.out", rbln::functors::sub<c10::complex<float>>(alpha)); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::sub.out", rbln::functors::sub<c10::complex<double>>(alpha)); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 3>(iter, "aten::sub.out", rbln::functors::sub<c10::complex<c10::Half>>(alpha)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sub_out>::call(self, other, alpha, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::sub.out");

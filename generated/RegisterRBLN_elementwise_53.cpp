@@ -172,6 +172,9 @@ at::Tensor wrapper_lerp_Scalar(const at::Tensor & self, const at::Tensor & end, 
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lerp.Scalar", rbln::functors::lerp_scalar<at::Half>(weight)); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lerp.Scalar", rbln::functors::lerp_scalar<at::BFloat16>(weight)); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lerp.Scalar", rbln::functors::lerp_scalar<double>(weight)); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::lerp.Scalar", rbln::functors::lerp_scalar<c10::complex<float>>(weight)); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::lerp.Scalar", rbln::functors::lerp_scalar<c10::complex<double>>(weight)); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 3>(iter, "aten::lerp.Scalar", rbln::functors::lerp_scalar<c10::complex<c10::Half>>(weight)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lerp_Scalar>::call(self, end, weight);
   }
   RBLN_COUNT_DEVICE_OP("aten::lerp.Scalar");
@@ -188,6 +191,9 @@ at::Tensor & wrapper_lerp__Scalar(at::Tensor & self, const at::Tensor & end, con
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lerp_.Scalar", rbln::functors::lerp_scalar<at::Half>(weight)); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lerp_.Scalar", rbln::functors::lerp_scalar<at::BFloat16>(weight)); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lerp_.Scalar", rbln::functors::lerp_scalar<double>(weight)); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::lerp_.Scalar", rbln::functors::lerp_scalar<c10::complex<float>>(weight)); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::lerp_.Scalar", rbln::functors::lerp_scalar<c10::complex<double>>(weight)); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 3>(iter, "aten::lerp_.Scalar", rbln::functors::lerp_scalar<c10::complex<c10::Half>>(weight)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lerp__Scalar>::call(self, end, weight);
   }
   RBLN_COUNT_DEVICE_OP("aten::lerp_.Scalar");
@@ -204,6 +210,9 @@ at::Tensor & wrapper_lerp_Scalar_out(const at::Tensor & self, const at::Tensor &
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::lerp.Scalar_out", rbln::functors::lerp_scalar<at::Half>(weight)); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::lerp.Scalar_out", rbln::functors::lerp_scalar<at::BFloat16>(weight)); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::lerp.Scalar_out", rbln::functors::lerp_scalar<double>(weight)); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::lerp.Scalar_out", rbln::functors::lerp_scalar<c10::complex<float>>(weight)); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::lerp.Scalar_out", rbln::functors::lerp_scalar<c10::complex<double>>(weight)); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 3>(iter, "aten::lerp.Scalar_out", rbln::functors::lerp_scalar<c10::complex<c10::Half>>(weight)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lerp_Scalar_out>::call(self, end, weight, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::lerp.Scalar_out");

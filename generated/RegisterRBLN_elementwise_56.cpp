@@ -55,6 +55,9 @@ at::Tensor wrapper_lerp_Tensor(const at::Tensor & self, const at::Tensor & end, 
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::lerp.Tensor", rbln::functors::lerp<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::lerp.Tensor", rbln::functors::lerp<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::lerp.Tensor", rbln::functors::lerp<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 4>(iter, "aten::lerp.Tensor", rbln::functors::lerp<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 4>(iter, "aten::lerp.Tensor", rbln::functors::lerp<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 4>(iter, "aten::lerp.Tensor", rbln::functors::lerp<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lerp_Tensor>::call(self, end, weight);
   }
   RBLN_COUNT_DEVICE_OP("aten::lerp.Tensor");
@@ -71,6 +74,9 @@ at::Tensor & wrapper_lerp__Tensor(at::Tensor & self, const at::Tensor & end, con
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::lerp_.Tensor", rbln::functors::lerp<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::lerp_.Tensor", rbln::functors::lerp<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::lerp_.Tensor", rbln::functors::lerp<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 4>(iter, "aten::lerp_.Tensor", rbln::functors::lerp<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 4>(iter, "aten::lerp_.Tensor", rbln::functors::lerp<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 4>(iter, "aten::lerp_.Tensor", rbln::functors::lerp<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lerp__Tensor>::call(self, end, weight);
   }
   RBLN_COUNT_DEVICE_OP("aten::lerp_.Tensor");
@@ -87,6 +93,9 @@ at::Tensor & wrapper_lerp_Tensor_out(const at::Tensor & self, const at::Tensor &
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 4>(iter, "aten::lerp.Tensor_out", rbln::functors::lerp<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 4>(iter, "aten::lerp.Tensor_out", rbln::functors::lerp<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 4>(iter, "aten::lerp.Tensor_out", rbln::functors::lerp<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 4>(iter, "aten::lerp.Tensor_out", rbln::functors::lerp<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 4>(iter, "aten::lerp.Tensor_out", rbln::functors::lerp<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 4>(iter, "aten::lerp.Tensor_out", rbln::functors::lerp<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::lerp_Tensor_out>::call(self, end, weight, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::lerp.Tensor_out");

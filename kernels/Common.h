@@ -19,6 +19,8 @@
   AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, TYPE, NAME, __VA_ARGS__)
 #define RBLN_DISPATCH_ALL_AND_COMPLEX(TYPE, NAME, ...) \
   AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(at::kHalf, at::kBFloat16, at::kBool, TYPE, NAME, __VA_ARGS__)
+#define RBLN_DISPATCH_ALL_AND_COMPLEX32(TYPE, NAME, ...) \
+  AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND4(at::kHalf, at::kBFloat16, at::kBool, at::kComplexHalf, TYPE, NAME, __VA_ARGS__)
 #define RBLN_DISPATCH_NUMERIC(TYPE, NAME, ...) \
   AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, TYPE, NAME, __VA_ARGS__)
 #define RBLN_DISPATCH_FLOATING(TYPE, NAME, ...) \

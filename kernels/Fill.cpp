@@ -81,7 +81,7 @@ at::Tensor& fill_Scalar(at::Tensor& self, const at::Scalar& value) {
   if (self.is_non_overlapping_and_dense() && self.numel() > 0) {
     // Dense memory (any strides, no gaps): fill the storage range directly, as
     // CPU's fill_ does for its fast cases, with no TensorIterator.
-    RBLN_DISPATCH_ALL_AND_COMPLEX(self.scalar_type(), "fill_", [&] {
+    RBLN_DISPATCH_ALL_AND_COMPLEX32(self.scalar_type(), "fill_", [&] {
       const auto v = static_cast<scalar_t>(functors::fill<scalar_t>(value)());
       auto* p = self.data_ptr<scalar_t>();
       const int64_t n = self.numel();
@@ -101,7 +101,7 @@ at::Tensor& fill_Scalar(at::Tensor& self, const at::Scalar& value) {
                   .add_output(self)
                   .resize_outputs(false)
                   .build();
-  RBLN_DISPATCH_ALL_AND_COMPLEX(self.scalar_type(), "fill_", [&] {
+  RBLN_DISPATCH_ALL_AND_COMPLEX32(self.scalar_type(), "fill_", [&] {
     launch_elementwise<scalar_t, 1>(iter, "aten::fill_", functors::fill<scalar_t>(value));
   });
   return self;

@@ -6,7 +6,9 @@
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
+#include <ATen/native/Lerp.h>
 #include <ATen/native/Math.h>
+#include <ATen/native/cpu/LogAddExp.h>
 #include <ATen/core/Scalar.h>
 #include <ATen/core/Tensor.h>
 #include <c10/util/BFloat16-math.h>
@@ -476,7 +478,14 @@ RBLN_BINARY(atan2, std::atan2(a, b))
 RBLN_BINARY(hypot, std::hypot(a, b))
 RBLN_BINARY(copysign, std::copysign(a, b))
 RBLN_BINARY(xlogy, is_nan(b) ? b : a == C(0) ? C(0) : C(a * std::log(b)))
-RBLN_BINARY(logaddexp, (std::isinf(a) && a == b) ? a : C(std::max(a, b) + std::log1p(std::exp(-std::abs(a - b)))))
+template <class T>
+struct logaddexp {
+  using C = at::opmath_type<T>;
+  C operator()(C a, C b) const {
+    if constexpr (is_complex<C>) return at::native::_log_add_exp_helper(a, b);  // CPU's complex rules
+    else return (std::isinf(a) && a == b) ? a : C(std::max(a, b) + std::log1p(std::exp(-std::abs(a - b))));
+  }
+};
 
 template <class T>
 struct fmod {
@@ -635,7 +644,8 @@ struct lerp {
   using C = at::opmath_type<T>;
   // Fused multiply-adds, as CPU's vectorized lerp computes it.
   C operator()(C self, C end, C weight) const {
-    return std::abs(weight) < C(0.5) ? std::fma(weight, end - self, self) : std::fma(weight - C(1), end - self, end);
+    if constexpr (is_complex<C>) return at::native::lerp(self, end, weight);  // CPU's scalar complex lerp
+    else return std::abs(weight) < C(0.5) ? std::fma(weight, end - self, self) : std::fma(weight - C(1), end - self, end);
   }
 };
 

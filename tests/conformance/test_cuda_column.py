@@ -3,7 +3,8 @@ rbln against CPU's result in a dtype CPU supports."""
 import torch
 
 from conformance.__main__ import _describe, opinfo_name, skip_reason
-from conformance.cuda_dtypes import cases, cuda_sweep, run_sample
+from conformance.cuda_dtypes import cases, cuda_sweep, run_sample, tolerance_of
+from torch_rbln.testing import TOLERANCES
 
 
 def _ops(*names):
@@ -34,6 +35,13 @@ def test_a_wrong_device_result_is_a_mismatch():
         return torch.histc(x, bins=4) + (x.device.type == "rbln")
 
     sample = SampleInput(torch.tensor([1, 2, 2, 7], dtype=torch.int32, device="rbln"))
-    status, _, why = run_sample(off_by_one_on_rbln, sample, torch.int32, torch.float64)
+    status, _, why = run_sample(off_by_one_on_rbln, sample, torch.int32, torch.float64, {})
     assert status == "mismatch" and "Tensor-likes are not" in why, why
-    assert run_sample(torch.histc, sample, torch.int32, torch.float64)[0] == "device"
+    assert run_sample(torch.histc, sample, torch.int32, torch.float64, {})[0] == "device"
+
+
+def test_complex32_takes_the_tolerance_of_pytorchs_complex32_reference_test():
+    conv2d, histc = _ops("nn.functional.conv2d", "histc")
+    assert tolerance_of(conv2d, torch.complex32) == {"atol": 0.06, "rtol": 0.05}  # op_db's toleranceOverride
+    assert tolerance_of(conv2d, torch.float16) == TOLERANCES[torch.float16]
+    assert tolerance_of(histc, torch.int32) == TOLERANCES.get(torch.int32, {})
