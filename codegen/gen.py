@@ -194,6 +194,8 @@ def _body(e: Entry, v: Variant, root: str) -> list[str]:
         check = f"{v.func.func.name.name}_check"
         lines = [f"rbln::checks::{check}({', '.join(v.arg_names)});"] if check in _kernel_checks(root) else []
         return lines + [f"return {_fallback_call(v, 'fallback_listed')};"]
+    if e.strategy == "composite":  # rbln's own composite: differentiable ops, no device work of its own
+        return [f"return {e.qualified_kernel}({', '.join(v.arg_names)});"]
     if e.family:
         return _elementwise_body(e, v, root)
     return _kernel_body(e, v, root)
@@ -238,7 +240,7 @@ def render(entries: list[Entry], root: str = ROOT) -> dict[str, str]:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(root, "templates")),
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
                              undefined=jinja2.StrictUndefined)
-    registered = [e for e in entries if e.strategy in ("kernel", "fallback", "library")]
+    registered = [e for e in entries if e.strategy in ("kernel", "fallback", "library") or e.own_composite]
     shards = {"generated/RegisterRBLN.cpp": [e for e in registered if not e.family]}
     for i in range(ELEMENTWISE_SHARDS):
         shards[f"generated/RegisterRBLN_elementwise_{i}.cpp"] = [e for e in registered if e.family and shard(e) == i]
@@ -249,13 +251,14 @@ def render(entries: list[Entry], root: str = ROOT) -> dict[str, str]:
         wrappers = [(v, _body(e, v, root)) for e in group for v in e.variants]
         headers = sorted({v.func.root_name for e in group for v in e.variants})
         main = path == "generated/RegisterRBLN.cpp"  # not an elementwise shard (which may be empty)
-        out[path] = template.render(wrappers=wrappers, headers=headers, elementwise=not main,
+        autograd = [v for e in group if e.own_composite for v in e.variants]
+        out[path] = template.render(wrappers=wrappers, headers=headers, elementwise=not main, autograd=autograd,
                                     unchecked=unchecked_cpu_ops() if main else [], compiled=[],
                                     checked_fallbacks=[o for o in stricter_than_their_out_ops() if o not in overloads]
                                     if main else [])
     # Compiled ops register boxed kernels only: their own small file, so a new entry rebuilds nothing else.
     out["generated/RegisterRBLN_compiled.cpp"] = template.render(
-        wrappers=[], headers=[], elementwise=False, unchecked=[], compiled=_compiled_registrations(entries),
+        wrappers=[], headers=[], elementwise=False, autograd=[], unchecked=[], compiled=_compiled_registrations(entries),
         checked_fallbacks=[])
     namespaces: dict[str, list[str]] = {}
     for e in registered:

@@ -97,6 +97,12 @@ class Entry:
     kernel_decl: str | None = None  # the hand-written kernel's declaration (unqualified name), for the header
 
     @property
+    def own_composite(self) -> bool:
+        """A composite op with rbln's own kernel: registered for the device and its autograd key, it calls
+        differentiable ops (as PyTorch's CompositeImplicitAutograd kernel does) under rbln's rules."""
+        return self.strategy == "composite" and bool(self.kernel)
+
+    @property
     def kernel_namespace(self) -> str:
         return self.kernel.rpartition("::")[0] or KERNEL_NAMESPACE
 
@@ -263,10 +269,11 @@ def load(path: str) -> list[Entry]:
                 if kernel not in FAMILIES and functor:
                     err(f"{func}: 'functor' only applies to a kernel family ({', '.join(FAMILIES)})")
                     continue
-            elif strategy == "fallback" and kernel and not functor:
+            elif strategy in ("fallback", "composite") and kernel and not functor:
                 pass
             elif kernel or functor:
-                err(f"{func}: 'kernel'/'functor' only apply to strategy 'kernel' (or a hand-written fallback wrapper)")
+                err(f"{func}: 'kernel'/'functor' only apply to strategy 'kernel' (or a hand-written fallback wrapper "
+                    f"or composite)")
                 continue
             if strategy == "composite" and func not in composite:
                 err(f"{func} has no composite implementation upstream; use strategy 'kernel' or 'fallback'")

@@ -81,7 +81,8 @@ def cuda_section(results, seconds=None) -> list[str]:
         "Per entry, each dtype it supports on CUDA and not on CPU (`dtypesIfCUDA`), function variant: samples",
         "made on rbln in that dtype, against CPU's result in the nearest dtype CPU supports (the reference",
         "column) rounded to the tested dtype, at the tested dtype's tolerance, or for complex32 the entry's own",
-        "where PyTorch's complex32 reference test overrides it (convolutions, FFTs; conformance/cuda_dtypes.py).",
+        "where PyTorch's complex32 reference test overrides it (convolutions, FFTs), as for float16 FFTs, which",
+        "compute in complex32 on CUDA too (conformance/cuda_dtypes.py).",
         "D/F/M/E as above; S = no reference (CPU raised on every sample in the reference dtype).",
         "",
         f"**{len(rows)} (entry, dtype) cases in {len({r['op'] for r in rows})} entries: {ran} run, "

@@ -123,6 +123,24 @@
 #include <ATen/ops/equal_ops.h>
 #include <ATen/ops/exponential_ops.h>
 #include <ATen/ops/eye_ops.h>
+#include <ATen/ops/fft_fft_ops.h>
+#include <ATen/ops/fft_fft2_ops.h>
+#include <ATen/ops/fft_fftn_ops.h>
+#include <ATen/ops/fft_hfft_ops.h>
+#include <ATen/ops/fft_hfft2_ops.h>
+#include <ATen/ops/fft_hfftn_ops.h>
+#include <ATen/ops/fft_ifft_ops.h>
+#include <ATen/ops/fft_ifft2_ops.h>
+#include <ATen/ops/fft_ifftn_ops.h>
+#include <ATen/ops/fft_ihfft_ops.h>
+#include <ATen/ops/fft_ihfft2_ops.h>
+#include <ATen/ops/fft_ihfftn_ops.h>
+#include <ATen/ops/fft_irfft_ops.h>
+#include <ATen/ops/fft_irfft2_ops.h>
+#include <ATen/ops/fft_irfftn_ops.h>
+#include <ATen/ops/fft_rfft_ops.h>
+#include <ATen/ops/fft_rfft2_ops.h>
+#include <ATen/ops/fft_rfftn_ops.h>
 #include <ATen/ops/fill_ops.h>
 #include <ATen/ops/flip_ops.h>
 #include <ATen/ops/gather_ops.h>
@@ -4401,7 +4419,7 @@ at::Tensor & wrapper_linalg_cross_out(const at::Tensor & self, const at::Tensor 
 
 at::Tensor wrapper__fft_r2c(const at::Tensor & self, at::IntArrayRef dim, int64_t normalization, bool onesided) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double || t == at::ScalarType::Half; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_fft_r2c>::call(self, dim, normalization, onesided);
   }
@@ -4415,7 +4433,7 @@ at::Tensor & wrapper__fft_r2c_out(const at::Tensor & self, at::IntArrayRef dim, 
   c10::impl::check_and_update_common_device(common_device, out, "wrapper__fft_r2c_out", "out");
   c10::impl::check_and_update_common_device(common_device, self, "wrapper__fft_r2c_out", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double || t == at::ScalarType::Half; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_fft_r2c_out>::call(self, dim, normalization, onesided, out);
   }
@@ -4453,6 +4471,78 @@ at::Tensor & wrapper__fft_c2r_out(const at::Tensor & self, at::IntArrayRef dim, 
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   RBLN_COUNT_DEVICE_OP("aten::_fft_c2r.out");
   return rbln::kernels::fft_c2r_out(self, dim, normalization, last_dim_size, out);
+}
+
+at::Tensor wrapper_fft_fft(const at::Tensor & self, ::std::optional<c10::SymInt> n, int64_t dim, ::std::optional<c10::string_view> norm) {
+  return rbln::kernels::fft_fft(self, n, dim, norm);
+}
+
+at::Tensor wrapper_fft_ifft(const at::Tensor & self, ::std::optional<c10::SymInt> n, int64_t dim, ::std::optional<c10::string_view> norm) {
+  return rbln::kernels::fft_ifft(self, n, dim, norm);
+}
+
+at::Tensor wrapper_fft_rfft(const at::Tensor & self, ::std::optional<c10::SymInt> n, int64_t dim, ::std::optional<c10::string_view> norm) {
+  return rbln::kernels::fft_rfft(self, n, dim, norm);
+}
+
+at::Tensor wrapper_fft_irfft(const at::Tensor & self, ::std::optional<c10::SymInt> n, int64_t dim, ::std::optional<c10::string_view> norm) {
+  return rbln::kernels::fft_irfft(self, n, dim, norm);
+}
+
+at::Tensor wrapper_fft_hfft(const at::Tensor & self, ::std::optional<c10::SymInt> n, int64_t dim, ::std::optional<c10::string_view> norm) {
+  return rbln::kernels::fft_hfft(self, n, dim, norm);
+}
+
+at::Tensor wrapper_fft_ihfft(const at::Tensor & self, ::std::optional<c10::SymInt> n, int64_t dim, ::std::optional<c10::string_view> norm) {
+  return rbln::kernels::fft_ihfft(self, n, dim, norm);
+}
+
+at::Tensor wrapper_fft_fft2(const at::Tensor & self, at::OptionalSymIntArrayRef s, at::IntArrayRef dim, ::std::optional<c10::string_view> norm) {
+  return rbln::kernels::fft_fft2(self, s, dim, norm);
+}
+
+at::Tensor wrapper_fft_ifft2(const at::Tensor & self, at::OptionalSymIntArrayRef s, at::IntArrayRef dim, ::std::optional<c10::string_view> norm) {
+  return rbln::kernels::fft_ifft2(self, s, dim, norm);
+}
+
+at::Tensor wrapper_fft_rfft2(const at::Tensor & self, at::OptionalSymIntArrayRef s, at::IntArrayRef dim, ::std::optional<c10::string_view> norm) {
+  return rbln::kernels::fft_rfft2(self, s, dim, norm);
+}
+
+at::Tensor wrapper_fft_irfft2(const at::Tensor & self, at::OptionalSymIntArrayRef s, at::IntArrayRef dim, ::std::optional<c10::string_view> norm) {
+  return rbln::kernels::fft_irfft2(self, s, dim, norm);
+}
+
+at::Tensor wrapper_fft_hfft2(const at::Tensor & self, at::OptionalSymIntArrayRef s, at::IntArrayRef dim, ::std::optional<c10::string_view> norm) {
+  return rbln::kernels::fft_hfft2(self, s, dim, norm);
+}
+
+at::Tensor wrapper_fft_ihfft2(const at::Tensor & self, at::OptionalSymIntArrayRef s, at::IntArrayRef dim, ::std::optional<c10::string_view> norm) {
+  return rbln::kernels::fft_ihfft2(self, s, dim, norm);
+}
+
+at::Tensor wrapper_fft_fftn(const at::Tensor & self, at::OptionalSymIntArrayRef s, at::OptionalIntArrayRef dim, ::std::optional<c10::string_view> norm) {
+  return rbln::kernels::fft_fftn(self, s, dim, norm);
+}
+
+at::Tensor wrapper_fft_ifftn(const at::Tensor & self, at::OptionalSymIntArrayRef s, at::OptionalIntArrayRef dim, ::std::optional<c10::string_view> norm) {
+  return rbln::kernels::fft_ifftn(self, s, dim, norm);
+}
+
+at::Tensor wrapper_fft_rfftn(const at::Tensor & self, at::OptionalSymIntArrayRef s, at::OptionalIntArrayRef dim, ::std::optional<c10::string_view> norm) {
+  return rbln::kernels::fft_rfftn(self, s, dim, norm);
+}
+
+at::Tensor wrapper_fft_irfftn(const at::Tensor & self, at::OptionalSymIntArrayRef s, at::OptionalIntArrayRef dim, ::std::optional<c10::string_view> norm) {
+  return rbln::kernels::fft_irfftn(self, s, dim, norm);
+}
+
+at::Tensor wrapper_fft_hfftn(const at::Tensor & self, at::OptionalSymIntArrayRef s, at::OptionalIntArrayRef dim, ::std::optional<c10::string_view> norm) {
+  return rbln::kernels::fft_hfftn(self, s, dim, norm);
+}
+
+at::Tensor wrapper_fft_ihfftn(const at::Tensor & self, at::OptionalSymIntArrayRef s, at::OptionalIntArrayRef dim, ::std::optional<c10::string_view> norm) {
+  return rbln::kernels::fft_ihfftn(self, s, dim, norm);
 }
 
 ::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper__unique2(const at::Tensor & self, bool sorted, bool return_inverse, bool return_counts) {
@@ -5905,6 +5995,24 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_fft_c2c.out", TORCH_FN(wrapper__fft_c2c_out));
   m.impl("_fft_c2r", TORCH_FN(wrapper__fft_c2r));
   m.impl("_fft_c2r.out", TORCH_FN(wrapper__fft_c2r_out));
+  m.impl("fft_fft", TORCH_FN(wrapper_fft_fft));
+  m.impl("fft_ifft", TORCH_FN(wrapper_fft_ifft));
+  m.impl("fft_rfft", TORCH_FN(wrapper_fft_rfft));
+  m.impl("fft_irfft", TORCH_FN(wrapper_fft_irfft));
+  m.impl("fft_hfft", TORCH_FN(wrapper_fft_hfft));
+  m.impl("fft_ihfft", TORCH_FN(wrapper_fft_ihfft));
+  m.impl("fft_fft2", TORCH_FN(wrapper_fft_fft2));
+  m.impl("fft_ifft2", TORCH_FN(wrapper_fft_ifft2));
+  m.impl("fft_rfft2", TORCH_FN(wrapper_fft_rfft2));
+  m.impl("fft_irfft2", TORCH_FN(wrapper_fft_irfft2));
+  m.impl("fft_hfft2", TORCH_FN(wrapper_fft_hfft2));
+  m.impl("fft_ihfft2", TORCH_FN(wrapper_fft_ihfft2));
+  m.impl("fft_fftn", TORCH_FN(wrapper_fft_fftn));
+  m.impl("fft_ifftn", TORCH_FN(wrapper_fft_ifftn));
+  m.impl("fft_rfftn", TORCH_FN(wrapper_fft_rfftn));
+  m.impl("fft_irfftn", TORCH_FN(wrapper_fft_irfftn));
+  m.impl("fft_hfftn", TORCH_FN(wrapper_fft_hfftn));
+  m.impl("fft_ihfftn", TORCH_FN(wrapper_fft_ihfftn));
   m.impl("_unique2", TORCH_FN(wrapper__unique2));
   m.impl("unique_dim", TORCH_FN(wrapper_unique_dim));
   m.impl("_unique", TORCH_FN(wrapper__unique));
@@ -5947,6 +6055,29 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_histogramdd_from_bin_cts", TORCH_FN(wrapper__histogramdd_from_bin_cts));
   m.impl("nonzero_static", TORCH_FN(wrapper_nonzero_static));
   m.impl("_histogramdd_from_bin_tensors", TORCH_FN(wrapper__histogramdd_from_bin_tensors));
+}
+
+// rbln's own composites: their kernels call differentiable ops, so autograd runs through them, as
+// through PyTorch's CompositeImplicitAutograd kernels they replace on this device.
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("fft_fft", TORCH_FN(wrapper_fft_fft));
+  m.impl("fft_ifft", TORCH_FN(wrapper_fft_ifft));
+  m.impl("fft_rfft", TORCH_FN(wrapper_fft_rfft));
+  m.impl("fft_irfft", TORCH_FN(wrapper_fft_irfft));
+  m.impl("fft_hfft", TORCH_FN(wrapper_fft_hfft));
+  m.impl("fft_ihfft", TORCH_FN(wrapper_fft_ihfft));
+  m.impl("fft_fft2", TORCH_FN(wrapper_fft_fft2));
+  m.impl("fft_ifft2", TORCH_FN(wrapper_fft_ifft2));
+  m.impl("fft_rfft2", TORCH_FN(wrapper_fft_rfft2));
+  m.impl("fft_irfft2", TORCH_FN(wrapper_fft_irfft2));
+  m.impl("fft_hfft2", TORCH_FN(wrapper_fft_hfft2));
+  m.impl("fft_ihfft2", TORCH_FN(wrapper_fft_ihfft2));
+  m.impl("fft_fftn", TORCH_FN(wrapper_fft_fftn));
+  m.impl("fft_ifftn", TORCH_FN(wrapper_fft_ifftn));
+  m.impl("fft_rfftn", TORCH_FN(wrapper_fft_rfftn));
+  m.impl("fft_irfftn", TORCH_FN(wrapper_fft_irfftn));
+  m.impl("fft_hfftn", TORCH_FN(wrapper_fft_hfftn));
+  m.impl("fft_ihfftn", TORCH_FN(wrapper_fft_ihfftn));
 }
 
 }  // namespace rbln::generated

@@ -1,9 +1,29 @@
 // The FFTs (_fft_r2c, _fft_c2r, _fft_c2c): libtorch's own CPU FFT (what CPU's
 // torch.fft runs: pocketfft or MKL) is the emulated device's FFT library
-// (kernels/Library.h), so every result is CPU's.
+// (kernels/Library.h), so every result is CPU's. And the torch.fft functions
+// over them, for float16 as CUDA runs it.
+#include <ATen/WrapDimUtils.h>
 #include <ATen/ops/_fft_c2c.h>
 #include <ATen/ops/_fft_c2r.h>
 #include <ATen/ops/_fft_r2c.h>
+#include <ATen/ops/fft_fft2_native.h>
+#include <ATen/ops/fft_fft_native.h>
+#include <ATen/ops/fft_fftn_native.h>
+#include <ATen/ops/fft_hfft2_native.h>
+#include <ATen/ops/fft_hfft_native.h>
+#include <ATen/ops/fft_hfftn_native.h>
+#include <ATen/ops/fft_ifft2_native.h>
+#include <ATen/ops/fft_ifft_native.h>
+#include <ATen/ops/fft_ifftn_native.h>
+#include <ATen/ops/fft_ihfft2_native.h>
+#include <ATen/ops/fft_ihfft_native.h>
+#include <ATen/ops/fft_ihfftn_native.h>
+#include <ATen/ops/fft_irfft2_native.h>
+#include <ATen/ops/fft_irfft_native.h>
+#include <ATen/ops/fft_irfftn_native.h>
+#include <ATen/ops/fft_rfft2_native.h>
+#include <ATen/ops/fft_rfft_native.h>
+#include <ATen/ops/fft_rfftn_native.h>
 
 #include <vector>
 
@@ -21,14 +41,14 @@ at::ScalarType widened(at::ScalarType t) {
   return t == at::kHalf ? at::kFloat : t == at::kComplexHalf ? at::kComplexFloat : t;
 }
 
-// out (sized `sizes`, of `dtype`) <- fft(in, out) on CPU views of the device buffers. complex32 transforms
-// (CUDA's cuFFT computes them for power-of-two signal sizes only, and so does this) run in complex64 and
-// round their result, as CPU's library has no half-precision FFT.
+// out (sized `sizes`, of `dtype`) <- fft(in, out) on CPU views of the device buffers. Half-precision
+// transforms, of complex32 or float16 (CUDA's cuFFT computes them for power-of-two signal sizes only, and
+// so does this) run in complex64/float32 and round their result, as CPU's library has none.
 template <class F>
 at::Tensor& spectral(const at::Tensor& self, at::IntArrayRef sizes, at::ScalarType dtype, at::Tensor& out,
                      at::IntArrayRef dim, const char* op, const char* name, F fft) {
   check_same_device({&self, &out});
-  const bool half = self.scalar_type() == at::kComplexHalf;
+  const bool half = self.scalar_type() == at::kComplexHalf || self.scalar_type() == at::kHalf;
   if (half) {
     std::vector<int64_t> signal;
     const bool to_real = !c10::isComplexType(dtype);  // c2r: the signal is the real output's
@@ -95,5 +115,61 @@ at::Tensor& fft_c2c_out(const at::Tensor& self, c10::SymIntArrayRef dim, int64_t
                     at::_fft_c2c_out(result, in, dims, normalization, forward);
                   });
 }
+
+// ---- the torch.fft functions ----------------------------------------------------
+// PyTorch's composites (fft_fft, ...) refuse a float16 input on every device but CUDA
+// (promote_type_fft), where cuFFT transforms it in half precision, power-of-two sizes
+// only. Here they run unchanged for every other dtype; a float16 input is taken as
+// complex32, which they accept and the complex32 kernels above transform as cuFFT
+// does. A real-to-complex transform (rfft, ihfft) of float16 is the complex transform
+// (fft, ifft) of it as complex32, cut to the onesided half along its last transformed
+// dimension: the same values, as on CUDA, in complex32.
+namespace {
+
+at::Tensor as_complex32(const at::Tensor& x) { return x.scalar_type() == at::kHalf ? x.to(at::kComplexHalf) : x; }
+
+at::Tensor onesided(const at::Tensor& full, int64_t dim) {
+  dim = at::maybe_wrap_dim(dim, full.dim());
+  return full.narrow(dim, 0, full.size(dim) / 2 + 1);
+}
+
+// The last dimension an n-dimensional transform runs over: its `dim`'s last, or the tensor's.
+int64_t last_fft_dim(const at::Tensor& self, at::OptionalIntArrayRef dim) {
+  return dim && !dim->empty() ? dim->back() : self.dim() - 1;
+}
+
+}  // namespace
+
+using OptSymInt = std::optional<c10::SymInt>;
+using Norm = std::optional<c10::string_view>;
+
+#define RBLN_FFT_AS_COMPLEX32(name, S, D)                                      \
+  at::Tensor name(const at::Tensor& self, S s, D dim, Norm norm) {             \
+    return at::native::name##_symint(as_complex32(self), s, dim, norm);        \
+  }
+#define RBLN_FFT_ONESIDED(name, complex_name, S, D, last)                     \
+  at::Tensor name(const at::Tensor& self, S s, D dim, Norm norm) {             \
+    if (self.scalar_type() != at::kHalf) return at::native::name##_symint(self, s, dim, norm); \
+    return onesided(at::native::complex_name##_symint(as_complex32(self), s, dim, norm), last); \
+  }
+
+RBLN_FFT_AS_COMPLEX32(fft_fft, OptSymInt, int64_t)
+RBLN_FFT_AS_COMPLEX32(fft_ifft, OptSymInt, int64_t)
+RBLN_FFT_AS_COMPLEX32(fft_irfft, OptSymInt, int64_t)
+RBLN_FFT_AS_COMPLEX32(fft_hfft, OptSymInt, int64_t)
+RBLN_FFT_ONESIDED(fft_rfft, fft_fft, OptSymInt, int64_t, dim)
+RBLN_FFT_ONESIDED(fft_ihfft, fft_ifft, OptSymInt, int64_t, dim)
+RBLN_FFT_AS_COMPLEX32(fft_fft2, at::OptionalSymIntArrayRef, at::IntArrayRef)
+RBLN_FFT_AS_COMPLEX32(fft_ifft2, at::OptionalSymIntArrayRef, at::IntArrayRef)
+RBLN_FFT_AS_COMPLEX32(fft_irfft2, at::OptionalSymIntArrayRef, at::IntArrayRef)
+RBLN_FFT_AS_COMPLEX32(fft_hfft2, at::OptionalSymIntArrayRef, at::IntArrayRef)
+RBLN_FFT_ONESIDED(fft_rfft2, fft_fft2, at::OptionalSymIntArrayRef, at::IntArrayRef, last_fft_dim(self, dim))
+RBLN_FFT_ONESIDED(fft_ihfft2, fft_ifft2, at::OptionalSymIntArrayRef, at::IntArrayRef, last_fft_dim(self, dim))
+RBLN_FFT_AS_COMPLEX32(fft_fftn, at::OptionalSymIntArrayRef, at::OptionalIntArrayRef)
+RBLN_FFT_AS_COMPLEX32(fft_ifftn, at::OptionalSymIntArrayRef, at::OptionalIntArrayRef)
+RBLN_FFT_AS_COMPLEX32(fft_irfftn, at::OptionalSymIntArrayRef, at::OptionalIntArrayRef)
+RBLN_FFT_AS_COMPLEX32(fft_hfftn, at::OptionalSymIntArrayRef, at::OptionalIntArrayRef)
+RBLN_FFT_ONESIDED(fft_rfftn, fft_fftn, at::OptionalSymIntArrayRef, at::OptionalIntArrayRef, last_fft_dim(self, dim))
+RBLN_FFT_ONESIDED(fft_ihfftn, fft_ifftn, at::OptionalSymIntArrayRef, at::OptionalIntArrayRef, last_fft_dim(self, dim))
 
 }  // namespace rbln::kernels

@@ -152,6 +152,10 @@ def check_opinfo_samples(overloads, name: str, dtype: str, composite: bool = Fal
             except Exception:
                 continue
             if isinstance(expected, torch.Tensor):
+                # Against CPU's out=, which is not always the functional's result (torch.fft.ihfft2 with one
+                # dim leaves an empty out empty in torch 2.13).
+                expected = torch.empty(0, dtype=expected.dtype)
+                op.op(sample.input, *sample.args, **sample.kwargs, out=expected)
                 out = torch.empty(0, dtype=expected.dtype, device="rbln")
                 with torch.rbln.explain() as ex:
                     op.op(dev.input, *dev.args, **dev.kwargs, out=out)

@@ -132,6 +132,21 @@ def test_library_entries_pass_their_arguments_to_the_op_in_a_launch(tmp_path):
     assert 'm.impl("linalg_lstsq", TORCH_FN(wrapper_linalg_lstsq));' in source
 
 
+def test_an_own_composite_registers_for_the_device_and_its_autograd_key(tmp_path):
+    # A composite entry with a kernel replaces PyTorch's CompositeImplicitAutograd kernel on rbln: its wrapper
+    # calls the kernel and registers twice, so autograd runs through the differentiable ops it calls.
+    source = render(load(write_ops(tmp_path, """\
+        - {func: fft_rfft, strategy: composite, kernel: fft_rfft, dtypes: [float32, float16]}
+        - {func: fft_fft, strategy: composite, dtypes: [float32]}
+        """)))["generated/RegisterRBLN.cpp"]
+    assert "return rbln::kernels::fft_rfft(self, n, dim, norm);" in source
+    autograd = source[source.index("TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m)"):]
+    assert source.count('m.impl("fft_rfft", TORCH_FN(wrapper_fft_rfft));') == 2
+    assert 'm.impl("fft_rfft", TORCH_FN(wrapper_fft_rfft));' in autograd and '"fft_fft"' not in source
+    plain = render(load(write_ops(tmp_path, "- {func: fft_fft, strategy: composite, dtypes: [float32]}\n")))
+    assert "AutogradPrivateUse1" not in plain["generated/RegisterRBLN.cpp"]
+
+
 def test_generation_is_deterministic():
     assert render(load(OPS)) == render(load(OPS))
 

@@ -93,6 +93,48 @@ def test_complex32_fft_sizes_must_be_powers_of_two_as_on_cuda():
                        torch.fft.fft(z[:, :4].cpu().to(torch.complex64)).to(torch.complex32).to(torch.complex64))
 
 
+FLOAT16_FFTS = {
+    "fft": lambda x: torch.fft.fft(x), "ifft": lambda x: torch.fft.ifft(x, n=4, dim=0),
+    "rfft": lambda x: torch.fft.rfft(x), "ihfft": lambda x: torch.fft.ihfft(x, norm="ortho"),
+    "irfft": lambda x: torch.fft.irfft(x, n=8), "hfft": lambda x: torch.fft.hfft(x[:, :5], n=8),
+    "fft2": lambda x: torch.fft.fft2(x), "rfft2": lambda x: torch.fft.rfft2(x), "ihfft2": lambda x: torch.fft.ihfft2(x),
+    "irfft2": lambda x: torch.fft.irfft2(x, s=(4, 8)), "rfftn": lambda x: torch.fft.rfftn(x, s=(8,)),
+    "ihfftn": lambda x: torch.fft.ihfftn(x, dim=(0, 1)), "hfftn": lambda x: torch.fft.hfftn(x, s=(4, 8))}
+
+
+@pytest.mark.parametrize("name", FLOAT16_FFTS)
+def test_float16_ffts_run_on_the_device_as_on_cuda(name):
+    """torch.fft refuses float16 on every device but CUDA, whose cuFFT transforms it (power-of-two sizes): here
+    as complex32, with CUDA's result dtypes, CPU's float32 values within half precision, and gradients."""
+    fft = FLOAT16_FFTS[name]
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(len(name))).half()
+    with pytest.raises(RuntimeError, match="Unsupported dtype Half|doesn't support tensors of type: Half"):
+        fft(x)
+    expected = fft(x.float())
+    with torch.rbln.explain() as ex:
+        actual = fft(x.rbln())
+    assert actual.dtype == (torch.complex32 if expected.is_complex() else torch.float16)
+    assert actual.shape == expected.shape and not ex.fallback_ops and ex.device_ops
+    real = (lambda t: torch.view_as_real(t.resolve_conj()).float()) if expected.is_complex() else (lambda t: t.float())
+    torch.testing.assert_close(real(actual.cpu()), real(expected), atol=1e-2, rtol=1e-2)
+    leaf = x.rbln().requires_grad_()
+    real(fft(leaf)).sum().backward()
+    cpu_leaf = x.float().requires_grad_()
+    real(fft(cpu_leaf)).sum().backward()
+    assert leaf.grad.dtype == torch.float16
+    torch.testing.assert_close(leaf.grad.cpu().float(), cpu_leaf.grad, atol=1e-2, rtol=1e-2)
+
+
+def test_float16_fft_sizes_must_be_powers_of_two_and_other_dtypes_are_unchanged():
+    x = torch.randn(3, 6)
+    with pytest.raises(RuntimeError, match=r"powers of two when computing in half precision, but got a signal size "
+                                           r"of\[6\]"):
+        torch.fft.rfft(x.half().rbln())
+    assert torch.equal(torch.fft.rfft(x.rbln()).cpu(), torch.fft.rfft(x))
+    with torch.inference_mode():  # the device key without autograd's: the same composite
+        assert torch.fft.rfft(x[:, :4].half().rbln()).dtype == torch.complex32
+
+
 COMPLEX32_MATH = ["exp", "log", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "atan", "sigmoid", "asin", "acos",
                   "sinh", "cosh", "asinh", "acosh", "atanh", "div"]
 
