@@ -178,9 +178,9 @@ def _library_body(e: Entry, v: Variant) -> list[str]:
     return _device_check(v) + _guard_and_dtypes(e, v) + [
         f"static const bool sized_by_meta = {sizing};",
         f"const auto r = rbln::kernels::library_op({name}, sized_by_meta, {{{', '.join(inputs)}}},",
-        f"    [{', '.join(captures)}](const std::vector<at::Tensor>& in) {{",
+        f"    {'rbln::kernels::in_float32(' if e.upcast else ''}[{', '.join(captures)}](const std::vector<at::Tensor>& in) {{",
         f"      return rbln::kernels::results({op}::call({', '.join(call)}));",
-        "    });",
+        f"    }}{')' if e.upcast else ''});",
         f"return {result};"]
 
 

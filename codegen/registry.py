@@ -55,7 +55,8 @@ FAMILIES = {
     "ternary": 3,
 }
 STRATEGIES = ("kernel", "composite", "fallback", "compile", "library")
-KEYS = {"func", "strategy", "kernel", "functor", "dtypes", "notes", "opinfo", "tolerance", "structured", "synced"}
+KEYS = {"func", "strategy", "kernel", "functor", "dtypes", "notes", "opinfo", "tolerance", "structured", "synced",
+        "upcast"}
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # A hand-written kernel's C++ namespace unless its `kernel:` is qualified (`rbln::copy_`). The generator
 # declares every kernel in generated/RBLNNativeFunctions.h with its dispatcher signature, so the compiler
@@ -94,6 +95,7 @@ class Entry:
     tolerance: dict[str, list[float]] = field(default_factory=dict)  # dtype -> [atol, rtol] in the generated tests
     structured: bool = False  # kernel is the out= overload's; functional and in-place call it
     synced: bool = False  # a library op sized by its results (the host waits), not by its meta function
+    upcast: bool = False  # a library op computing float16/bfloat16 in float32 (its CPU kernel has neither)
     kernel_decl: str | None = None  # the hand-written kernel's declaration (unqualified name), for the header
 
     @property
@@ -249,8 +251,10 @@ def load(path: str) -> list[Entry]:
                 err(f"{func}: strategy 'library' takes a functional overload with Tensor (or one Tensor[]) results "
                     f"and no tensor-list arguments")
                 continue
-            if item.get("synced") and strategy != "library":
-                err(f"{func}: 'synced' only applies to strategy 'library'")
+            for key in ("synced", "upcast"):
+                if item.get(key) and strategy != "library":
+                    err(f"{func}: '{key}' only applies to strategy 'library'")
+            if any(item.get(key) and strategy != "library" for key in ("synced", "upcast")):
                 continue
             kernel, functor = item.get("kernel"), item.get("functor")
             # Whether a kernel or functor exists, and its signature, the compiler checks (the generated
@@ -329,7 +333,7 @@ def load(path: str) -> list[Entry]:
                 variants = [f]
             entry = Entry(func, line, strategy, kernel, functor, dtypes, str(item.get("notes", "")).strip(),
                           _opinfo_names(item, func), [_variant(v) for v in variants], tolerance, structured,
-                          bool(item.get("synced", False)))
+                          bool(item.get("synced", False)), bool(item.get("upcast", False)))
             if kernel and kernel not in FAMILIES:  # the out= overload's signature for a structured kernel
                 entry.kernel_decl = _decl(group_of[func][SchemaKind.out] if structured else f, entry.kernel_name)[0]
             dup = [o for o in entry.overloads if o in seen]

@@ -5005,16 +5005,16 @@ at::Tensor wrapper_multi_margin_loss(const at::Tensor & self, const at::Tensor &
   c10::impl::check_and_update_common_device(common_device, target, "wrapper_multi_margin_loss", "target");
   c10::impl::check_and_update_common_device(common_device, weight, "wrapper_multi_margin_loss", "weight");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double || t == at::ScalarType::Half || t == at::ScalarType::BFloat16; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::multi_margin_loss>::call(self, target, p, margin, weight, reduction);
   }
   RBLN_COUNT_DEVICE_OP("aten::multi_margin_loss");
   static const bool sized_by_meta = false;
   const auto r = rbln::kernels::library_op("aten::multi_margin_loss", sized_by_meta, {self, target, weight.value_or(at::Tensor())},
-      [p, margin, reduction](const std::vector<at::Tensor>& in) {
+      rbln::kernels::in_float32([p, margin, reduction](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::multi_margin_loss::call(in[0], in[1], p, margin, rbln::kernels::optional(in[2]), reduction));
-      });
+      }));
   return r[0];
 }
 
@@ -5025,16 +5025,16 @@ at::Tensor wrapper_multi_margin_loss_backward(const at::Tensor & grad_output, co
   c10::impl::check_and_update_common_device(common_device, target, "wrapper_multi_margin_loss_backward", "target");
   c10::impl::check_and_update_common_device(common_device, weight, "wrapper_multi_margin_loss_backward", "weight");
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double || t == at::ScalarType::Half || t == at::ScalarType::BFloat16; };
   if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::multi_margin_loss_backward>::call(grad_output, self, target, p, margin, weight, reduction);
   }
   RBLN_COUNT_DEVICE_OP("aten::multi_margin_loss_backward");
   static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::multi_margin_loss_backward");
   const auto r = rbln::kernels::library_op("aten::multi_margin_loss_backward", sized_by_meta, {grad_output, self, target, weight.value_or(at::Tensor())},
-      [p, margin, reduction](const std::vector<at::Tensor>& in) {
+      rbln::kernels::in_float32([p, margin, reduction](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::multi_margin_loss_backward::call(in[0], in[1], in[2], p, margin, rbln::kernels::optional(in[3]), reduction));
-      });
+      }));
   return r[0];
 }
 
@@ -5043,16 +5043,16 @@ at::Tensor wrapper_multi_margin_loss_backward(const at::Tensor & grad_output, co
   c10::impl::check_and_update_common_device(common_device, self, "wrapper_multilabel_margin_loss_forward", "self");
   c10::impl::check_and_update_common_device(common_device, target, "wrapper_multilabel_margin_loss_forward", "target");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double || t == at::ScalarType::Half || t == at::ScalarType::BFloat16; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::multilabel_margin_loss_forward>::call(self, target, reduction);
   }
   RBLN_COUNT_DEVICE_OP("aten::multilabel_margin_loss_forward");
   static const bool sized_by_meta = false;
   const auto r = rbln::kernels::library_op("aten::multilabel_margin_loss_forward", sized_by_meta, {self, target},
-      [reduction](const std::vector<at::Tensor>& in) {
+      rbln::kernels::in_float32([reduction](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::multilabel_margin_loss_forward::call(in[0], in[1], reduction));
-      });
+      }));
   return std::make_tuple(r[0], r[1]);
 }
 
@@ -5063,46 +5063,46 @@ at::Tensor wrapper_multilabel_margin_loss_backward(const at::Tensor & grad_outpu
   c10::impl::check_and_update_common_device(common_device, target, "wrapper_multilabel_margin_loss_backward", "target");
   c10::impl::check_and_update_common_device(common_device, is_target, "wrapper_multilabel_margin_loss_backward", "is_target");
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double || t == at::ScalarType::Half || t == at::ScalarType::BFloat16; };
   if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(self.scalar_type()) && dtype_ok(is_target.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::multilabel_margin_loss_backward>::call(grad_output, self, target, reduction, is_target);
   }
   RBLN_COUNT_DEVICE_OP("aten::multilabel_margin_loss_backward");
   static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::multilabel_margin_loss_backward");
   const auto r = rbln::kernels::library_op("aten::multilabel_margin_loss_backward", sized_by_meta, {grad_output, self, target, is_target},
-      [reduction](const std::vector<at::Tensor>& in) {
+      rbln::kernels::in_float32([reduction](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::multilabel_margin_loss_backward::call(in[0], in[1], in[2], reduction, in[3]));
-      });
+      }));
   return r[0];
 }
 
 at::Tensor wrapper__upsample_bilinear2d_aa(const at::Tensor & self, c10::SymIntArrayRef output_size, bool align_corners, ::std::optional<double> scales_h, ::std::optional<double> scales_w) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double || t == at::ScalarType::Byte; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double || t == at::ScalarType::Byte || t == at::ScalarType::Half || t == at::ScalarType::BFloat16; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_upsample_bilinear2d_aa>::call(self, output_size, align_corners, scales_h, scales_w);
   }
   RBLN_COUNT_DEVICE_OP("aten::_upsample_bilinear2d_aa");
   static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::_upsample_bilinear2d_aa");
   const auto r = rbln::kernels::library_op("aten::_upsample_bilinear2d_aa", sized_by_meta, {self},
-      [output_size = rbln::kernels::own(output_size), align_corners, scales_h, scales_w](const std::vector<at::Tensor>& in) {
+      rbln::kernels::in_float32([output_size = rbln::kernels::own(output_size), align_corners, scales_h, scales_w](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::_upsample_bilinear2d_aa::call(in[0], rbln::kernels::ref(output_size), align_corners, scales_h, scales_w));
-      });
+      }));
   return r[0];
 }
 
 at::Tensor wrapper__upsample_bilinear2d_aa_backward(const at::Tensor & grad_output, c10::SymIntArrayRef output_size, c10::SymIntArrayRef input_size, bool align_corners, ::std::optional<double> scales_h, ::std::optional<double> scales_w) {
   const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double || t == at::ScalarType::Half || t == at::ScalarType::BFloat16; };
   if (!(dtype_ok(grad_output.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_upsample_bilinear2d_aa_backward>::call(grad_output, output_size, input_size, align_corners, scales_h, scales_w);
   }
   RBLN_COUNT_DEVICE_OP("aten::_upsample_bilinear2d_aa_backward");
   static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::_upsample_bilinear2d_aa_backward");
   const auto r = rbln::kernels::library_op("aten::_upsample_bilinear2d_aa_backward", sized_by_meta, {grad_output},
-      [output_size = rbln::kernels::own(output_size), input_size = rbln::kernels::own(input_size), align_corners, scales_h, scales_w](const std::vector<at::Tensor>& in) {
+      rbln::kernels::in_float32([output_size = rbln::kernels::own(output_size), input_size = rbln::kernels::own(input_size), align_corners, scales_h, scales_w](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::_upsample_bilinear2d_aa_backward::call(in[0], rbln::kernels::ref(output_size), rbln::kernels::ref(input_size), align_corners, scales_h, scales_w));
-      });
+      }));
   return r[0];
 }
 

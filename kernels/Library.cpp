@@ -125,6 +125,23 @@ std::vector<at::Tensor> library_call_synced(const char* name, const std::vector<
   return outputs;
 }
 
+LibraryOp in_float32(LibraryOp op) {
+  return [op = std::move(op)](const std::vector<at::Tensor>& inputs) {
+    std::optional<at::ScalarType> half;
+    std::vector<at::Tensor> wide;
+    for (const auto& t : inputs) {
+      const bool reduced = t.defined() && (t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16);
+      if (reduced) half = t.scalar_type();
+      wide.push_back(reduced ? t.to(at::kFloat) : t);
+    }
+    auto results = op(wide);
+    for (auto& r : results) {
+      if (half && r.defined() && r.scalar_type() == at::kFloat) r = r.to(*half);
+    }
+    return results;
+  };
+}
+
 bool has_meta_function(const char* name) {
   const std::string qualified(name);
   const auto dot = qualified.find('.');

@@ -45,6 +45,11 @@ bool has_meta_function(const char* name);
 std::vector<at::Tensor> library_op(const char* name, bool sized_by_meta, const std::vector<at::Tensor>& inputs,
                                    LibraryOp op);
 
+// `op` with float16/bfloat16 tensors computed in float32 and its float32 results
+// rounded back: a library op (`upcast: true`) whose CPU kernel has no half-precision
+// form, where CUDA's computes in float32 and rounds.
+LibraryOp in_float32(LibraryOp op);
+
 // An op's results as the vector a LibraryOp returns.
 inline std::vector<at::Tensor> results(const at::Tensor& t) { return {t}; }
 inline std::vector<at::Tensor> results(std::vector<at::Tensor> list) { return list; }

@@ -46,6 +46,7 @@ def test_committed_generated_files_are_up_to_date():
         ("- {func: _histogramdd_from_bin_tensors, strategy: library}\n", "no tensor-list arguments"),
         ("- {func: linalg_eig.out, strategy: library}\n", "strategy 'library' takes a functional overload"),
         ("- {func: mm, kernel: mm, synced: true}\n", "'synced' only applies to strategy 'library'"),
+        ("- {func: mm, kernel: mm, upcast: true}\n", "'upcast' only applies to strategy 'library'"),
         ("- {kernel: mm}\n", "ops.yaml:1: missing 'func'"),
         ("- {func: mm, kernel: mm, colour: red}\n", "unknown key(s) ['colour']"),
         ("- {func: mm, kernel: mm\n", "ops.yaml:2: YAML syntax error"),
@@ -130,6 +131,10 @@ def test_library_entries_pass_their_arguments_to_the_op_in_a_launch(tmp_path):
     assert "at::_ops::segment_reduce::call(in[0], rbln::kernels::ref(reduce), rbln::kernels::optional(in[1])" in source
     assert 'static const bool sized_by_meta = false;\n  const auto r = rbln::kernels::library_op("aten::_embedding_bag", ' in source
     assert 'm.impl("linalg_lstsq", TORCH_FN(wrapper_linalg_lstsq));' in source
+    upcast = render(load(write_ops(tmp_path, "- {func: multi_margin_loss, strategy: library, upcast: true, "
+                                             "dtypes: [float32, float16]}\n")))["generated/RegisterRBLN.cpp"]
+    assert "rbln::kernels::in_float32([p, margin, reduction](const std::vector<at::Tensor>& in) {" in upcast
+    assert "in_float32" not in source
 
 
 def test_an_own_composite_registers_for_the_device_and_its_autograd_key(tmp_path):

@@ -178,3 +178,32 @@ def test_complex32_sum_accumulates_in_complex64_as_on_cuda(dim):
     expected = (wide.sum() if dim is None else wide.sum(dim)).to(torch.complex32)
     assert actual.dtype == torch.complex32 and not ex.fallback_ops
     assert torch.equal(torch.view_as_real(actual.cpu()), torch.view_as_real(expected))
+
+
+HALF_PRECISION_LIBRARY_OPS = {
+    "multi_margin_loss": lambda x, t: torch.nn.functional.multi_margin_loss(x, t, margin=0.7),
+    "multilabel_margin_loss": lambda x, t: torch.nn.functional.multilabel_margin_loss(x, t.unsqueeze(1).expand(-1, 5).contiguous()),
+    "interpolate_antialias": lambda x, t: torch.nn.functional.interpolate(x.view(1, 2, 3, 5), size=(2, 3), mode="bilinear",
+                                                                          antialias=True)}
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("name", HALF_PRECISION_LIBRARY_OPS)
+def test_half_precision_losses_and_antialiased_upsampling_as_on_cuda(name, dtype):
+    """CPU's kernels of these lack float16 and bfloat16; CUDA's compute them in float32 and round: so does rbln
+    (`upcast: true` in ops.yaml), forward and backward."""
+    fn = HALF_PRECISION_LIBRARY_OPS[name]
+    g = torch.Generator().manual_seed(3)
+    x, t = torch.randn(6, 5, generator=g).to(dtype), torch.randint(0, 5, (6,), generator=g)
+    with pytest.raises(NotImplementedError, match="not implemented for"):
+        fn(x, t)
+    cpu_leaf = x.float().requires_grad_()
+    expected = fn(cpu_leaf, t)
+    expected.sum().backward()
+    leaf = x.rbln().requires_grad_()
+    with torch.rbln.explain() as ex:
+        actual = fn(leaf, t.rbln())
+        actual.sum().backward()
+    assert actual.dtype == dtype and leaf.grad.dtype == dtype and not ex.fallback_ops and ex.device_ops
+    torch.testing.assert_close(actual.cpu().float(), expected.detach().to(dtype).float())
+    torch.testing.assert_close(leaf.grad.cpu().float(), cpu_leaf.grad.to(dtype).float())
