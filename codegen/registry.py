@@ -47,6 +47,7 @@ DTYPE_GROUPS["numeric"] = DTYPE_GROUPS["floating"] + DTYPE_GROUPS["integral"]
 FAMILIES = {
     "unary": 1,
     "unary_real": 1,
+    "unary_float_real": 1,
     "unary_float": 1,
     "logical": 1,
     "binary": 2,

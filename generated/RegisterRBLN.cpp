@@ -927,7 +927,7 @@ at::Tensor & wrapper_any_all_out(const at::Tensor & self, at::Tensor & out) {
 
 at::Tensor wrapper_prod(const at::Tensor & self, ::std::optional<at::ScalarType> dtype) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::prod>::call(self, dtype);
   }
@@ -937,7 +937,7 @@ at::Tensor wrapper_prod(const at::Tensor & self, ::std::optional<at::ScalarType>
 
 at::Tensor wrapper_prod_dim_int(const at::Tensor & self, int64_t dim, bool keepdim, ::std::optional<at::ScalarType> dtype) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::prod_dim_int>::call(self, dim, keepdim, dtype);
   }
@@ -948,7 +948,7 @@ at::Tensor wrapper_prod_dim_int(const at::Tensor & self, int64_t dim, bool keepd
 
 at::Tensor & wrapper_prod_int_out(const at::Tensor & self, int64_t dim, bool keepdim, ::std::optional<at::ScalarType> dtype, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::prod_int_out>::call(self, dim, keepdim, dtype, out);
   }

@@ -30,6 +30,9 @@ at::Tensor wrapper_pow_Tensor_Tensor(const at::Tensor & self, const at::Tensor &
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow.Tensor_Tensor", rbln::functors::pow<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow.Tensor_Tensor", rbln::functors::pow<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow.Tensor_Tensor", rbln::functors::pow<int64_t>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::pow.Tensor_Tensor", rbln::functors::pow<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::pow.Tensor_Tensor", rbln::functors::pow<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 3>(iter, "aten::pow.Tensor_Tensor", rbln::functors::pow<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow_Tensor_Tensor>::call(self, exponent);
   }
   RBLN_COUNT_DEVICE_OP("aten::pow.Tensor_Tensor");
@@ -48,6 +51,9 @@ at::Tensor & wrapper_pow__Tensor(at::Tensor & self, const at::Tensor & exponent)
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow_.Tensor", rbln::functors::pow<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow_.Tensor", rbln::functors::pow<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow_.Tensor", rbln::functors::pow<int64_t>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::pow_.Tensor", rbln::functors::pow<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::pow_.Tensor", rbln::functors::pow<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 3>(iter, "aten::pow_.Tensor", rbln::functors::pow<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow__Tensor>::call(self, exponent);
   }
   RBLN_COUNT_DEVICE_OP("aten::pow_.Tensor");
@@ -66,6 +72,9 @@ at::Tensor & wrapper_pow_Tensor_Tensor_out(const at::Tensor & self, const at::Te
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::pow.Tensor_Tensor_out", rbln::functors::pow<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::pow.Tensor_Tensor_out", rbln::functors::pow<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::pow.Tensor_Tensor_out", rbln::functors::pow<int64_t>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::pow.Tensor_Tensor_out", rbln::functors::pow<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::pow.Tensor_Tensor_out", rbln::functors::pow<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 3>(iter, "aten::pow.Tensor_Tensor_out", rbln::functors::pow<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow_Tensor_Tensor_out>::call(self, exponent, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::pow.Tensor_Tensor_out");

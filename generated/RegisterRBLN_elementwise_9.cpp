@@ -22,12 +22,15 @@ namespace {
 at::Tensor wrapper_angle(const at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
+  auto iter = rbln::kernels::unary_float_real_iter(result, self);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::angle", rbln::functors::angle<float>()); break;
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::angle", rbln::functors::angle<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::angle", rbln::functors::angle<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::angle", rbln::functors::angle<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::angle", rbln::functors::angle<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::angle", rbln::functors::angle<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 2>(iter, "aten::angle", rbln::functors::angle<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::angle>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::angle");
@@ -37,12 +40,15 @@ at::Tensor wrapper_angle(const at::Tensor & self) {
 at::Tensor & wrapper_angle_out(const at::Tensor & self, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
-  auto iter = rbln::kernels::unary_float_iter(result, self);
+  auto iter = rbln::kernels::unary_float_real_iter(result, self);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::angle.out", rbln::functors::angle<float>()); break;
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::angle.out", rbln::functors::angle<at::Half>()); break;
     case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 2>(iter, "aten::angle.out", rbln::functors::angle<at::BFloat16>()); break;
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::angle.out", rbln::functors::angle<double>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::angle.out", rbln::functors::angle<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::angle.out", rbln::functors::angle<c10::complex<double>>()); break;
+    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 2>(iter, "aten::angle.out", rbln::functors::angle<c10::complex<c10::Half>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::angle_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::angle.out");

@@ -381,6 +381,11 @@ inline at::TensorIterator unary_real_iter(at::Tensor& out, const at::Tensor& a) 
 inline at::TensorIterator unary_float_iter(at::Tensor& out, const at::Tensor& a) {
   return at::TensorIterator::unary_float_op(out, a);
 }
+// As unary_float, but a complex input gives its real dtype (angle), as CPU's
+// unary_op_impl_with_complex_to_float promoting integers to float.
+inline at::TensorIterator unary_float_real_iter(at::Tensor& out, const at::Tensor& a) {
+  return a.is_complex() ? unary_real_iter(out, a) : unary_float_iter(out, a);
+}
 inline at::TensorIterator binary_iter(at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
   return at::TensorIterator::binary_op(out, on_out_device(out, a, b), b);
 }

@@ -388,7 +388,7 @@ template <class T>
 struct pow {
   using C = at::opmath_type<T>;
   C operator()(C base, C exp) const {
-    if constexpr (is_float<C>) {
+    if constexpr (is_float<C> || is_complex<C>) {
       return std::pow(base, exp);
     } else {
       if (exp < 0) {
@@ -749,8 +749,16 @@ RBLN_UNARY(special_scaled_modified_bessel_k1, C(scaled_modified_bessel_k1_forwar
 RBLN_UNARY(special_spherical_bessel_j0, C(spherical_bessel_j0_forward(x)))
 RBLN_UNARY(special_entr, is_nan(x) ? x : x > C(0) ? C(-x * std::log(x)) : x == C(0) ? C(0) : -std::numeric_limits<C>::infinity())
 RBLN_UNARY(sinc, x == C(0) ? C(1) : C(std::sin(C(c10::pi<double>) * x) / (C(c10::pi<double>) * x)))
-RBLN_UNARY(angle, is_nan(x) ? x : x < C(0) ? C(c10::pi<double>) : C(0))
 #undef RBLN_UNARY
+// A complex input gives its argument, a real value (the `unary_float_real` family stores it).
+template <class T>
+struct angle {
+  using C = at::opmath_type<T>;
+  auto operator()(C x) const {
+    if constexpr (is_complex<C>) return std::arg(x);
+    else return is_nan(x) ? x : x < C(0) ? C(c10::pi<double>) : C(0);
+  }
+};
 
 template <class T>
 struct polygamma {

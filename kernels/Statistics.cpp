@@ -61,7 +61,7 @@ at::Tensor& prod_into(const at::Tensor& self, at::OptionalIntArrayRef dims, bool
                       at::Tensor& out) {
   auto p = plan(self, dims, keepdim, dtype);
   return reduce_to(out, p, dtype, self, "prod", [&](const at::Tensor& target) {
-    RBLN_DISPATCH_ALL(dtype, "prod", [&] {
+    RBLN_DISPATCH_ALL_AND_COMPLEX32(dtype, "prod", [&] {  // complex32 accumulated in complex64, as on CUDA
       using acc_t = at::acc_type<scalar_t, false>;
       auto* o = target.data_ptr<scalar_t>();
       launch_lines<scalar_t>(p, target, "aten::prod", acc_t(1),

@@ -155,6 +155,28 @@ def test_complex32_math_runs_on_the_device_in_complex64_as_cuda_does(name):
                                torch.view_as_real(expected.to(torch.complex32)).float(), atol=2e-3, rtol=2e-3)
 
 
+COMPLEX32_MORE = {
+    "add": lambda a, b: a + b * 2, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "lerp": lambda a, b: torch.lerp(a, b, b), "logaddexp": torch.logaddexp, "pow": torch.pow,
+    "angle": lambda a, b: torch.angle(a), "prod": lambda a, b: torch.prod(a, 1),
+    "fill": lambda a, b: a.clone().fill_(1 - 2j)}
+
+
+@pytest.mark.parametrize("name", COMPLEX32_MORE)
+def test_complex32_binary_math_angle_and_prod_as_on_cuda(name):
+    """As the math above: complex32 in complex64, CUDA's result dtypes (angle's is float16), no fallback."""
+    fn = COMPLEX32_MORE[name]
+    g = torch.Generator().manual_seed(len(name))
+    a, b = ((torch.randn(3, 6, dtype=torch.complex64, generator=g) * 0.7).to(torch.complex32) for _ in range(2))
+    with torch.rbln.explain() as ex:
+        actual = fn(a.rbln(), b.rbln())
+    assert not ex.fallback_ops and ex.device_ops
+    expected = fn(a.to(torch.complex64), b.to(torch.complex64))
+    assert actual.dtype == (torch.complex32 if expected.is_complex() else torch.float16)
+    view = (lambda t: torch.view_as_real(t).float()) if expected.is_complex() else (lambda t: t.float())
+    torch.testing.assert_close(view(actual.cpu()), view(expected.to(actual.dtype)), atol=2e-3, rtol=2e-3)
+
+
 def test_bool_abs_and_trace_as_on_cuda():
     """CUDA's abs takes bool (the identity) and its trace counts a bool diagonal as int64; CPU has neither."""
     b = torch.tensor([[True, False, True], [False, True, True], [True, True, False]])
