@@ -228,7 +228,7 @@ ENTRIES = [
     ("conv3d", ["conv3d"], ["nn.functional.conv3d"], ["float32", "float16", "bfloat16", "float64", "int64"], "composite", {"bfloat16": [0.25, 0.05], "float16": [0.05, 0.01], "float32": [0.0001, 0.0001]}),
     ("conv_transpose1d", ["conv_transpose1d"], ["nn.functional.conv_transpose1d"], ["float32", "float16", "bfloat16", "float64", "int64"], "composite", {"bfloat16": [0.5, 0.1], "float16": [0.1, 0.02], "float32": [0.0001, 0.0001]}),
     ("conv_transpose2d.input", ["conv_transpose2d.input"], ["nn.functional.conv_transpose2d"], ["float32", "float16", "bfloat16", "float64", "int64"], "composite", {"bfloat16": [0.5, 0.1], "float16": [0.1, 0.02], "float32": [0.0001, 0.0001]}),
-    ("conv_transpose3d.input", ["conv_transpose3d.input"], ["nn.functional.conv_transpose3d"], ["float32", "float16", "bfloat16", "float64", "int64"], "composite", {"bfloat16": [2.0, 0.1], "float16": [0.25, 0.04], "float32": [0.0001, 0.0001]}),
+    ("conv_transpose3d.input", ["conv_transpose3d.input"], ["nn.functional.conv_transpose3d"], ["float32", "float16", "bfloat16", "float64", "int64"], "composite", {"bfloat16": [2.0, 0.1], "float16": [0.5, 0.04], "float32": [0.0001, 0.0001]}),
     ("max_pool2d_with_indices", ["max_pool2d_with_indices"], ["nn.functional.max_pool2d"], ["float32", "float16", "bfloat16", "float64", "int32", "int64"], "kernel", {}),
     ("max_pool3d_with_indices", ["max_pool3d_with_indices"], ["nn.functional.max_pool3d"], ["float32", "float16", "bfloat16", "float64", "int32", "int64"], "kernel", {}),
     ("max_pool1d", ["max_pool1d"], ["nn.functional.max_pool1d"], ["float32", "float16", "bfloat16", "float64", "int32", "int64"], "composite", {}),
