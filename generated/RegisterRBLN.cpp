@@ -526,7 +526,7 @@ at::Tensor & wrapper_eye_out(c10::SymInt n, at::Tensor & out) {
 
 at::Tensor wrapper_where_self(const at::Tensor & condition, const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(condition));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf; };
   if (!(dtype_ok(self.scalar_type()) && dtype_ok(other.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::where_self>::call(condition, self, other);
   }
@@ -537,7 +537,7 @@ at::Tensor wrapper_where_self(const at::Tensor & condition, const at::Tensor & s
 
 at::Tensor & wrapper_where_self_out(const at::Tensor & condition, const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(condition));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf; };
   if (!(dtype_ok(self.scalar_type()) && dtype_ok(other.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::where_self_out>::call(condition, self, other, out);
   }

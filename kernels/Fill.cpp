@@ -226,7 +226,7 @@ at::Tensor& where_self_out(const at::Tensor& condition, const at::Tensor& self, 
                   .add_const_input(a)
                   .add_const_input(b)
                   .build();
-  RBLN_DISPATCH_ALL_AND_COMPLEX(dtype, "where", [&] {
+  RBLN_DISPATCH_ALL_AND_COMPLEX32(dtype, "where", [&] {
     launch_elementwise<scalar_t, 4>(iter, "aten::where.self", select<at::opmath_type<scalar_t>>());
   });
   return out;
