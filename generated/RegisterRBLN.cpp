@@ -166,6 +166,8 @@
 #include <ATen/ops/linalg_eig_ops.h>
 #include <ATen/ops/linalg_householder_product_ops.h>
 #include <ATen/ops/linalg_inv_ex_ops.h>
+#include <ATen/ops/linalg_ldl_factor_ex_ops.h>
+#include <ATen/ops/linalg_ldl_solve_ops.h>
 #include <ATen/ops/linalg_lstsq_ops.h>
 #include <ATen/ops/linalg_lu_ops.h>
 #include <ATen/ops/linalg_lu_factor_ex_ops.h>
@@ -4696,6 +4698,40 @@ at::Tensor wrapper__linalg_eigvals(const at::Tensor & self) {
   return std::make_tuple(r[0], r[1]);
 }
 
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper_linalg_ldl_factor_ex(const at::Tensor & self, bool hermitian, bool check_errors) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_ldl_factor_ex>::call(self, hermitian, check_errors);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::linalg_ldl_factor_ex");
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::linalg_ldl_factor_ex");
+  const auto r = rbln::kernels::library_op("aten::linalg_ldl_factor_ex", sized_by_meta, {self},
+      [hermitian, check_errors](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::linalg_ldl_factor_ex::call(in[0], hermitian, check_errors));
+      });
+  return std::make_tuple(r[0], r[1], r[2]);
+}
+
+at::Tensor wrapper_linalg_ldl_solve(const at::Tensor & LD, const at::Tensor & pivots, const at::Tensor & B, bool hermitian) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, LD, "wrapper_linalg_ldl_solve", "LD");
+  c10::impl::check_and_update_common_device(common_device, pivots, "wrapper_linalg_ldl_solve", "pivots");
+  c10::impl::check_and_update_common_device(common_device, B, "wrapper_linalg_ldl_solve", "B");
+  const c10::OptionalDeviceGuard guard(at::device_of(LD));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
+  if (!(dtype_ok(LD.scalar_type()) && dtype_ok(B.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_ldl_solve>::call(LD, pivots, B, hermitian);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::linalg_ldl_solve");
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::linalg_ldl_solve");
+  const auto r = rbln::kernels::library_op("aten::linalg_ldl_solve", sized_by_meta, {LD, pivots, B},
+      [hermitian](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::linalg_ldl_solve::call(in[0], in[1], in[2], hermitian));
+      });
+  return r[0];
+}
+
 at::Tensor wrapper_cholesky_inverse(const at::Tensor & self, bool upper) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
@@ -6025,6 +6061,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_linalg_eigvals", TORCH_FN(wrapper__linalg_eigvals));
   m.impl("linalg_lstsq", TORCH_FN(wrapper_linalg_lstsq));
   m.impl("geqrf", TORCH_FN(wrapper_geqrf));
+  m.impl("linalg_ldl_factor_ex", TORCH_FN(wrapper_linalg_ldl_factor_ex));
+  m.impl("linalg_ldl_solve", TORCH_FN(wrapper_linalg_ldl_solve));
   m.impl("cholesky_inverse", TORCH_FN(wrapper_cholesky_inverse));
   m.impl("_cdist_forward", TORCH_FN(wrapper__cdist_forward));
   m.impl("_cdist_backward", TORCH_FN(wrapper__cdist_backward));

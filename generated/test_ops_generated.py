@@ -327,6 +327,8 @@ ENTRIES = [
     ("_linalg_eigvals", ["_linalg_eigvals"], ["linalg.eigvals"], ["float32", "float64", "complex64", "complex128"], "library", {}),
     ("linalg_lstsq", ["linalg_lstsq"], ["linalg.lstsq", "linalg.lstsq.grad_oriented"], ["float32", "float64", "complex64", "complex128"], "library", {}),
     ("geqrf", ["geqrf"], ["geqrf"], ["float32", "float64", "complex64", "complex128"], "library", {}),
+    ("linalg_ldl_factor_ex", ["linalg_ldl_factor_ex"], ["linalg.ldl_factor", "linalg.ldl_factor_ex"], ["float32", "float64", "complex64", "complex128"], "library", {}),
+    ("linalg_ldl_solve", ["linalg_ldl_solve"], ["linalg.ldl_solve"], ["float32", "float64", "complex64", "complex128"], "library", {}),
     ("cholesky_inverse", ["cholesky_inverse"], ["cholesky_inverse"], ["float32", "float64", "complex64", "complex128"], "library", {}),
     ("_pdist_forward", ["_pdist_forward"], ["nn.functional.pdist"], ["float32", "float64"], "library", {}),
     ("_embedding_bag_forward_only", ["_embedding_bag", "_embedding_bag_forward_only"], ["nn.functional.embedding_bag"], ["float32", "float16", "bfloat16", "float64"], "library", {}),

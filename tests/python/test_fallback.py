@@ -13,8 +13,6 @@ NOT_LISTED, LISTED, DTYPE = "not in ops.yaml", "listed as fallback in ops.yaml",
 # dim is listed: its op takes a tensor list.
 FALLBACKS = {
     "hash_tensor": (lambda x: torch.hash_tensor(x, dim=1), torch.float32, "aten::hash_tensor.out", NOT_LISTED),
-    "ldl_factor": (lambda x: torch.linalg.ldl_factor_ex(x[:4] @ x[:4].mT).LD, torch.float32,
-                   "aten::linalg_ldl_factor_ex.out", NOT_LISTED),
     "histogramdd": (lambda x: torch.histogramdd(x, [torch.tensor([-1.0, 0.0, 1.0], device=x.device)] * 4).hist,
                     torch.float32, "aten::_histogramdd_from_bin_tensors", LISTED),
     # ops.yaml: add.Tensor's dtypes are `all`, which has no int16
@@ -91,21 +89,23 @@ def test_explain_counts_repeated_fallbacks_only_inside_the_block(cpu_rand):
 
 
 def test_fallback_warns_once_per_op(cpu_rand):
-    # aten::linalg_ldl_solve.out falls back in this test only, so its first fallback happens here.
-    assert "aten::linalg_ldl_solve.out" not in torch_rbln._C._fallback_counts()
-    a = cpu_rand(3, 3)
-    LD, pivots = torch.linalg.ldl_factor(a @ a.mT + 3 * torch.eye(3))
-    d, b = (LD.rbln(), pivots.rbln()), cpu_rand(3, 2).rbln()
+    # aten::_weight_int8pack_mm (int8 weight-only matmul, unlisted) falls back in this test only, so its first
+    # fallback happens here.
+    assert "aten::_weight_int8pack_mm" not in torch_rbln._C._fallback_counts()
+    x, scales = cpu_rand(2, 8), cpu_rand(3) + 0.5
+    w = torch.randint(-100, 100, (3, 8), dtype=torch.int8, generator=torch.Generator().manual_seed(0))
+    d = (x.rbln(), w.rbln(), scales.rbln())
     with warnings.catch_warnings(record=True) as first:
         warnings.simplefilter("always")
-        torch.linalg.ldl_solve(*d, b)
+        torch._weight_int8pack_mm(*d)
     with warnings.catch_warnings(record=True) as again:
         warnings.simplefilter("always")
-        out = torch.linalg.ldl_solve(*d, b)
+        out = torch._weight_int8pack_mm(*d)
     assert [w.category for w in first] == [UserWarning]
-    assert "aten::linalg_ldl_solve.out" in str(first[0].message) and NOT_LISTED in str(first[0].message)
+    assert "aten::_weight_int8pack_mm" in str(first[0].message) and NOT_LISTED in str(first[0].message)
     assert again == []
-    torch.testing.assert_close(out.cpu(), torch.linalg.ldl_solve(LD, pivots, b.cpu()))
+    assert out.device.type == "rbln"
+    torch.testing.assert_close(out.cpu(), torch._weight_int8pack_mm(x, w, scales))
 
 
 def test_disabled_fallback_raises_naming_the_op(run_python):
