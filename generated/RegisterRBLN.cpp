@@ -4332,7 +4332,7 @@ at::Tensor & wrapper_linalg_householder_product_out(const at::Tensor & input, co
 
 ::std::tuple<at::Tensor,at::Tensor,at::Tensor> wrapper__linalg_svd(const at::Tensor & A, bool full_matrices, bool compute_uv, ::std::optional<c10::string_view> driver) {
   const c10::OptionalDeviceGuard guard(at::device_of(A));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
   if (!(dtype_ok(A.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_linalg_svd>::call(A, full_matrices, compute_uv, driver);
   }
@@ -4348,7 +4348,7 @@ at::Tensor & wrapper_linalg_householder_product_out(const at::Tensor & input, co
   c10::impl::check_and_update_common_device(common_device, Vh, "wrapper__linalg_svd_U", "Vh");
   c10::impl::check_and_update_common_device(common_device, A, "wrapper__linalg_svd_U", "A");
   const c10::OptionalDeviceGuard guard(at::device_of(A));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
   if (!(dtype_ok(A.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_linalg_svd_U>::call(A, full_matrices, compute_uv, driver, U, S, Vh);
   }
@@ -4358,7 +4358,7 @@ at::Tensor & wrapper_linalg_householder_product_out(const at::Tensor & input, co
 
 ::std::tuple<at::Tensor,at::Tensor> wrapper__linalg_eigh(const at::Tensor & A, c10::string_view UPLO, bool compute_v) {
   const c10::OptionalDeviceGuard guard(at::device_of(A));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
   if (!(dtype_ok(A.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_linalg_eigh>::call(A, UPLO, compute_v);
   }
@@ -4373,7 +4373,7 @@ at::Tensor & wrapper_linalg_householder_product_out(const at::Tensor & input, co
   c10::impl::check_and_update_common_device(common_device, eigenvectors, "wrapper__linalg_eigh_eigenvalues", "eigenvectors");
   c10::impl::check_and_update_common_device(common_device, A, "wrapper__linalg_eigh_eigenvalues", "A");
   const c10::OptionalDeviceGuard guard(at::device_of(A));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
   if (!(dtype_ok(A.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_linalg_eigh_eigenvalues>::call(A, UPLO, compute_v, eigenvalues, eigenvectors);
   }

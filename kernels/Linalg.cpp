@@ -11,6 +11,8 @@
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/LinearAlgebraUtils.h>
 #include <ATen/ops/_linalg_check_errors.h>
+#include <ATen/ops/_linalg_eigh.h>
+#include <ATen/ops/_linalg_svd.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
@@ -25,6 +27,7 @@
 #include "generated/RBLNNativeFunctions.h"
 #include "kernels/Blas.h"
 #include "kernels/Common.h"
+#include "kernels/Library.h"
 
 extern "C" {
 void strsm_(const char* side, const char* uplo, const char* transa, const char* diag, const int* m, const int* n,
@@ -801,6 +804,15 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> linalg_svd_U(const at::Tensor&
   TORCH_CHECK(!driver.has_value(), "torch.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs "
               "with cuSOLVER backend.");
   check_same_device({&A, &U, &S, &Vh});
+  if (A.is_complex()) {  // LAPACK's cgesdd/zgesdd in the op library, as CPU runs them
+    auto r = library_call("aten::_linalg_svd", {A}, [full_matrices, compute_uv](const std::vector<at::Tensor>& in) {
+      return results(at::_linalg_svd(in[0], full_matrices, compute_uv));
+    });
+    assign(U, r[0], "linalg.svd");
+    assign(S, r[1], "linalg.svd");
+    assign(Vh, r[2], "linalg.svd");
+    return {U, S, Vh};
+  }
   const int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n), u_cols = full_matrices ? m : k,
                 vh_rows = full_matrices ? n : k;
   const auto batch = batch_of(A.sizes());
@@ -851,6 +863,15 @@ std::tuple<at::Tensor&, at::Tensor&> linalg_eigh_eigenvalues(const at::Tensor& A
   at::native::squareCheckInputs(A, "linalg.eigh");
   at::native::checkUplo(UPLO);
   check_same_device({&A, &eigenvalues, &eigenvectors});
+  if (A.is_complex()) {  // LAPACK's cheevd/zheevd in the op library, as CPU runs them
+    auto r = library_call("aten::_linalg_eigh", {A}, [uplo = std::string(UPLO), compute_v](
+                                                         const std::vector<at::Tensor>& in) {
+      return results(at::_linalg_eigh(in[0], uplo, compute_v));
+    });
+    assign(eigenvalues, r[0], "linalg.eigh");
+    assign(eigenvectors, r[1], "linalg.eigh");
+    return {eigenvalues, eigenvectors};
+  }
   const int64_t n = A.size(-1);
   auto values_sizes = batch_of(A.sizes());
   values_sizes.push_back(n);

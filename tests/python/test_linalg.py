@@ -223,3 +223,27 @@ def test_svd_of_empty_matrices_is_cpus(shape):
         assert not ex.fallback_ops and "aten::_linalg_svd" in ex.device_ops
         for x, e in zip(actual, torch.linalg.svd(a, full_matrices=full), strict=True):
             assert x.shape == e.shape and torch.equal(x.cpu(), e)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128], ids=str)
+def test_complex_svd_and_eigh_run_on_the_device_with_cpus_values_and_gradients(dtype):
+    """LAPACK's complex gesdd/heevd in the device's op library: CPU's values; their backwards on the device."""
+    g = torch.Generator().manual_seed(1)
+    a = torch.randn(2, 5, 3, dtype=dtype, generator=g)
+    h = a.mT.conj() @ a  # Hermitian, distinct eigenvalues
+    tol = {"atol": 1e-4, "rtol": 1e-4} if dtype == torch.complex64 else {}
+    leaf, cpu_leaf = a.rbln().requires_grad_(), a.clone().requires_grad_()
+    with torch.rbln.explain() as ex:
+        u, s, vh = torch.linalg.svd(a.rbln(), full_matrices=False)
+        w, v = torch.linalg.eigh(h.rbln())
+        torch.linalg.svdvals(leaf).sum().backward()
+        torch.rbln.synchronize()
+    assert not ex.fallback_ops, ex.fallback_reasons
+    assert ex.device_ops["aten::_linalg_svd"] >= 2 and ex.device_ops["aten::_linalg_eigh"] == 1
+    torch.linalg.svdvals(cpu_leaf).sum().backward()
+    assert s.dtype == w.dtype == dtype.to_real()
+    torch.testing.assert_close(s.cpu(), torch.linalg.svdvals(a), **tol)
+    torch.testing.assert_close(((u * s.to(dtype).unsqueeze(-2)) @ vh).cpu(), a, **tol)
+    torch.testing.assert_close(w.cpu(), torch.linalg.eigvalsh(h), **tol)
+    torch.testing.assert_close(((v * w.to(dtype).unsqueeze(-2)) @ v.mT.conj()).cpu(), h, **tol)
+    torch.testing.assert_close(leaf.grad.cpu(), cpu_leaf.grad, **tol)
