@@ -57,7 +57,7 @@ at::Tensor& scan_out(const at::Tensor& self, int64_t dim, std::optional<at::Scal
   for (int64_t d = dim + 1; d < self.dim(); ++d) inner *= self.size(d);
   int64_t outer = self.numel() / (size * inner);
   write_contiguous(out, [&](const at::Tensor& target) {
-    RBLN_DISPATCH_ALL(type, "scan", [&] {
+    RBLN_DISPATCH_ALL_AND_COMPLEX(type, "scan", [&] {
       using acc_t = at::acc_type<scalar_t, false>;
       const auto* xp = x.const_data_ptr<scalar_t>();
       auto* yp = target.data_ptr<scalar_t>();

@@ -86,6 +86,27 @@ def test_reductions_and_fills_match_cpu(dtype):
     torch.testing.assert_close(out.cpu(), z)
 
 
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_scans_products_powers_and_their_gradients_match_cpu(dtype):
+    """cumsum, cumprod, prod, pow and angle of complex inputs, forward and backward (cumprod's runs through flip)."""
+    z = (torch.randn(3, 7, dtype=dtype, generator=torch.Generator().manual_seed(2)) * 0.9)
+
+    def fn(x):
+        return [torch.cumsum(x, 1), torch.cumprod(x, 1), torch.prod(x, 0), torch.pow(x, x.flip(0)), torch.angle(x)]
+
+    leaf, cpu_leaf = z.rbln().requires_grad_(), z.clone().requires_grad_()
+    with torch.rbln.explain() as ex:
+        got = fn(leaf)
+        sum(torch.view_as_real(g).sum() if g.is_complex() else g.sum() for g in got).backward()
+        torch.rbln.synchronize()
+    assert not ex.fallback_ops, ex.fallback_reasons
+    expected = fn(cpu_leaf)
+    sum(torch.view_as_real(e).sum() if e.is_complex() else e.sum() for e in expected).backward()
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g.detach().cpu(), e.detach())
+    torch.testing.assert_close(leaf.grad.cpu(), cpu_leaf.grad)
+
+
 def test_power_spectrum_runs_on_the_device():
     """|rfft|^2 and fft2 of complex64 input: the spectra users compute, end to end on the device."""
     x, dx = _pair(4, 64, dtype=torch.float32)
