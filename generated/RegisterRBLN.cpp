@@ -4205,7 +4205,7 @@ at::Tensor wrapper__cholesky_solve_helper(const at::Tensor & self, const at::Ten
   c10::impl::check_and_update_common_device(common_device, A, "wrapper__linalg_solve_ex_result", "A");
   c10::impl::check_and_update_common_device(common_device, B, "wrapper__linalg_solve_ex_result", "B");
   const c10::OptionalDeviceGuard guard(at::device_of(A));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
   if (!(dtype_ok(A.scalar_type()) && dtype_ok(B.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_linalg_solve_ex_result>::call(A, B, left, check_errors, result, LU, pivots, info);
   }
@@ -4219,7 +4219,7 @@ at::Tensor wrapper__cholesky_solve_helper(const at::Tensor & self, const at::Ten
   c10::impl::check_and_update_common_device(common_device, info, "wrapper_linalg_inv_ex_inverse", "info");
   c10::impl::check_and_update_common_device(common_device, A, "wrapper_linalg_inv_ex_inverse", "A");
   const c10::OptionalDeviceGuard guard(at::device_of(A));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
   if (!(dtype_ok(A.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linalg_inv_ex_inverse>::call(A, check_errors, inverse, info);
   }

@@ -12,6 +12,7 @@
 #include <ATen/native/LinearAlgebraUtils.h>
 #include <ATen/ops/_linalg_check_errors.h>
 #include <ATen/ops/_linalg_eigh.h>
+#include <ATen/ops/_linalg_solve_ex.h>
 #include <ATen/ops/_linalg_svd.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
@@ -549,6 +550,17 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> _linalg_solve_ex_
               "linalg.solve: Vector broadcasting of the left hand side is not supported for left=False. In this case "
               "linalg.solve is equivalent to B / A.squeeze(-1)");
   check_same_device({&A, &B, &result, &LU, &pivots, &info});
+  if (A.is_complex()) {  // LAPACK's cgetrf/cgetrs (z...) in the op library, as CPU runs them
+    auto r = library_call("aten::_linalg_solve_ex", {A, B}, [left](const std::vector<at::Tensor>& in) {
+      return results(at::_linalg_solve_ex(in[0], in[1], left, /*check_errors=*/false));
+    });
+    assign(result, r[0], "linalg.solve_ex");
+    assign(LU, r[1], "linalg.solve_ex");
+    assign(pivots, r[2], "linalg.solve_ex");
+    assign(info, r[3], "linalg.solve_ex");
+    if (check_errors) at::_linalg_check_errors(info, "torch.linalg.solve_ex", A.dim() == 2);
+    return {result, LU, pivots, info};
+  }
   if (vector_case) sizes.pop_back();
   prepare_out(result, sizes, B.scalar_type(), B, "linalg.solve_ex");
   linalg_lu_factor_ex_out(A, /*pivot=*/true, /*check_errors=*/false, LU, pivots, info);

@@ -247,3 +247,28 @@ def test_complex_svd_and_eigh_run_on_the_device_with_cpus_values_and_gradients(d
     torch.testing.assert_close(w.cpu(), torch.linalg.eigvalsh(h), **tol)
     torch.testing.assert_close(((v * w.to(dtype).unsqueeze(-2)) @ v.mT.conj()).cpu(), h, **tol)
     torch.testing.assert_close(leaf.grad.cpu(), cpu_leaf.grad, **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128], ids=str)
+def test_complex_solves_and_inverses_run_on_the_device_and_singular_inputs_raise_as_on_cpu(dtype):
+    """LAPACK's complex getrf/getrs in the op library; eig's backward solves with complex matrices through it."""
+    g = torch.Generator().manual_seed(4)
+    a = torch.randn(2, 4, 4, dtype=dtype, generator=g) + 4 * torch.eye(4, dtype=dtype)
+    b = torch.randn(2, 4, 3, dtype=dtype, generator=g)
+    m = torch.randn(4, 4, dtype=dtype.to_real(), generator=g)
+    leaf, cpu_leaf = m.rbln().requires_grad_(), m.clone().requires_grad_()
+    with torch.rbln.explain() as ex:
+        x, xv, inv = torch.linalg.solve(a.rbln(), b.rbln()), torch.linalg.solve(a.rbln(), b[..., 0].rbln()), \
+            torch.linalg.inv(a.rbln())
+        torch.view_as_real(torch.linalg.eigvals(leaf)).pow(2).sum().backward()
+        torch.rbln.synchronize()
+    assert not ex.fallback_ops, ex.fallback_reasons
+    torch.view_as_real(torch.linalg.eigvals(cpu_leaf)).pow(2).sum().backward()
+    tol = {"atol": 1e-4, "rtol": 1e-4} if dtype == torch.complex64 else {}
+    torch.testing.assert_close(x.cpu(), torch.linalg.solve(a, b), **tol)
+    torch.testing.assert_close(xv.cpu(), torch.linalg.solve(a, b[..., 0]), **tol)
+    torch.testing.assert_close(inv.cpu(), torch.linalg.inv(a), **tol)
+    torch.testing.assert_close(leaf.grad.cpu(), cpu_leaf.grad, **tol)
+    with pytest.raises(torch.linalg.LinAlgError, match="singular"):
+        torch.linalg.solve(torch.zeros(3, 3, dtype=dtype, device="rbln"), torch.ones(3, dtype=dtype, device="rbln"))
+    assert torch.linalg.solve(a[0].rbln(), b[0].rbln()).device.type == "rbln"  # the device stays usable
