@@ -147,6 +147,7 @@
 #include <ATen/ops/geqrf_ops.h>
 #include <ATen/ops/glu_ops.h>
 #include <ATen/ops/glu_backward_ops.h>
+#include <ATen/ops/grid_sampler_2d_backward_ops.h>
 #include <ATen/ops/grid_sampler_3d_ops.h>
 #include <ATen/ops/grid_sampler_3d_backward_ops.h>
 #include <ATen/ops/histc_ops.h>
@@ -4747,6 +4748,25 @@ at::Tensor wrapper_cholesky_inverse(const at::Tensor & self, bool upper) {
   return r[0];
 }
 
+::std::tuple<at::Tensor,at::Tensor> wrapper_grid_sampler_2d_backward(const at::Tensor & grad_output, const at::Tensor & input, const at::Tensor & grid, int64_t interpolation_mode, int64_t padding_mode, bool align_corners, ::std::array<bool,2> output_mask) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_grid_sampler_2d_backward", "grad_output");
+  c10::impl::check_and_update_common_device(common_device, input, "wrapper_grid_sampler_2d_backward", "input");
+  c10::impl::check_and_update_common_device(common_device, grid, "wrapper_grid_sampler_2d_backward", "grid");
+  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(grad_output.scalar_type()) && dtype_ok(input.scalar_type()) && dtype_ok(grid.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::grid_sampler_2d_backward>::call(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::grid_sampler_2d_backward");
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::grid_sampler_2d_backward");
+  const auto r = rbln::kernels::library_op("aten::grid_sampler_2d_backward", sized_by_meta, {grad_output, input, grid},
+      [interpolation_mode, padding_mode, align_corners, output_mask](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::grid_sampler_2d_backward::call(in[0], in[1], in[2], interpolation_mode, padding_mode, align_corners, output_mask));
+      });
+  return std::make_tuple(r[0], r[1]);
+}
+
 at::Tensor wrapper__cdist_forward(const at::Tensor & x1, const at::Tensor & x2, double p, ::std::optional<int64_t> compute_mode) {
   std::optional<c10::Device> common_device;
   c10::impl::check_and_update_common_device(common_device, x1, "wrapper__cdist_forward", "x1");
@@ -6064,6 +6084,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("linalg_ldl_factor_ex", TORCH_FN(wrapper_linalg_ldl_factor_ex));
   m.impl("linalg_ldl_solve", TORCH_FN(wrapper_linalg_ldl_solve));
   m.impl("cholesky_inverse", TORCH_FN(wrapper_cholesky_inverse));
+  m.impl("grid_sampler_2d_backward", TORCH_FN(wrapper_grid_sampler_2d_backward));
   m.impl("_cdist_forward", TORCH_FN(wrapper__cdist_forward));
   m.impl("_cdist_backward", TORCH_FN(wrapper__cdist_backward));
   m.impl("_pdist_forward", TORCH_FN(wrapper__pdist_forward));

@@ -88,6 +88,9 @@ def test_samplers_and_antialiased_resize():
     grid = (torch.rand(2, 3, 4, 2, 3) * 2.2 - 1.1).requires_grad_()
     _check(lambda x, g: F.grid_sample(x, g, mode="bilinear", padding_mode="border", align_corners=False),
            _grad(2, 2, 5, 4, 3), grid, ops=["aten::grid_sampler_3d", "aten::grid_sampler_3d_backward"])
+    grid2d = (torch.rand(2, 4, 3, 2) * 2.2 - 1.1).requires_grad_()  # the 2-d forward is a compile entry
+    _check(lambda x, g: F.grid_sample(x, g, mode="bilinear", padding_mode="zeros", align_corners=True),
+           _grad(2, 3, 5, 4), grid2d, ops=["aten::grid_sampler_2d_backward"])
     for mode in ("bilinear", "bicubic"):
         _check(lambda x: F.interpolate(x, size=(5, 3), mode=mode, antialias=True), _grad(1, 2, 11, 9),
                ops=[f"aten::_upsample_{mode}2d_aa", f"aten::_upsample_{mode}2d_aa_backward"])
