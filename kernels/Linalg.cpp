@@ -177,6 +177,17 @@ void assign(at::Tensor& out, const at::Tensor& value, const char* op, bool casta
   if (out.numel()) device_copy(out, value);
 }
 
+// CPU's op (LAPACK's complex routines, for the complex inputs the hand-written
+// kernels here leave out) in the device's op library, its results handed back
+// through `outs` in order.
+template <class... Out>
+void in_library(const char* name, const std::vector<at::Tensor>& inputs, const char* op, LibraryOp call,
+                Out&... outs) {
+  const auto r = library_call(name, inputs, std::move(call));
+  size_t i = 0;
+  (assign(outs, r[i++], op), ...);
+}
+
 // X <- op(A)^-1 X (left) or X op(A)^-1 for triangular A; A and X column-major
 // batches of the same batch shape.
 void trsm_batch(const at::Tensor& A, const at::Tensor& X, bool left, bool upper, bool transpose, bool unit,
@@ -551,13 +562,9 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> _linalg_solve_ex_
               "linalg.solve is equivalent to B / A.squeeze(-1)");
   check_same_device({&A, &B, &result, &LU, &pivots, &info});
   if (A.is_complex()) {  // LAPACK's cgetrf/cgetrs (z...) in the op library, as CPU runs them
-    auto r = library_call("aten::_linalg_solve_ex", {A, B}, [left](const std::vector<at::Tensor>& in) {
+    in_library("aten::_linalg_solve_ex", {A, B}, "linalg.solve_ex", [left](const std::vector<at::Tensor>& in) {
       return results(at::_linalg_solve_ex(in[0], in[1], left, /*check_errors=*/false));
-    });
-    assign(result, r[0], "linalg.solve_ex");
-    assign(LU, r[1], "linalg.solve_ex");
-    assign(pivots, r[2], "linalg.solve_ex");
-    assign(info, r[3], "linalg.solve_ex");
+    }, result, LU, pivots, info);
     if (check_errors) at::_linalg_check_errors(info, "torch.linalg.solve_ex", A.dim() == 2);
     return {result, LU, pivots, info};
   }
@@ -817,12 +824,9 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> linalg_svd_U(const at::Tensor&
               "with cuSOLVER backend.");
   check_same_device({&A, &U, &S, &Vh});
   if (A.is_complex()) {  // LAPACK's cgesdd/zgesdd in the op library, as CPU runs them
-    auto r = library_call("aten::_linalg_svd", {A}, [full_matrices, compute_uv](const std::vector<at::Tensor>& in) {
+    in_library("aten::_linalg_svd", {A}, "linalg.svd", [full_matrices, compute_uv](const std::vector<at::Tensor>& in) {
       return results(at::_linalg_svd(in[0], full_matrices, compute_uv));
-    });
-    assign(U, r[0], "linalg.svd");
-    assign(S, r[1], "linalg.svd");
-    assign(Vh, r[2], "linalg.svd");
+    }, U, S, Vh);
     return {U, S, Vh};
   }
   const int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n), u_cols = full_matrices ? m : k,
@@ -876,12 +880,10 @@ std::tuple<at::Tensor&, at::Tensor&> linalg_eigh_eigenvalues(const at::Tensor& A
   at::native::checkUplo(UPLO);
   check_same_device({&A, &eigenvalues, &eigenvectors});
   if (A.is_complex()) {  // LAPACK's cheevd/zheevd in the op library, as CPU runs them
-    auto r = library_call("aten::_linalg_eigh", {A}, [uplo = std::string(UPLO), compute_v](
-                                                         const std::vector<at::Tensor>& in) {
+    in_library("aten::_linalg_eigh", {A}, "linalg.eigh", [uplo = std::string(UPLO), compute_v](
+                                                             const std::vector<at::Tensor>& in) {
       return results(at::_linalg_eigh(in[0], uplo, compute_v));
-    });
-    assign(eigenvalues, r[0], "linalg.eigh");
-    assign(eigenvectors, r[1], "linalg.eigh");
+    }, eigenvalues, eigenvectors);
     return {eigenvalues, eigenvectors};
   }
   const int64_t n = A.size(-1);

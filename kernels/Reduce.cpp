@@ -248,8 +248,7 @@ void run(const Plan& p, Op op, const at::Tensor& values, const at::Tensor* indic
   if (p.outputs() == 0) return;
   if (op == Op::kSum || op == Op::kMean) {
     // complex32 too (sum only: ops.yaml), accumulated in complex64 as CUDA's sum does
-    AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND4(at::kHalf, at::kBFloat16, at::kBool, at::kComplexHalf, p.rows.scalar_type(),
-                                           "reduce", [&] { run_sum<scalar_t>(p, op, values, name); });
+    RBLN_DISPATCH_ALL_AND_COMPLEX32(p.rows.scalar_type(), "reduce", [&] { run_sum<scalar_t>(p, op, values, name); });
     return;
   }
   RBLN_DISPATCH_ALL(p.rows.scalar_type(), "reduce", [&] {

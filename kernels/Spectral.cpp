@@ -153,23 +153,20 @@ using Norm = std::optional<c10::string_view>;
     return onesided(at::native::complex_name##_symint(as_complex32(self), s, dim, norm), last); \
   }
 
-RBLN_FFT_AS_COMPLEX32(fft_fft, OptSymInt, int64_t)
-RBLN_FFT_AS_COMPLEX32(fft_ifft, OptSymInt, int64_t)
-RBLN_FFT_AS_COMPLEX32(fft_irfft, OptSymInt, int64_t)
-RBLN_FFT_AS_COMPLEX32(fft_hfft, OptSymInt, int64_t)
-RBLN_FFT_ONESIDED(fft_rfft, fft_fft, OptSymInt, int64_t, dim)
-RBLN_FFT_ONESIDED(fft_ihfft, fft_ifft, OptSymInt, int64_t, dim)
-RBLN_FFT_AS_COMPLEX32(fft_fft2, at::OptionalSymIntArrayRef, at::IntArrayRef)
-RBLN_FFT_AS_COMPLEX32(fft_ifft2, at::OptionalSymIntArrayRef, at::IntArrayRef)
-RBLN_FFT_AS_COMPLEX32(fft_irfft2, at::OptionalSymIntArrayRef, at::IntArrayRef)
-RBLN_FFT_AS_COMPLEX32(fft_hfft2, at::OptionalSymIntArrayRef, at::IntArrayRef)
-RBLN_FFT_ONESIDED(fft_rfft2, fft_fft2, at::OptionalSymIntArrayRef, at::IntArrayRef, last_fft_dim(self, dim))
-RBLN_FFT_ONESIDED(fft_ihfft2, fft_ifft2, at::OptionalSymIntArrayRef, at::IntArrayRef, last_fft_dim(self, dim))
-RBLN_FFT_AS_COMPLEX32(fft_fftn, at::OptionalSymIntArrayRef, at::OptionalIntArrayRef)
-RBLN_FFT_AS_COMPLEX32(fft_ifftn, at::OptionalSymIntArrayRef, at::OptionalIntArrayRef)
-RBLN_FFT_AS_COMPLEX32(fft_irfftn, at::OptionalSymIntArrayRef, at::OptionalIntArrayRef)
-RBLN_FFT_AS_COMPLEX32(fft_hfftn, at::OptionalSymIntArrayRef, at::OptionalIntArrayRef)
-RBLN_FFT_ONESIDED(fft_rfftn, fft_fftn, at::OptionalSymIntArrayRef, at::OptionalIntArrayRef, last_fft_dim(self, dim))
-RBLN_FFT_ONESIDED(fft_ihfftn, fft_ifftn, at::OptionalSymIntArrayRef, at::OptionalIntArrayRef, last_fft_dim(self, dim))
+// One family's six functions: 1-d (suffix empty), 2-d (2) or n-d (n), with its size and dim types.
+#define RBLN_FFT_FAMILY(suffix, S, D, last)                                \
+  RBLN_FFT_AS_COMPLEX32(fft_fft##suffix, S, D)                             \
+  RBLN_FFT_AS_COMPLEX32(fft_ifft##suffix, S, D)                            \
+  RBLN_FFT_AS_COMPLEX32(fft_irfft##suffix, S, D)                           \
+  RBLN_FFT_AS_COMPLEX32(fft_hfft##suffix, S, D)                            \
+  RBLN_FFT_ONESIDED(fft_rfft##suffix, fft_fft##suffix, S, D, last)         \
+  RBLN_FFT_ONESIDED(fft_ihfft##suffix, fft_ifft##suffix, S, D, last)
+
+RBLN_FFT_FAMILY(, OptSymInt, int64_t, dim)
+RBLN_FFT_FAMILY(2, at::OptionalSymIntArrayRef, at::IntArrayRef, last_fft_dim(self, dim))
+RBLN_FFT_FAMILY(n, at::OptionalSymIntArrayRef, at::OptionalIntArrayRef, last_fft_dim(self, dim))
+#undef RBLN_FFT_FAMILY
+#undef RBLN_FFT_ONESIDED
+#undef RBLN_FFT_AS_COMPLEX32
 
 }  // namespace rbln::kernels
