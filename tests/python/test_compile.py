@@ -150,6 +150,24 @@ def test_cpu_compile_is_unchanged_by_an_rbln_compile():
     assert generated_code(mixed, *inputs) == before
 
 
+def conv_block(x, w):
+    return torch.relu(torch.nn.functional.conv2d(x, w, padding=1)) + 1
+
+
+def test_convolutions_keep_the_layout_rbln_convolution_returns():
+    # PyTorch's rule for a PrivateUse1 convolution is a contiguous result: no channels_last copies
+    # of the input and the weight (Inductor's layout optimization) in an rbln graph, as in a CPU one.
+    x, w = torch.randn(2, 8, 16, 16), torch.randn(8, 8, 3, 3)
+    cpu_code = generated_code(conv_block, x, w)
+    rbln_code = generated_code(conv_block, x.rbln(), w.rbln())
+    assert "extern_kernels.convolution(arg" not in cpu_code[0]  # CPU converts its input to channels_last
+    assert "extern_kernels.convolution(arg" in rbln_code[0]
+    with torch.rbln.explain() as ex:
+        out = torch.compile(conv_block)(x.rbln(), w.rbln())
+    torch.testing.assert_close(out.cpu(), conv_block(x, w))
+    assert_ran_on_device(ex)
+
+
 def test_buffers_and_kernels_on_the_inputs_device():
     x = torch.randn(4, 8)
     torch.rbln.set_device(0)

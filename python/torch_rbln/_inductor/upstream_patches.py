@@ -2,7 +2,8 @@
 
 Each replacement answers exactly as upstream does for every device but rbln, so
 a CPU (or any other) compile in the same process generates the same code; for
-rbln it gives CPU's answer, since rbln kernels are Inductor's C++ kernels.
+rbln it gives CPU's answer (rbln kernels are Inductor's C++ kernels), or, for
+the memory layout, the one rbln's convolution returns.
 Installed once, under a lock, when the rbln backend registers. docs/compile.md
 lists them with the upstream change that would remove each.
 """
@@ -10,7 +11,8 @@ from __future__ import annotations
 
 import threading
 
-from torch._inductor import scheduler, utils
+import torch
+from torch._inductor import graph, scheduler, utils
 from torch._inductor.codegen import common, cpp_utils
 from torch._inductor.virtualized import V
 
@@ -21,6 +23,13 @@ _installed = False
 
 def _current_device_type(device_type: str | None) -> str:
     return device_type or V.graph.get_current_device_or_throw().type
+
+
+def _convolves_on_rbln(node) -> bool:
+    if node.op != "call_function" or node.target is not torch.ops.aten.convolution.default:
+        return False
+    value = getattr(node.args[0], "meta", {}).get("val")
+    return isinstance(value, torch.Tensor) and value.device.type == _DEVICE_TYPE
 
 
 def install() -> None:
@@ -55,3 +64,16 @@ def install() -> None:
         # `device=` of the `empty` that `complex` lowers to) from this table, which lists no
         # PrivateUse1 device: "rbln not found in DEVICE_TO_ATEN". One entry more; the others are unchanged.
         cpp_utils.DEVICE_TO_ATEN.setdefault(_DEVICE_TYPE, "at::kPrivateUse1")
+
+        # GraphLowering.decide_layout_opt turns a graph with convolutions to channels_last for
+        # any device but CPU without mkldnn. PyTorch's own rule for a PrivateUse1 convolution
+        # (_conv_determine_backend_memory_format of the Overrideable backend) is a contiguous
+        # result, so on rbln the layout only adds two conversions per convolution (ResNet-18: +15%).
+        upstream_decide_layout_opt = graph.GraphLowering.decide_layout_opt
+
+        def decide_layout_opt(gm, *, is_inference: bool) -> bool:
+            if any(_convolves_on_rbln(node) for node in gm.graph.nodes):
+                return False
+            return upstream_decide_layout_opt(gm, is_inference=is_inference)
+
+        graph.GraphLowering.decide_layout_opt = staticmethod(decide_layout_opt)
