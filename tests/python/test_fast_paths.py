@@ -327,16 +327,20 @@ POOL = [  # (kernel, stride, padding, dilation, ceil_mode)
 
 @pytest.mark.parametrize("cfg", POOL, ids=[str(c) for c in POOL])
 def test_pool2d_windows_clipped_to_the_input(cfg):
-    """Max and average pooling walk each window's in-bounds taps directly (same order as before: same indices)."""
+    """Max pooling walks a row of outputs per in-bounds tap, average pooling each window's in-bounds taps: CPU's
+    tap order, so CPU's indices, NaN and tie rules."""
     k, s, p, d, ceil = cfg
     x = torch.randn(3, 5, 11, 10)
     x[0, 0, 0, :4] = float("nan")
-    with torch.rbln.explain() as ex:
-        got, idx = F.max_pool2d(x.rbln(), k, s, p, d, ceil, return_indices=True)
-    want, want_idx = F.max_pool2d(x, k, s, p, d, ceil, return_indices=True)
-    close(got, want, equal_nan=True)
-    assert torch.equal(idx.cpu(), want_idx)
-    assert not ex.fallback_ops, ex.fallback_reasons
+    x[1, 0, :3] = float("-inf")  # an all -inf window takes its first tap's index
+    x[2, 0, ::2] = 0.5  # ties keep the first tap
+    for t in (x, x.mul(4).to(torch.int32)):
+        with torch.rbln.explain() as ex:
+            got, idx = F.max_pool2d(t.rbln(), k, s, p, d, ceil, return_indices=True)
+        want, want_idx = F.max_pool2d(t, k, s, p, d, ceil, return_indices=True)
+        close(got, want, equal_nan=True)
+        assert torch.equal(idx.cpu(), want_idx)
+        assert "aten::max_pool2d_with_indices" in ex.device_ops and not ex.fallback_ops, ex.fallback_reasons
     if d == 1:
         for include_pad in (True, False):
             close(F.avg_pool2d(x.rbln(), k, s, p, ceil, include_pad), F.avg_pool2d(x, k, s, p, ceil, include_pad),
