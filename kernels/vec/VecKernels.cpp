@@ -423,6 +423,35 @@ void fmod_bf16(const c10::BFloat16* a, const c10::BFloat16* b, c10::BFloat16* y,
   }
 }
 
+// ---- pooling ----------------------------------------------------------------
+
+void max_tap_f32(const float* src, int64_t stride, int64_t n, float* best, int32_t* tap, int32_t id) {
+  using IVec = at::vec::Vectorized<int32_t>;
+  static_assert(IVec::size() == kW);
+  const IVec ids(id), none(0);
+  int64_t x = 0;
+  auto step = [&](Vec v) {
+    const Vec b = Vec::loadu(best + x);
+    const IVec t = IVec::loadu(tap + x);
+    const Vec take = (v > b) | v.isnan() | at::vec::cast<float>(t < none);
+    Vec::blendv(b, v, take).store(best + x);
+    IVec::blendv(t, ids, at::vec::cast<int32_t>(take)).store(tap + x);
+  };
+  if (stride == 1) {
+    for (; x + kW <= n; x += kW) step(Vec::loadu(src + x));
+  } else if (stride == 2) {  // the last element read, 2 (x + kW) - 1, stays below the row's last one, 2 (n - 1)
+    for (; x + kW < n; x += kW) step(std::get<0>(at::vec::deinterleave2(Vec::loadu(src + 2 * x),
+                                                                     Vec::loadu(src + 2 * x + kW))));
+  }
+  for (; x < n; ++x) {
+    const float v = src[x * stride];
+    if (tap[x] < 0 || v > best[x] || std::isnan(v)) {
+      best[x] = v;
+      tap[x] = id;
+    }
+  }
+}
+
 #define RBLN_STR2(x) #x
 #define RBLN_STR(x) RBLN_STR2(x)
 
@@ -437,7 +466,8 @@ const Table* make_table() {
   static const Table t{RBLN_STR(CPU_CAPABILITY), contracts_fma,     unary_f32,        binary_f32,
                        select_f32,          convert_f32,       sum_f32,          row_sum_f32,
                        sum_pow_f32,         extremum_f32,      sum_cols_f32,     extremum_cols_f32,
-                       softmax_rows_f32,    softmax_cols_f32,  layer_norm_rows_f32, fmod_bf16};
+                       softmax_rows_f32,    softmax_cols_f32,  layer_norm_rows_f32, fmod_bf16,
+                       max_tap_f32};
   return &t;
 }
 

@@ -1,5 +1,5 @@
 // Vectorized float32 loops for the kernels where scalar code cannot keep up
-// with CPU eager (exp, softmax, layer_norm, large sums). VecKernels.cpp is
+// with CPU eager (exp, softmax, layer_norm, large sums, max pooling). VecKernels.cpp is
 // compiled once per CPU capability (DEFAULT, AVX2, AVX512) with that ISA's
 // compiler flags, using ATen's header-only at::vec::Vectorized; table() picks
 // the best one the running CPU supports, once, at first use (ATEN_CPU_CAPABILITY
@@ -63,6 +63,9 @@ struct Table {
   // overflows to NaN for divisors near 1e-38, on whole vectors, the exact
   // std::fmod on the tail.
   void (*fmod_bf16)(const c10::BFloat16* a, const c10::BFloat16* b, c10::BFloat16* y, int64_t n, bool remainder);
+  // One tap of max pooling over a row of n outputs: v = src[x * stride]; where
+  // tap[x] < 0, v > best[x] or v is NaN (CPU's rule), best[x] = v and tap[x] = id.
+  void (*max_tap_f32)(const float* src, int64_t stride, int64_t n, float* best, int32_t* tap, int32_t id);
 };
 
 const Table& table();
