@@ -168,6 +168,31 @@ def test_convolutions_keep_the_layout_rbln_convolution_returns():
     assert_ran_on_device(ex)
 
 
+def pool_block(x):
+    return torch.nn.functional.max_pool2d(torch.relu(x) + 1, 3, 2, 1) * 2
+
+
+def test_inference_max_pooling_runs_rbln_pooling_kernel():
+    # Inductor's loops gather across channels in the contiguous layout: rbln graphs call rbln's kernel instead.
+    x = torch.randn(2, 8, 17, 16)
+    x[0, 0, :3] = float("nan")
+    code = generated_code(pool_block, x.rbln())
+    assert "torch.ops.rbln.max_pool2d.default(" in code[0]
+    with torch.rbln.explain() as ex:
+        out = torch.compile(pool_block)(x.rbln())
+    torch.testing.assert_close(out.cpu(), pool_block(x), equal_nan=True)
+    assert "aten::max_pool2d_with_indices" in ex.device_ops
+    assert_ran_on_device(ex)
+
+
+def test_max_pooling_with_a_backward_keeps_inductors_indices():
+    x = torch.randn(2, 8, 17, 16, requires_grad=True)
+    pool_block(x).sum().backward()
+    xd = x.detach().rbln().requires_grad_()
+    torch.compile(pool_block)(xd).sum().backward()
+    torch.testing.assert_close(xd.grad.cpu(), x.grad)
+
+
 def test_buffers_and_kernels_on_the_inputs_device():
     x = torch.randn(4, 8)
     torch.rbln.set_device(0)
