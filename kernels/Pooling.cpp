@@ -204,6 +204,14 @@ void max_pool_plane(const Window& w, const T* in, T* out, int64_t* indices, opma
   }
 }
 
+// A result in the memory format of the pooled input (channels_last in,
+// channels_last out, as on CPU and CUDA, and as the meta functions that
+// torch.compile plans with say); the kernels compute in the contiguous one.
+at::Tensor in_layout_of(const at::Tensor& result, const at::Tensor& self) {
+  const auto format = self.suggest_memory_format();
+  return format == at::MemoryFormat::Contiguous ? result : result.contiguous(format);
+}
+
 // Runs body(plane) over `count` planes, threaded above the grain size.
 template <class F>
 void over_planes(int64_t count, int64_t work_per_plane, F&& body) {
@@ -236,7 +244,7 @@ GradPlanes grad_planes(const at::Tensor& grad_output, const at::Tensor& self, in
 std::tuple<at::Tensor, at::Tensor> max_pool(const at::Tensor& self, const Planes& p, bool adaptive, const char* name) {
   auto out = at::empty(p.out_sizes, self.options());
   auto indices = at::empty(p.out_sizes, self.options().dtype(at::kLong));
-  if (out.numel() == 0) return {out, indices};
+  if (out.numel() == 0) return {in_layout_of(out, self), in_layout_of(indices, self)};
   auto x = contiguous(self);
   RBLN_DISPATCH_NUMERIC(self.scalar_type(), "pooling", [&] {
     using opmath = at::opmath_type<scalar_t>;
@@ -266,7 +274,7 @@ std::tuple<at::Tensor, at::Tensor> max_pool(const at::Tensor& self, const Planes
       });
     });
   });
-  return {out, indices};
+  return {in_layout_of(out, self), in_layout_of(indices, self)};
 }
 
 // grad_input[plane][indices] += grad_output
@@ -295,7 +303,7 @@ at::Tensor max_pool_backward(const at::Tensor& grad_output, const at::Tensor& se
       });
     });
   });
-  return grad_input;
+  return in_layout_of(grad_input, self);
 }
 
 // CPU's average divisor per output position (0: the window lies in the padding).
@@ -323,7 +331,7 @@ std::vector<double> avg_divisors(const Window& w, bool count_include_pad, std::o
 at::Tensor avg_pool(const at::Tensor& self, const Planes& p, bool count_include_pad,
                     std::optional<int64_t> divisor_override, const char* name) {
   auto out = at::empty(p.out_sizes, self.options());
-  if (out.numel() == 0) return out;
+  if (out.numel() == 0) return in_layout_of(out, self);
   auto x = contiguous(self);
   RBLN_DISPATCH_NUMERIC(self.scalar_type(), "pooling", [&] {
     using opmath = at::opmath_type<scalar_t>;
@@ -343,7 +351,7 @@ at::Tensor avg_pool(const at::Tensor& self, const Planes& p, bool count_include_
       });
     });
   });
-  return out;
+  return in_layout_of(out, self);
 }
 
 at::Tensor avg_pool_backward(const at::Tensor& grad_output, const at::Tensor& self, const Planes& p,
@@ -371,12 +379,12 @@ at::Tensor avg_pool_backward(const at::Tensor& grad_output, const at::Tensor& se
       });
     });
   });
-  return grad_input;
+  return in_layout_of(grad_input, self);
 }
 
 at::Tensor adaptive_avg_pool(const at::Tensor& self, const Planes& p, int64_t dims, const char* name) {
   auto out = at::empty(p.out_sizes, self.options());
-  if (out.numel() == 0) return out;
+  if (out.numel() == 0) return in_layout_of(out, self);
   auto x = contiguous(self);
   RBLN_DISPATCH_FLOATING(self.scalar_type(), "pooling", [&] {
     using opmath = at::opmath_type<scalar_t>;
@@ -404,7 +412,7 @@ at::Tensor adaptive_avg_pool(const at::Tensor& self, const Planes& p, int64_t di
       });
     });
   });
-  return out;
+  return in_layout_of(out, self);
 }
 
 at::Tensor adaptive_avg_pool_backward(const at::Tensor& grad_output, const at::Tensor& self, int64_t dims,
@@ -431,7 +439,7 @@ at::Tensor adaptive_avg_pool_backward(const at::Tensor& grad_output, const at::T
       });
     });
   });
-  return grad_input;
+  return in_layout_of(grad_input, self);
 }
 
 }  // namespace

@@ -178,11 +178,12 @@ def test_inference_max_pooling_runs_rbln_pooling_kernel():
     x[0, 0, :3] = float("nan")
     code = generated_code(pool_block, x.rbln())
     assert "torch.ops.rbln.max_pool2d.default(" in code[0]
-    with torch.rbln.explain() as ex:
-        out = torch.compile(pool_block)(x.rbln())
-    torch.testing.assert_close(out.cpu(), pool_block(x), equal_nan=True)
-    assert "aten::max_pool2d_with_indices" in ex.device_ops
-    assert_ran_on_device(ex)
+    for t in (x, x.contiguous(memory_format=torch.channels_last)):  # the kernel keeps the layout its meta says
+        with torch.rbln.explain() as ex:
+            out = torch.compile(pool_block)(t.rbln())
+        torch.testing.assert_close(out.cpu(), pool_block(t), equal_nan=True)
+        assert "aten::max_pool2d_with_indices" in ex.device_ops
+        assert_ran_on_device(ex)
 
 
 def test_max_pooling_with_a_backward_keeps_inductors_indices():

@@ -345,3 +345,31 @@ def test_pool2d_windows_clipped_to_the_input(cfg):
         for include_pad in (True, False):
             close(F.avg_pool2d(x.rbln(), k, s, p, ceil, include_pad), F.avg_pool2d(x, k, s, p, ceil, include_pad),
                   equal_nan=True)
+
+
+CHANNELS_LAST_POOLS = {
+    "max_pool2d": lambda t: F.max_pool2d(t, 3, 2, 1, return_indices=True),
+    "avg_pool2d": lambda t: F.avg_pool2d(t, 3, 2, 1),
+    "adaptive_max_pool2d": lambda t: F.adaptive_max_pool2d(t, (3, 4), return_indices=True),
+    "adaptive_avg_pool2d": lambda t: F.adaptive_avg_pool2d(t, (3, 4)),
+    "max_pool3d": lambda t: F.max_pool3d(t.unsqueeze(2).expand(-1, -1, 3, -1, -1).contiguous(
+        memory_format=torch.channels_last_3d), 2, 1, return_indices=True),
+}
+
+
+@pytest.mark.parametrize("name", CHANNELS_LAST_POOLS)
+def test_pooling_keeps_channels_last_as_cpu(name):
+    """A channels_last input pools to channels_last results, forward and backward, as on CPU and CUDA (and as
+    the meta functions torch.compile plans with say)."""
+    fn = CHANNELS_LAST_POOLS[name]
+    x = torch.randn(2, 6, 9, 8).contiguous(memory_format=torch.channels_last).requires_grad_()
+    xd = x.detach().rbln().contiguous(memory_format=torch.channels_last).requires_grad_()
+    want, got = fn(x), fn(xd)
+    want, got = (want, got) if isinstance(want, tuple) else ((want,), (got,))
+    for w, g in zip(want, got):
+        assert g.stride() == w.stride(), (g.stride(), w.stride())
+        close(g, w)
+    want[0].sum().backward()
+    got[0].sum().backward()
+    assert xd.grad.stride() == x.grad.stride()
+    close(xd.grad, x.grad)
