@@ -10,8 +10,8 @@ import threading
 
 import torch
 from torch._dynamo.device_interface import register_interface_for_device
-from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
 from torch._inductor import config
+from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
 from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.custom_graph_pass import CustomGraphModulePass
 

@@ -65,8 +65,8 @@ def install() -> None:
         # PrivateUse1 device: "rbln not found in DEVICE_TO_ATEN". One entry more; the others are unchanged.
         cpp_utils.DEVICE_TO_ATEN.setdefault(_DEVICE_TYPE, "at::kPrivateUse1")
 
-        # GraphLowering.decide_layout_opt turns a graph with convolutions to channels_last for
-        # any device but CPU without mkldnn. PyTorch's own rule for a PrivateUse1 convolution
+        # GraphLowering.decide_layout_opt turns a graph with convolutions to channels_last (always
+        # on CPU with mkldnn, by a FLOP heuristic elsewhere). PyTorch's own rule for a PrivateUse1 convolution
         # (_conv_determine_backend_memory_format of the Overrideable backend) is a contiguous
         # result, so on rbln the layout only adds two conversions per convolution (ResNet-18: +15%).
         upstream_decide_layout_opt = graph.GraphLowering.decide_layout_opt
