@@ -1,10 +1,13 @@
 // PrivateUse1 hooks: what ATen asks the backend about availability, devices,
 // generators, pinned memory and storage resizing.
+#include <ATen/Config.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/CachingHostAllocator.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <omp.h>
 
 #include <algorithm>
 
@@ -55,10 +58,31 @@ void parallel_pieces(size_t pieces, void* ctx, void (*body)(void*, size_t, size_
                  [&](int64_t piece, int64_t) { body(ctx, piece, piece + 1); });
 }
 
+#if AT_MKL_ENABLED()
+extern "C" int MKL_Set_Num_Threads_Local(int threads);  // mkl_service.h's C entry (the lowercase one is Fortran's)
+#endif
+
+// A stream worker's intra-op team (OpenMP and MKL, this thread only): one
+// thread fewer than ATen gave it while a host thread is dispatching, so the
+// two do not take turns on a core (2 OpenMP threads and the dispatching thread
+// on 2 cores stall each parallel region for a time slice); all of them otherwise.
+void size_worker_team(bool host_dispatching) {
+  thread_local const int all = at::get_num_threads();
+  thread_local int current = all;
+  const int want = host_dispatching ? std::max(1, all - 1) : all;
+  if (want == current) return;
+  omp_set_num_threads(want);
+#if AT_MKL_ENABLED()
+  MKL_Set_Num_Threads_Local(want);
+#endif
+  current = want;
+}
+
 const bool registered = [] {
   c10::register_privateuse1_backend("rbln");
   at::RegisterPrivateUse1HooksInterface(new RBLNHooks());
   driver::set_parallel_for(parallel_pieces);
+  driver::set_size_worker_team(size_worker_team);
   return true;
 }();
 

@@ -128,4 +128,13 @@ void memcpy_sync(void* dst, const void* src, size_t bytes, Stream* stream);
 using ParallelFor = void (*)(size_t pieces, void* ctx, void (*body)(void* ctx, size_t begin, size_t end));
 void set_parallel_for(ParallelFor parallel_for);
 
+// ---- the workers' share of the cores ------------------------------------------
+// Called by a stream worker before each task with whether a host thread is
+// still dispatching (the task was queued right after the one before it and no
+// host thread is waiting for the device), so the torch glue can size the
+// worker's intra-op team: the emulated device computes on the host's cores,
+// and a host thread that is dispatching needs one of them.
+using SizeWorkerTeam = void (*)(bool host_dispatching);
+void set_size_worker_team(SizeWorkerTeam size);
+
 }  // namespace rbln::driver

@@ -108,12 +108,16 @@ struct alignas(64) Slot {
   const TaskType* type = nullptr;  // nullptr: nothing to run (the task's move threw)
   bool boxed = false;              // storage holds a pointer to the task
   bool touches_memory = false;     // launches and copies, which strict mode must unprotect for
+  bool in_burst = false;           // queued within kBurstNs of the stream's previous task
   PendingActivity* activity = nullptr;  // set while activities are recorded
   alignas(kTaskAlign) unsigned char storage[kTaskInlineBytes];
 };
 // Slots per stream. A producer that finds the ring full waits for the worker;
 // the ring is allocated when the stream first gets work.
 constexpr uint64_t kRingSize = 2048;
+// Tasks queued closer together than this come from a host that is dispatching
+// (a model's forward queues an op every few to tens of microseconds).
+constexpr int64_t kBurstNs = 200'000;
 
 }  // namespace
 
@@ -130,6 +134,7 @@ struct Stream {
   std::condition_variable queue_cv;
   std::atomic<bool> worker_parked{false};
   alignas(64) std::atomic<uint64_t> enqueued{0};
+  std::atomic<int64_t> last_enqueue_ns{0};
 
   // Worker -> host waiters. Separate cache line: the worker writes it per task.
   alignas(64) std::atomic<uint64_t> completed{0};
@@ -329,9 +334,19 @@ bool run_next_here(Stream* stream, uint64_t ticket) {
   return true;
 }
 
+// Host threads blocked in a synchronizing call, for the workers' team size.
+std::atomic<int> g_host_waiters{0};
+std::atomic<SizeWorkerTeam> g_size_worker_team{nullptr};
+
 // help: the caller is a host thread that may run the stream's head task itself.
 void wait_completed(Stream* stream, uint64_t ticket, bool help = false) {
   auto done = [&] { return stream->completed.load() >= ticket; };
+  if (help && done()) return;
+  struct HostWaiting {
+    bool host;
+    explicit HostWaiting(bool h) : host(h) { if (host) g_host_waiters.fetch_add(1, std::memory_order_relaxed); }
+    ~HostWaiting() { if (host) g_host_waiters.fetch_sub(1, std::memory_order_relaxed); }
+  } waiting(help);
   auto ready = [&] {
     if (done()) return true;
     if (help) run_next_here(stream, ticket);
@@ -377,6 +392,8 @@ void run_worker(Stream* stream) {
       });
       uint64_t expected = pos + 1;
       if (slot.seq.compare_exchange_strong(expected, (pos + 1) | kClaimed)) {
+        if (auto size = g_size_worker_team.load(std::memory_order_acquire))
+          size(slot.in_burst && g_host_waiters.load(std::memory_order_relaxed) == 0);
         run_task(stream, slot);
         slot.seq.store(pos + kRingSize, std::memory_order_release);
         mark_completed(stream);
@@ -501,6 +518,8 @@ uint64_t enqueue(Stream* stream, const char* name, void* callable, const TaskTyp
   slot.activity = nullptr;
   slot.boxed = type.size > kTaskInlineBytes || type.align > kTaskAlign;
   slot.touches_memory = touches_memory;
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  slot.in_burst = now - stream->last_enqueue_ns.exchange(now, std::memory_order_relaxed) < kBurstNs;
   void* box = nullptr;
   try {
     if (slot.boxed) *reinterpret_cast<void**>(slot.storage) = box = ::operator new(type.size, std::align_val_t(type.align));
@@ -648,6 +667,7 @@ void copy_on_this_thread(void* dst, const void* src, size_t bytes, const Stream*
 }  // namespace
 
 void set_parallel_for(ParallelFor parallel_for) { g_parallel_for.store(parallel_for, std::memory_order_release); }
+void set_size_worker_team(SizeWorkerTeam size) { g_size_worker_team.store(size, std::memory_order_release); }
 
 // A small copy onto an idle stream runs on the calling thread at once. That
 // is the order a queued copy would have (nothing is ahead of it), completed

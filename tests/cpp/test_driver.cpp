@@ -481,6 +481,61 @@ TEST(Streams, ParkedWorkerRunsLaunchesNobodyWaitsFor) {
   stream_synchronize(stream);
 }
 
+// ---- the workers' share of the cores -----------------------------------------
+
+std::atomic<bool> g_told_dispatching{false};
+void record_team(bool host_dispatching) { g_told_dispatching = host_dispatching; }
+
+// What the worker was told before the task `queue` launches last, seen from
+// inside that task; `wait` then waits for the stream. Tries again while the
+// task ran on a waiting host (not sized: it is the host's own thread) or the
+// host was descheduled between its launches.
+template <class Queue, class Wait>
+bool told_dispatching(Stream* stream, Queue queue, Wait wait, bool expected) {
+  const auto host = std::this_thread::get_id();
+  bool told = !expected;
+  for (int attempt = 0; attempt < 20 && told != expected; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // ends any burst
+    std::atomic<bool> on_worker{false};
+    queue([&] {
+      on_worker = std::this_thread::get_id() != host;
+      told = g_told_dispatching.load();
+    });
+    wait();
+    if (!on_worker) told = !expected;
+  }
+  return told;
+}
+
+// A task queued right behind another comes from a host that is still
+// dispatching: its worker leaves the host a core unless a host thread waits
+// for the device; a task queued alone (then waited for) gets all of them.
+TEST(Streams, WorkerIsToldWhetherTheHostIsDispatching) {
+  set_size_worker_team(record_team);
+  Stream* stream = create_stream(0);
+  auto idle = [&] {
+    while (!stream_query(stream)) std::this_thread::yield();
+  };
+  EXPECT_FALSE(told_dispatching(stream, [&](auto task) { launch(stream, "alone", task); }, idle, false));
+  std::atomic<bool> release{false};
+  auto behind_another = [&](auto task) {
+    release = false;
+    launch(stream, "blocked", [&] { wait_for(release); });
+    launch(stream, "behind", task);
+  };
+  EXPECT_TRUE(told_dispatching(stream, behind_another, [&] { release = true; idle(); }, true));
+  auto host_waits = [&] {
+    std::thread releaser([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      release = true;
+    });
+    stream_synchronize(stream);
+    releaser.join();
+  };
+  EXPECT_FALSE(told_dispatching(stream, behind_another, host_waits, false));
+  set_size_worker_team(nullptr);
+}
+
 // ---- copies ----------------------------------------------------------------
 
 TEST(Copies, HostDeviceRoundTrip) {
