@@ -1,9 +1,11 @@
 // c10d's "rbln-ccl" backend. A collective on rbln tensors is queued like a
-// device kernel: its communication stream waits for the caller's stream,
-// copies the inputs into pinned host buffers, runs a host task that waits for
-// the host backend (Gloo) to finish on those buffers, and copies the results
-// back; Work::wait() makes the caller's stream wait for that, as NCCL's does.
-// A large all_reduce goes as pieces, so copies overlap the host backend's transfers.
+// device kernel: its communication stream waits for the caller's stream and
+// runs a host task that waits for the host backend (Gloo) to finish;
+// Work::wait() makes the caller's stream wait for that, as NCCL's does.
+// Device memory is host-addressable inside a task (as for every kernel here), so
+// Gloo works on the device tensors themselves while that task runs; tensors it
+// cannot take as they are go through pinned host buffers copied in before the
+// task and back after it.
 // One posting thread per backend calls the host backend in program order, so
 // Gloo's per-collective tags agree across ranks whatever the device's timing;
 // it posts without waiting for completion, so a send and the matching
@@ -43,24 +45,31 @@ using HostCall = std::function<std::vector<WorkPtr>(c10d::Backend& host)>;
 // A collective's call into the host backend on the host copies of its tensors.
 using HostOp = std::function<std::vector<WorkPtr>(c10d::Backend&, Tensors&)>;
 
-// One call into the host backend, made by the posting thread once `staged`
-// (the inputs' host copies) has completed; the works it returns finish later.
+// One call into the host backend, made by the posting thread once its tensors are ready:
+// `staged` (the inputs' host copies) has completed, or, for tensors used in place, the
+// lane's task that waits for the call has started. The works it returns finish later.
 struct Posting {
   std::unique_ptr<c10::Event> staged;
+  bool in_place = false;
   HostCall call;
   std::mutex mutex;
   std::condition_variable cv;
+  bool lane_started = false;
   bool posted = false;
   std::vector<WorkPtr> works;
   std::exception_ptr error;
-  Tensors host;  // views of `buffers` standing in for the device tensors
-  std::vector<std::shared_ptr<void>> buffers;  // StagingPool's, owned by its collective's postings alone
+  Tensors host;  // what the host backend works on: the device tensors' host views or staging copies
+  std::vector<std::shared_ptr<void>> buffers;  // StagingPool's, owned by its collective's posting alone
 
   void post(c10d::Backend& host) {
     std::vector<WorkPtr> result;
     std::exception_ptr failure;
     try {
       if (staged) staged->synchronize();
+      if (in_place) {
+        std::unique_lock<std::mutex> lock(mutex);
+        cv.wait(lock, [&] { return lane_started; });
+      }
       result = call(host);
     } catch (...) {
       failure = std::current_exception();
@@ -70,6 +79,13 @@ struct Posting {
     works = std::move(result);
     error = failure;
     posted = true;
+    cv.notify_all();
+  }
+  // Called by the lane's task: stream order has reached the collective and, until the task
+  // returns, device memory is host-addressable.
+  void start_on_lane() {
+    std::lock_guard<std::mutex> lock(mutex);
+    lane_started = true;
     cv.notify_all();
   }
   // Waits until posted; rethrows a failure to post.
@@ -278,12 +294,6 @@ class CoalescedWork final : public c10d::Work {
 // own, so a receive posted after a send to the same peer is not queued behind it.
 enum class Lane { kCollective, kSend, kRecv };
 
-// A large all_reduce is cut into pieces of this size: copying one piece in or out
-// overlaps the host backend's transfer of the others.
-constexpr size_t kPieceBytes = 4 << 20;
-// How many pieces the lane copies in before it waits for the first of them.
-constexpr size_t kPiecesAhead = 1;
-
 Lane lane_of(OpType type) {
   switch (type) {
     case OpType::SEND: return Lane::kSend;
@@ -297,12 +307,7 @@ Lane lane_of(OpType type) {
 struct Staged {
   at::Tensor device, host;
   bool copy_in, copy_out;
-};
-
-// Part of a collective: its staged tensors and the host backend call on their host copies.
-struct Piece {
-  std::vector<Staged> staged;
-  HostOp call;
+  bool scratch = false;  // the host backend writes it though it is no result (Gloo's reduce, off the root)
 };
 
 std::vector<Staged> operator+(std::vector<Staged> a, const std::vector<Staged>& b) {
@@ -354,19 +359,7 @@ class ProcessGroupRBLN final : public c10d::Backend {
     auto host_opts = opts;
     auto fix = reduction(host_opts.reduceOp, tensors);
     HostOp call = [host_opts](c10d::Backend& h, Tensors& t) mutable { return one(h.allreduce(t, host_opts)); };
-    auto device = device_of(stage(tensors, true, true));
-    if (device < 0 || tensors.size() != 1 || tensors[0].layout() != at::kStrided || !tensors[0].is_contiguous() ||
-        tensors[0].nbytes() <= kPieceBytes) {
-      return run(OpType::ALLREDUCE, "rbln-ccl allreduce", stage(tensors, true, true), fix, call, device);
-    }
-    // A large tensor goes as pieces (every rank cuts the same sizes the same way).
-    auto flat = tensors[0].view(-1);
-    int64_t step = kPieceBytes / flat.element_size();
-    std::vector<Piece> pieces;
-    for (int64_t begin = 0; begin < flat.numel(); begin += step) {
-      pieces.push_back({stage({flat.narrow(0, begin, std::min(step, flat.numel() - begin))}, true, true), call});
-    }
-    return run_pieces(OpType::ALLREDUCE, "rbln-ccl allreduce", std::move(pieces), fix, device, tensors);
+    return run(OpType::ALLREDUCE, "rbln-ccl allreduce", stage(tensors, true, true), fix, call);
   }
 
   WorkPtr allreduce_coalesced(Tensors& tensors, const c10d::AllreduceCoalescedOptions& opts) override {
@@ -381,7 +374,9 @@ class ProcessGroupRBLN final : public c10d::Backend {
     auto fix = reduction(host_opts.reduceOp, tensors);
     bool root = opts.rootRank == getRank();
     if (!root) fix.after = nullptr;
-    return run(OpType::REDUCE, "rbln-ccl reduce", stage(tensors, true, root), fix,
+    auto staged = stage(tensors, true, root);
+    for (auto& s : staged) s.scratch = !root;
+    return run(OpType::REDUCE, "rbln-ccl reduce", std::move(staged), fix,
                [host_opts](c10d::Backend& h, Tensors& t) mutable { return one(h.reduce(t, host_opts)); });
   }
 
@@ -679,107 +674,112 @@ class ProcessGroupRBLN final : public c10d::Backend {
 
   WorkPtr run(OpType type, const char* name, std::vector<Staged> staged, Fix fix, HostOp call,
               c10::DeviceIndex device = -2) {
-    if (device == -2) device = device_of(staged);
-    std::vector<Piece> pieces;
-    pieces.push_back({std::move(staged), std::move(call)});
-    return run_pieces(type, name, std::move(pieces), std::move(fix), device);
-  }
-
-  WorkPtr run_pieces(OpType type, const char* name, std::vector<Piece> pieces, Fix fix, c10::DeviceIndex device,
-                     std::optional<Tensors> outputs = std::nullopt) {
     std::call_once(adopted_, [this] { adopt_as_default(); });
-    auto work = device < 0 ? run_on_host(std::move(pieces.front().staged), fix, std::move(pieces.front().call))
-                           : issue(type, name, std::move(pieces), std::move(fix), device, std::move(outputs));
+    if (device == -2) device = device_of(staged);
+    auto work = device < 0 ? run_on_host(std::move(staged), fix, std::move(call))
+                           : issue(type, name, std::move(staged), std::move(fix), std::move(call), device);
     std::lock_guard<std::mutex> lock(coalesced_mutex_);
     if (coalescing_) coalesced_.push_back(work);
     return work;
   }
 
-  // The device path: caller's stream -> lane stream: every piece's copies in (each piece is
-  // posted once its own copies are done), then per piece a host task waiting for the host
-  // backend and its copies back. So a piece's transfer overlaps the copies of the others.
-  WorkPtr issue(OpType type, const char* name, std::vector<Piece> pieces, Fix fix, c10::DeviceIndex device,
-                std::optional<Tensors> outputs) {
+  // Whether the host backend can work on a collective's device tensors themselves: each is
+  // contiguous with no conjugate or negative bit (Gloo reads the bytes as they are), only
+  // results are written (by Gloo or by a scaling before the reduction), and no written tensor
+  // overlaps another.
+  static bool usable_in_place(const std::vector<Staged>& staged, const Fix& fix) {
+    std::vector<std::pair<uintptr_t, uintptr_t>> spans;
+    bool writes = false;
+    for (size_t i = 0; i < staged.size(); ++i) {
+      auto& s = staged[i];
+      auto& t = s.device;
+      if (t.layout() != at::kStrided || !t.is_contiguous() || t.is_conj() || t.is_neg()) return false;
+      bool scaled = fix.before && i >= fix.inputs_begin;
+      if ((s.scratch || scaled) && !s.copy_out) return false;
+      writes |= s.copy_out;
+      if (t.nbytes() == 0) continue;
+      auto begin = reinterpret_cast<uintptr_t>(t.const_data_ptr());
+      spans.emplace_back(begin, begin + t.nbytes());
+    }
+    std::sort(spans.begin(), spans.end());
+    for (size_t i = 1; writes && i < spans.size(); ++i) {
+      if (spans[i].first < spans[i - 1].second) return false;
+    }
+    return true;
+  }
+
+  // The device path: the lane waits for the caller's stream, then a host task on the lane lets
+  // the posting thread call the host backend and waits for it. Tensors usable in place are the
+  // host backend's as they are while that task runs; otherwise the inputs are copied into pinned
+  // buffers before it and the results back after it.
+  WorkPtr issue(OpType type, const char* name, std::vector<Staged> staged, Fix fix, HostOp call,
+                c10::DeviceIndex device) {
     auto comm = lane_stream(device, lane_of(type));
     auto caller = caller_stream(device);
     c10::Event ready(kRBLN);
     ready.record(caller);
     ready.block(comm);
     c10::StreamGuard guard(comm);
-    std::vector<std::shared_ptr<Posting>> postings;
-    auto copy_in_and_post = [&](Piece& piece) {
-      auto posting = std::make_shared<Posting>();
-      // A piece reuses the buffers of the one kPiecesAhead + 1 before it, which the lane has
-      // copied back by now: they are still in cache, and a large collective stages little.
-      auto* recycled = postings.size() > kPiecesAhead ? postings[postings.size() - kPiecesAhead - 1].get() : nullptr;
-      Tensors host;
-      for (size_t k = 0; k < piece.staged.size(); ++k) {
-        auto& s = piece.staged[k];
-        auto bytes = std::max<size_t>(1, s.device.numel() * s.device.element_size());
-        bool reuse = recycled && recycled->host.size() == piece.staged.size() && recycled->host[k].nbytes() >= bytes;
-        posting->buffers.push_back(reuse ? recycled->buffers[k] : staging_->take(bytes));
-        s.host = at::from_blob(posting->buffers.back().get(), s.device.sizes(), s.device.options().device(at::kCPU));
+    auto posting = std::make_shared<Posting>();
+    posting->in_place = usable_in_place(staged, fix);
+    for (auto& s : staged) {
+      auto options = s.device.options().device(at::kCPU);
+      if (posting->in_place) {
+        s.host = s.device.numel() == 0 ? at::empty(s.device.sizes(), options)
+                                       : at::from_blob(s.device.data_ptr(), s.device.sizes(), options);
+      } else {
+        posting->buffers.push_back(staging_->take(std::max<size_t>(1, s.device.nbytes())));
+        s.host = at::from_blob(posting->buffers.back().get(), s.device.sizes(), options);
         if (s.copy_in) s.host.copy_(s.device, /*non_blocking=*/true);
-        host.push_back(s.host);
       }
+      posting->host.push_back(s.host);
+    }
+    if (!posting->in_place) {
       posting->staged = std::make_unique<c10::Event>(kRBLN);
       posting->staged->record(comm);
-      posting->call = [host, call = std::move(piece.call), fix](c10d::Backend& h) mutable {
-        fix.apply_before(host);
-        return call(h, host);
-      };
-      post(posting);
-      posting->host = std::move(host);
-      postings.push_back(std::move(posting));
+    }
+    posting->call = [host = posting->host, call = std::move(call), fix](c10d::Backend& h) mutable {
+      fix.apply_before(host);
+      return call(h, host);
     };
+    post(posting);
 
     auto outcome = std::make_shared<Outcome>();
-    auto failure = std::make_shared<std::exception_ptr>();  // the first piece's; the lane runs them in order
+    launch(device, name, [posting, outcome, first_failure = first_failure_, fix]() {
+      std::exception_ptr failure;
+      int source = -1;
+      try {
+        posting->start_on_lane();
+        posting->complete();
+        if (!posting->works.empty()) {
+          auto& final_work = posting->works.back();
+          if (final_work->retrieveOpType() == OpType::RECVANYSOURCE) source = final_work->sourceRank();
+        }
+        fix.apply_after(posting->host);
+      } catch (...) {
+        failure = std::current_exception();
+        first_failure->finish(failure, -1);
+      }
+      outcome->finish(failure, source);
+    });
     Tensors results;
     auto* allocator = c10::getDeviceAllocator(kRBLN);
-    auto wait_and_copy_out = [&](size_t i) {
-      bool last = i + 1 == pieces.size();
-      launch(device, name, [posting = postings[i], outcome, failure, last, first_failure = first_failure_, fix]() mutable {
-        int source = -1;
-        try {
-          posting->complete();
-          if (!posting->works.empty()) {
-            auto& final_work = posting->works.back();
-            if (final_work->retrieveOpType() == OpType::RECVANYSOURCE) source = final_work->sourceRank();
-          }
-          fix.apply_after(posting->host);
-        } catch (...) {
-          if (!*failure) {
-            *failure = std::current_exception();
-            first_failure->finish(*failure, -1);
-          }
-        }
-        if (last) outcome->finish(*failure, source);
-      });
-      for (auto& s : pieces[i].staged) {
-        if (s.copy_out) {
-          s.device.copy_(s.host, /*non_blocking=*/true);
-          results.push_back(s.device);
-        }
-        allocator->recordStream(s.device.storage().data_ptr(), comm);
+    for (auto& s : staged) {
+      if (s.copy_out) {
+        if (!posting->in_place) s.device.copy_(s.host, /*non_blocking=*/true);
+        results.push_back(s.device);
       }
-    };
-    // The lane copies piece i + kPiecesAhead in before it waits for piece i, so the host backend
-    // always has the next piece while a finished one is copied back, and a piece's staging buffer
-    // is still in cache when it is sent and when it is copied back.
-    for (size_t i = 0; i < pieces.size() + kPiecesAhead; ++i) {
-      if (i < pieces.size()) copy_in_and_post(pieces[i]);
-      if (i >= kPiecesAhead) wait_and_copy_out(i - kPiecesAhead);
+      allocator->recordStream(s.device.storage().data_ptr(), comm);
     }
     // After the copies back nothing uses the staging buffers.
-    launch(device, "rbln-ccl release", [postings = std::move(postings), releaser = &release_thread_]() mutable {
-      releaser->push([finished = std::move(postings)] {});
+    launch(device, "rbln-ccl release", [posting = std::move(posting), releaser = &release_thread_]() mutable {
+      releaser->push([finished = std::move(posting)] {});
     });
     auto done = std::make_unique<c10::Event>(kRBLN);
     done->record(comm);
     bool host_blocking = type == OpType::BARRIER;
-    return c10::make_intrusive<WorkRBLN>(getRank(), type, comm, outcome, std::move(done),
-                                         outputs ? std::move(*outputs) : std::move(results), host_blocking);
+    return c10::make_intrusive<WorkRBLN>(getRank(), type, comm, outcome, std::move(done), std::move(results),
+                                         host_blocking);
   }
 
   // CPU tensors: the host backend's own work, once every earlier collective is posted.

@@ -26,10 +26,11 @@ def _reports(stdout, ranks):
     return reports
 
 
-def torchrun(script, *args, nproc=2, devices=2):
+def torchrun(script, *args, nproc=2, devices=2, env=None):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
            str(SCRIPTS / script), *args]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env=_env(devices), cwd=ROOT)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env={**_env(devices), **(env or {})},
+                          cwd=ROOT)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return _reports(done.stdout, nproc)
 
@@ -63,6 +64,12 @@ def assert_collectives(reports):
 def test_every_collective_on_rbln_with_no_backend_named():
     # init_process_group() picks rbln-ccl for the rbln accelerator, as it picks NCCL for CUDA.
     assert_collectives(torchrun("collectives.py", "rbln"))
+
+
+def test_every_collective_under_strict_mode():
+    # Gloo works on device tensors in place only while the lane's task runs: strict mode makes
+    # device memory unreadable at any other time.
+    assert_collectives(torchrun("collectives.py", "rbln", env={"RBLN_STRICT": "1"}))
 
 
 def test_every_collective_on_cpu_tensors_through_rbln_ccl():

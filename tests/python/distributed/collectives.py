@@ -218,9 +218,8 @@ if device_type == "rbln":
 if not work.is_completed():
     failures.append("async all_reduce: not completed after synchronize")
 
-# A large all_reduce, which rbln-ccl sends in pieces of 4 MiB: a 2-d tensor whose last piece is
-# shorter (float32 9 MiB, bfloat16 4.5 MiB, int64 18 MiB), PREMUL_SUM and integer AVG made per
-# piece, and the future holding the whole tensor.
+# A large all_reduce (float32 9 MiB, bfloat16 4.5 MiB, int64 18 MiB), PREMUL_SUM and integer AVG
+# made around Gloo's SUM, and the future holding the whole tensor.
 large = (3, (3 << 20) // 4 + 5)
 for dtype, op, name in ((torch.float32, R.SUM, "SUM"), (torch.bfloat16, dist._make_nccl_premul_sum(0.5), "PREMUL_SUM"),
                         (torch.int64, R.AVG, "AVG")):
@@ -233,6 +232,37 @@ for dtype, op, name in ((torch.float32, R.SUM, "SUM"), (torch.bfloat16, dist._ma
     check(f"large all_reduce {name} {dtype}", t, expected)
     if result.data_ptr() != t.data_ptr() or result.shape != t.shape:
         failures.append(f"large all_reduce {name}: the future holds {tuple(result.shape)}, not the tensor")
+
+# Gloo works on contiguous device tensors in place (no staging copies on the device) and on
+# staging copies of the rest: a reduce_scatter's PREMUL_SUM must not scale the caller's input.
+if device_type == "rbln":
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    def staging_copies(prof):
+        return sum(e.name in ("Memcpy DtoH", "Memcpy HtoD") and e.device_type == DeviceType.PrivateUse1
+                   for e in prof.events())
+
+    everyone = [value(r, (1 << 18,), torch.float32, salt=70) for r in range(world)]
+    t = on(everyone[rank])
+    torch.rbln.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        dist.all_reduce(t)
+        torch.rbln.synchronize()
+    check("all_reduce in place", t, reduce_all(everyone, R.SUM, torch.float32))
+    if staging_copies(prof):
+        failures.append(f"all_reduce in place: {staging_copies(prof)} staging copies")
+
+    everyone = [value(r, (world * 4,), torch.float32, salt=71) for r in range(world)]
+    source, out = on(everyone[rank]), on(torch.zeros(4))
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        dist.reduce_scatter_tensor(out, source, op=dist._make_nccl_premul_sum(0.5))
+        torch.rbln.synchronize()
+    check("reduce_scatter_tensor PREMUL_SUM staged", out,
+          reduce_all([e * 0.5 for e in everyone], R.SUM, torch.float32)[rank * 4:rank * 4 + 4])
+    check("reduce_scatter_tensor PREMUL_SUM input untouched", source, everyone[rank])
+    if staging_copies(prof) < 2:
+        failures.append("reduce_scatter_tensor PREMUL_SUM: not staged")
 
 dist.barrier()
 if backend is not None:  # a group with a CPU backend, as for CUDA; dist.monitored_barrier() itself
