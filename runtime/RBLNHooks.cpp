@@ -8,8 +8,12 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <omp.h>
+#include <sched.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <vector>
 
 #include "runtime/RBLNFunctions.h"
 #include "runtime/RBLNGenerator.h"
@@ -62,19 +66,74 @@ void parallel_pieces(size_t pieces, void* ctx, void (*body)(void*, size_t, size_
 extern "C" int MKL_Set_Num_Threads_Local(int threads);  // mkl_service.h's C entry (the lowercase one is Fortran's)
 #endif
 
+// The CPUs this process may run on (the importing thread's), in order; none
+// when the user binds OpenMP threads (then the user places them).
+const std::vector<int>& bindable_cpus() {
+  static const std::vector<int> cpus = [] {
+    std::vector<int> list;
+    for (const char* var : {"OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY", "KMP_AFFINITY"}) {
+      if (std::getenv(var)) return list;
+    }
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return list;
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(cpu, &allowed)) list.push_back(cpu);
+    }
+    return list;
+  }();
+  return cpus;
+}
+
+// Parts a stream worker's team (this thread and its OpenMP pool) when it
+// finds two of its threads on one CPU: Linux wakes a thread near its waker, so
+// after the host's own parallel work the team often woke stacked on one core,
+// each matmul 2-3x slower for dozens of forwards until the load balancer
+// parted it (compiled CPU and rbln forwards interleaved, docs/design.md). A
+// stacked thread moves to a CPU none of the team is on and is free again at
+// once: binding the team for good kept other busy threads (a serving client)
+// from getting out of its way, and serving lost a fifth.
+void part_worker_team(int threads) {
+  const auto& cpus = bindable_cpus();
+  if (cpus.size() < 2) return;
+  std::vector<int> where(threads, -1);
+#pragma omp parallel num_threads(threads)
+  {
+    const int me = omp_get_thread_num();
+    where[me] = sched_getcpu();
+#pragma omp barrier
+    auto seen_before = [&](int t) { return std::find(where.begin(), where.begin() + t, where[t]) != where.begin() + t; };
+    std::vector<int> unused;
+    for (int cpu : cpus) {
+      if (std::find(where.begin(), where.end(), cpu) == where.end()) unused.push_back(cpu);
+    }
+    if (seen_before(me) && !unused.empty()) {
+      int rank = 0;  // the k-th stacked thread takes the k-th unused CPU
+      for (int t = 0; t < me; ++t) rank += seen_before(t);
+      cpu_set_t one, all;
+      CPU_ZERO(&one);
+      CPU_SET(unused[rank % unused.size()], &one);
+      CPU_ZERO(&all);
+      for (int cpu : cpus) CPU_SET(cpu, &all);
+      sched_setaffinity(0, sizeof(one), &one);  // moves this thread now (best effort)
+      sched_setaffinity(0, sizeof(all), &all);
+    }
+  }
+}
+
 // A stream worker's intra-op team (OpenMP and MKL, this thread only): one
 // thread fewer than ATen gave it while a host thread is dispatching, so the
 // two do not take turns on a core (2 OpenMP threads and the dispatching thread
 // on 2 cores stall each parallel region for a time slice); all of them otherwise.
 void size_worker_team(bool host_dispatching) {
   thread_local const int all = at::get_num_threads();
-  thread_local int current = all;
+  thread_local int current = 0;  // the first task sizes (and parts) the team
   const int want = host_dispatching ? std::max(1, all - 1) : all;
   if (want == current) return;
   omp_set_num_threads(want);
 #if AT_MKL_ENABLED()
   MKL_Set_Num_Threads_Local(want);
 #endif
+  if (want >= 2) part_worker_team(want);
   current = want;
 }
 
@@ -82,6 +141,7 @@ const bool registered = [] {
   c10::register_privateuse1_backend("rbln");
   at::RegisterPrivateUse1HooksInterface(new RBLNHooks());
   driver::set_parallel_for(parallel_pieces);
+  bindable_cpus();  // the importing thread's CPUs, before any worker runs
   driver::set_size_worker_team(size_worker_team);
   return true;
 }();

@@ -368,6 +368,7 @@ void wait_completed(Stream* stream, uint64_t ticket, bool help = false) {
 // Runs the ring's tasks in order. Between back-to-back launches the worker
 // spins and yields (wait_until); it parks only after kYieldWindow idle.
 void run_worker(Stream* stream) {
+  pthread_setname_np(pthread_self(), "rbln worker");  // for top, gdb, py-spy; inherited by its OpenMP team
   Slot* ring = stream->ring.get();
   for (uint64_t pos = 0;; ++pos) {
     Slot& slot = ring[pos % kRingSize];

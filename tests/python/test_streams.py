@@ -1,4 +1,6 @@
 """torch.rbln streams and events."""
+import os
+
 import pytest
 import torch
 
@@ -143,3 +145,34 @@ def test_stream_record_event_accepts_rbln_event(square, busy):
     e.synchronize()
     assert e.query()
     torch.testing.assert_close(out.cpu(), busy(square), rtol=1e-4, atol=1e-4)
+
+
+
+TEAM_STACKED = """
+import os, time
+cpus = sorted(os.sched_getaffinity(0))
+torch.set_num_threads(2)
+a = torch.randn(256, 256, device="rbln")
+expected = a.cpu() @ a.cpu()
+os.sched_setaffinity(0, {cpus[0]})  # a worker started now, and its OpenMP thread, start on one CPU
+side = torch.rbln.Stream()
+with torch.rbln.stream(side):
+    got = a @ a  # the side worker's first task: its whole team, which finds itself stacked
+time.sleep(0.05)  # the worker's to run, not a host waiting in synchronize
+side.synchronize()
+team = [int(t) for t in os.listdir("/proc/self/task") if open(f"/proc/self/task/{t}/comm").read().strip() == "rbln worker"]
+masks = sorted(sorted(os.sched_getaffinity(tid)) for tid in team)
+print(json.dumps({"masks": [m for m in masks if m != cpus], "cpus": cpus,
+                  "close": torch.allclose(got.cpu(), expected, rtol=1e-4, atol=1e-4)}))
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_a_stacked_worker_team_is_parted(run_python):
+    # The OpenMP thread that shared the side worker's CPU moved off it and is free again (the
+    # process's CPUs); the worker keeps the CPU it inherited.
+    out = run_python(TEAM_STACKED)
+    assert out["close"] and out["masks"] == [[out["cpus"][0]]], out
+    # A user who binds OpenMP threads places them: nothing moves.
+    out = run_python(TEAM_STACKED, OMP_PROC_BIND="false")
+    assert out["close"] and out["masks"] == [[out["cpus"][0]]] * 2, out
