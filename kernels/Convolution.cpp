@@ -7,11 +7,12 @@
 // scatters; a transposed convolution scatters and its input gradient gathers.
 // float16/bfloat16 compute in float32, int64 in its own type (exact, the plain
 // product loop). A float32 forward with a spatial kernel over 16 or more input
-// channels is the op library's (kernels/Library.h), as CUDA's is cuDNN's:
+// channels, or with channels_last operands, is the op library's (kernels/Library.h), as CUDA's is cuDNN's:
 // oneDNN's direct convolution moves less memory than the column matrix
 // (ResNet-18's 3x3 layers up to 1.3x faster), while im2col's batched gemm
 // stays ahead on thin inputs (the 7x7 stem over 3 channels: 1.35x) and on 1x1
-// kernels (1.3 to 1.9x). Other integer dtypes, whose support on CPU varies by
+// kernels (1.3 to 1.9x) in the contiguous layout. Results and gradients take CUDA's memory
+// format (kernels/Convolution.h); the column kernels compute contiguous and convert. Other integer dtypes, whose support on CPU varies by
 // convolution form (it raises where it has none), and integer backwards go to
 // the CPU, counted.
 #include <ATen/Parallel.h>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "generated/RBLNNativeFunctions.h"
+#include "kernels/Convolution.h"
 #include "kernels/Blas.h"
 #include "kernels/Common.h"
 #include "kernels/Library.h"
@@ -306,12 +308,27 @@ at::Tensor finish(const at::Tensor& result, at::ScalarType dtype) {
   return out;
 }
 
+// A result the kernels computed contiguous, in the format the rule gives.
+at::Tensor in_format(const at::Tensor& result, at::MemoryFormat format) {
+  return result.defined() ? result.contiguous(format) : result;
+}
+
 template <class F>
 void dispatch_compute(at::ScalarType compute, F&& f) {
   AT_DISPATCH_FLOATING_TYPES_AND(at::kLong, compute, "convolution", [&] { f(scalar_t{}); });
 }
 
 }  // namespace
+
+at::MemoryFormat convolution_memory_format(const at::Tensor& input, const at::Tensor& weight) {
+  if (input.scalar_type() == at::kDouble || weight.scalar_type() == at::kDouble) return at::MemoryFormat::Contiguous;
+  const auto in = input.suggest_memory_format(), w = weight.suggest_memory_format();
+  for (auto format : {at::MemoryFormat::ChannelsLast, at::MemoryFormat::ChannelsLast3d}) {
+    const int64_t dims = format == at::MemoryFormat::ChannelsLast ? 4 : 5;
+    if (weight.dim() == dims && (in == format || w == format)) return format;
+  }
+  return at::MemoryFormat::Contiguous;
+}
 
 at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
                                     const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
@@ -328,9 +345,10 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
   if (at::isIntegralType(dtype, true) && dtype != at::kLong) {
     count_fallback("aten::convolution_overrideable", kIntegerReason);
     const NoSyncAccounting quiet;  // the fallback's copies are its cost
-    return back(at::convolution_symint(host(input), host(weight), host(b), stride, padding, dilation, transposed,
-                                       output_padding, groups),
-                input.device());
+    return in_format(back(at::convolution_symint(host(input), host(weight), host(b), stride, padding, dilation,
+                                                 transposed, output_padding, groups),
+                          input.device()),
+                     convolution_memory_format(input, weight));
   }
   const auto compute = compute_type(input);
   const int64_t dims = input.dim() - 2;
@@ -338,11 +356,15 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
                     C10_AS_INTARRAYREF_SLOW(dilation), transposed, C10_AS_INTARRAYREF_SLOW(output_padding),
                     groups.expect_int());
   const int64_t out_channels = transposed ? s.groups * s.b : s.groups * s.a;
+  const auto format = convolution_memory_format(input, weight);
+  // oneDNN takes either layout and writes the rule's; the other kernels compute contiguous, so
+  // channels_last operands go to oneDNN whatever the kernel's shape.
+  const bool library = dtype == at::kFloat && !transposed &&
+                       ((s.b >= 16 && s.w.k_numel() > 1) || format != at::MemoryFormat::Contiguous);
   auto out = at::empty(sizes_of(s.batch, out_channels, transposed ? s.w.in : s.w.out, dims),
-                       input.options().dtype(compute));
-  if (out.numel() == 0) return finish(out, input.scalar_type());
-  if (dtype == at::kFloat && !transposed && s.b >= 16 && s.w.k_numel() > 1) {
-    // Into `out`: contiguous, as PyTorch's rule for this backend says, whatever CPU's layout.
+                       input.options().dtype(compute).memory_format(library ? format : at::MemoryFormat::Contiguous));
+  if (out.numel() == 0) return in_format(finish(out, input.scalar_type()), format);
+  if (library) {
     launch_library("aten::convolution_overrideable", {input, weight, b}, {out},
                    [stride = own(stride), padding = own(padding), dilation = own(dilation), transposed,
                     output_padding = own(output_padding), groups](const std::vector<at::Tensor>& in) {
@@ -366,7 +388,7 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
       else gather<T>(s, xp, wp, bp, yp, sp);
     });
   });
-  return finish(out, input.scalar_type());
+  return in_format(finish(out, input.scalar_type()), format);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
@@ -381,7 +403,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
     auto [gi, gw, gb] = at::convolution_backward_symint(host(grad_output), host(input), host(weight), bias_sizes,
                                                         stride, padding, dilation, transposed, output_padding, groups,
                                                         output_mask);
-    return {back(gi, input.device()), back(gw, input.device()), back(gb, input.device())};
+    const auto format = convolution_memory_format(input, weight);
+    return {in_format(back(gi, input.device()), format), in_format(back(gw, input.device()), format),
+            back(gb, input.device())};
   }
   const auto compute = compute_type(input);
   auto s = shape_of(input, weight, C10_AS_INTARRAYREF_SLOW(stride), C10_AS_INTARRAYREF_SLOW(padding),
@@ -425,8 +449,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
       });
     });
   }
-  return {grad_input.defined() ? finish(grad_input, input.scalar_type()) : grad_input,
-          grad_weight.defined() ? finish(grad_weight, weight.scalar_type()) : grad_weight, grad_bias};
+  const auto format = convolution_memory_format(input, weight);
+  return {in_format(grad_input.defined() ? finish(grad_input, input.scalar_type()) : grad_input, format),
+          in_format(grad_weight.defined() ? finish(grad_weight, weight.scalar_type()) : grad_weight, format),
+          grad_bias};
 }
 
 }  // namespace rbln::kernels

@@ -12,12 +12,14 @@
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/profiler/combined_traceback.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
 
+#include "kernels/Convolution.h"
 #include "runtime/RBLNCachingAllocator.h"
 #include "runtime/RBLNCompiledKernels.h"
 #include "runtime/RBLNExternalStream.h"
@@ -256,6 +258,14 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_device_capacity", [](int device) {
     return translate([&] { return rbln::device_capacity(static_cast<c10::DeviceIndex>(device)); });
+  });
+  // The name of the torch.memory_format an rbln convolution returns for these operands.
+  m.def("_convolution_memory_format", [](const at::Tensor& input, const at::Tensor& weight) {
+    switch (rbln::kernels::convolution_memory_format(input, weight)) {
+      case at::MemoryFormat::ChannelsLast: return "channels_last";
+      case at::MemoryFormat::ChannelsLast3d: return "channels_last_3d";
+      default: return "contiguous_format";
+    }
   });
   m.def("_launch_blocking", [] { return rbln::launch_blocking(); });
   m.def("_strict_mode", [] { return rbln::strict_mode(); });

@@ -48,6 +48,10 @@ from . import distributed  # noqa: E402
 
 distributed.register()
 
+from . import _convolution_layout  # noqa: E402
+
+_convolution_layout.install()
+
 from . import _compiled_ops  # noqa: E402
 
 _compiled_ops.install()

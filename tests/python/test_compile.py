@@ -154,14 +154,15 @@ def conv_block(x, w):
     return torch.relu(torch.nn.functional.conv2d(x, w, padding=1)) + 1
 
 
-def test_convolutions_keep_the_layout_rbln_convolution_returns():
-    # PyTorch's rule for a PrivateUse1 convolution is a contiguous result: no channels_last copies
-    # of the input and the weight (Inductor's layout optimization) in an rbln graph, as in a CPU one.
+def test_convolution_graphs_go_channels_last_as_on_cpu():
+    # Inductor's layout optimization turns a graph with convolutions to channels_last on CPU; rbln's
+    # convolutions return channels_last for channels_last operands (as CUDA's), so rbln graphs do too:
+    # the input is converted once, as in CPU's graph, and the result is CPU's.
     x, w = torch.randn(2, 8, 16, 16), torch.randn(8, 8, 3, 3)
     cpu_code = generated_code(conv_block, x, w)
     rbln_code = generated_code(conv_block, x.rbln(), w.rbln())
-    assert "extern_kernels.convolution(arg" not in cpu_code[0]  # CPU converts its input to channels_last
-    assert "extern_kernels.convolution(arg" in rbln_code[0]
+    for code in (cpu_code[0], rbln_code[0]):
+        assert "extern_kernels.convolution(arg" not in code  # a channels_last copy goes first
     with torch.rbln.explain() as ex:
         out = torch.compile(conv_block)(x.rbln(), w.rbln())
     torch.testing.assert_close(out.cpu(), conv_block(x, w))
@@ -184,6 +185,22 @@ def test_inference_max_pooling_runs_rbln_pooling_kernel():
         torch.testing.assert_close(out.cpu(), pool_block(t), equal_nan=True)
         assert "aten::max_pool2d_with_indices" in ex.device_ops
         assert_ran_on_device(ex)
+
+
+def conv_pool_block(x, w):
+    return pool_block(conv_block(x, w))
+
+
+def test_max_pooling_after_a_convolution_keeps_inductors_channels_last_loops():
+    # The graph goes channels_last (the convolution), where Inductor's loops vectorize across channels.
+    x, w = torch.randn(2, 8, 17, 16), torch.randn(8, 8, 3, 3)
+    code = generated_code(conv_pool_block, x.rbln(), w.rbln())
+    assert "rbln.max_pool2d" not in code[0]
+    with torch.rbln.explain() as ex:
+        out = torch.compile(conv_pool_block)(x.rbln(), w.rbln())
+    torch.testing.assert_close(out.cpu(), conv_pool_block(x, w))
+    assert "aten::max_pool2d_with_indices" not in ex.device_ops
+    assert_ran_on_device(ex)
 
 
 def test_max_pooling_with_a_backward_keeps_inductors_indices():

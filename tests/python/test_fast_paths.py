@@ -285,6 +285,49 @@ def test_conv2d_backward(batch, transposed):
     assert "aten::convolution_backward_overrideable" in ex.device_ops
 
 
+LAYOUT_CASES = {  # (input size, weight size, dtype, transposed): the library's and the column kernels' shapes
+    "3x3": ((2, 16, 9, 9), (8, 16, 3, 3), torch.float32, False),
+    "1x1": ((2, 16, 9, 9), (8, 16, 1, 1), torch.float32, False),
+    "stem": ((2, 3, 15, 15), (8, 3, 7, 7), torch.float32, False),
+    "transposed": ((2, 4, 6, 6), (4, 3, 3, 3), torch.float32, True),
+    "3d": ((2, 4, 5, 5, 5), (6, 4, 3, 3, 3), torch.float32, False),
+    "float64": ((2, 4, 6, 6), (6, 4, 3, 3), torch.float64, False),
+    "int64": ((2, 4, 6, 6), (6, 4, 3, 3), torch.int64, False),
+}
+
+
+@pytest.mark.parametrize("operand", ["input", "weight"])
+@pytest.mark.parametrize("case", list(LAYOUT_CASES))
+def test_convolution_results_take_cudas_memory_format(case, operand):
+    """A channels_last operand gives channels_last results and gradients (cuDNN's rule, which CPU's
+    oneDNN shares; float64 stays contiguous as on CUDA), and torch.compile plans the same strides."""
+    x_size, w_size, dtype, transposed = LAYOUT_CASES[case]
+    fmt = torch.channels_last if len(x_size) == 4 else torch.channels_last_3d
+    x, w = torch.randn(x_size).to(dtype), torch.randn(w_size).to(dtype)
+    x, w = (x.contiguous(memory_format=fmt), w) if operand == "input" else (x, w.contiguous(memory_format=fmt))
+    channels_last = any(t.is_contiguous(memory_format=fmt) and not t.is_contiguous() for t in (x, w))  # 1x1: same strides
+    want = fmt if channels_last and dtype != torch.float64 else torch.contiguous_format
+    xr, wr = x.rbln(), w.rbln()
+    args = ([1] * (len(x_size) - 2), [1] * (len(x_size) - 2), [1] * (len(x_size) - 2), transposed,
+            [0] * (len(x_size) - 2), 1)
+    with torch.rbln.explain() as ex:
+        out = torch.ops.aten.convolution(xr, wr, None, *args)
+    assert "aten::convolution_overrideable" in ex.device_ops and not ex.fallback_ops
+    assert out.is_contiguous(memory_format=want)
+    expected = torch.ops.aten.convolution(x, w, None, *args)
+    if dtype == torch.float32 and len(x_size) == 4:
+        assert out.stride() == expected.stride()  # CPU's layout too
+    torch.testing.assert_close(out.cpu(), expected, rtol=1e-4, atol=1e-4)
+    torch._dynamo.reset()  # one code object across the cases: a fresh compile each
+    compiled = torch.compile(lambda a, b: torch.ops.aten.convolution(a, b, None, *args), fullgraph=True)(xr, wr)
+    assert compiled.stride() == out.stride()
+    torch.testing.assert_close(compiled.cpu(), expected, rtol=1e-4, atol=1e-4)
+    if dtype.is_floating_point:
+        grad_input, grad_weight, _ = torch.ops.aten.convolution_backward(
+            torch.ones_like(out), xr, wr, None, *args, [True, True, False])
+        assert grad_input.is_contiguous(memory_format=want) and grad_weight.is_contiguous(memory_format=want)
+
+
 @pytest.mark.parametrize("n", SIZES)
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_gelu_contiguous_and_strided(n, approximate):

@@ -1,19 +1,20 @@
 """Max pooling in rbln graphs runs rbln's pooling kernel instead of Inductor's loops.
 
 Inductor lowers max pooling to loops that its C++ code vectorizes across
-channels: contiguous in the channels_last layout Inductor gives CPU graphs,
-a gather per lane in the contiguous layout of rbln's (PyTorch's rule for a
-PrivateUse1 convolution, see upstream_patches.py). ResNet-18's stem pooling at
-batch 8 took 11.6 ms so, rbln's vectorized kernel about 5. The rbln backend's
-post-grad pass (`BackendVersion`, registered with register_backend_for_device)
-replaces each 2-d max pooling whose indices nothing reads with
-`rbln::max_pool2d`, which Inductor calls as an extern kernel on the stream.
+channels: contiguous in the channels_last layout, a gather per lane in the
+contiguous one (ResNet-18's stem pooling at batch 8 took 11.6 ms so, rbln's
+vectorized kernel about 5). The rbln backend's post-grad pass (`BackendVersion`,
+registered with register_backend_for_device) replaces each 2-d max pooling
+whose indices nothing reads with `rbln::max_pool2d`, which Inductor calls as an
+extern kernel on the stream, in graphs Inductor keeps contiguous; a graph with
+convolutions goes channels_last (upstream_patches.py) and keeps Inductor's loops.
 """
 from __future__ import annotations
 
 import operator
 
 import torch
+from torch._inductor.graph import GraphLowering
 from torch.fx import GraphModule
 
 _DEVICE_TYPE = "rbln"
@@ -32,6 +33,8 @@ _library.impl("max_pool2d", _max_pool2d, "Meta")
 
 def use_rbln_max_pool(gm: GraphModule) -> None:
     """Rewrites Inductor's low-memory max pooling on rbln, where only its values are read."""
+    if GraphLowering.decide_layout_opt(gm, is_inference=True):
+        return  # the graph goes channels_last, where Inductor's loops vectorize as CPU's
     graph = gm.graph
     for node in graph.find_nodes(op="call_function", target=torch.ops.prims._low_memory_max_pool_with_offsets.default):
         x, kernel_size = node.args[0], node.args[1]

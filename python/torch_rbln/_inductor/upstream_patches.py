@@ -2,8 +2,7 @@
 
 Each replacement answers exactly as upstream does for every device but rbln, so
 a CPU (or any other) compile in the same process generates the same code; for
-rbln it gives CPU's answer (rbln kernels are Inductor's C++ kernels), or, for
-the memory layout, the one rbln's convolution returns.
+rbln it gives CPU's answer (rbln kernels are Inductor's C++ kernels).
 Installed once, under a lock, when the rbln backend registers. docs/compile.md
 lists them with the upstream change that would remove each.
 """
@@ -65,15 +64,16 @@ def install() -> None:
         # PrivateUse1 device: "rbln not found in DEVICE_TO_ATEN". One entry more; the others are unchanged.
         cpp_utils.DEVICE_TO_ATEN.setdefault(_DEVICE_TYPE, "at::kPrivateUse1")
 
-        # GraphLowering.decide_layout_opt turns a graph with convolutions to channels_last (always
-        # on CPU with mkldnn, by a FLOP heuristic elsewhere). PyTorch's own rule for a PrivateUse1 convolution
-        # (_conv_determine_backend_memory_format of the Overrideable backend) is a contiguous
-        # result, so on rbln the layout only adds two conversions per convolution (ResNet-18: +15%).
+        # GraphLowering.decide_layout_opt turns a graph with convolutions to channels_last always on CPU
+        # with oneDNN and by a FLOP heuristic tuned for GPUs elsewhere. rbln's convolutions are oneDNN's
+        # and return channels_last for channels_last operands (_convolution_layout.py): CPU's answer.
         upstream_decide_layout_opt = graph.GraphLowering.decide_layout_opt
 
         def decide_layout_opt(gm, *, is_inference: bool) -> bool:
             if any(_convolves_on_rbln(node) for node in gm.graph.nodes):
-                return False
+                return graph.config.layout_optimization and (
+                    graph.config.force_layout_optimization
+                    or (torch.backends.mkldnn.enabled and torch.backends.mkldnn.is_available()))
             return upstream_decide_layout_opt(gm, is_inference=is_inference)
 
         graph.GraphLowering.decide_layout_opt = staticmethod(decide_layout_opt)
