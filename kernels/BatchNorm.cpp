@@ -92,6 +92,12 @@ void channel_stats(const T* x, Layout l, const S* given, F&& f) {
 }
 
 // (output, save_mean, save_invstd); running stats updated in place when training.
+// The kernels compute contiguous; results take the input's suggested memory format, as CPU's
+// and CUDA's (channels_last in, channels_last out).
+at::Tensor in_input_format(const at::Tensor& result, const at::Tensor& input) {
+  return result.defined() ? result.contiguous(input.suggest_memory_format()) : result;
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_forward(const at::Tensor& input, const at::Tensor& weight,
                                                                   const at::Tensor& bias, const at::Tensor& running_mean,
                                                                   const at::Tensor& running_var, bool training,
@@ -198,7 +204,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_forward(const at::Tens
     if (rm.defined() && !rm.is_same(running_mean)) device_copy(running_mean, rm);
     if (rv.defined() && !rv.is_same(running_var)) device_copy(running_var, rv);
   }
-  return {out, save_mean, save_invstd};
+  return {in_input_format(out, input), save_mean, save_invstd};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward_impl(
@@ -268,7 +274,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward_impl(
   });
   if (grad_weight.defined()) device_copy(grad_weight, gw);
   if (grad_bias.defined()) device_copy(grad_bias, gb);
-  return {grad_input, grad_weight, grad_bias};
+  return {in_input_format(grad_input, input), grad_weight, grad_bias};
 }
 
 }  // namespace

@@ -80,6 +80,25 @@ def test_resnet18_inference_matches_cpu():
     check_ops("resnet18", ex, {"aten::relu", "aten::add_.Tensor", "aten::addmm", "aten::mean.dim"})
 
 
+def test_resnet18_in_channels_last_keeps_cpus_layout_and_values():
+    # model.to(memory_format=torch.channels_last), as on CUDA: every 4-d activation (convolution,
+    # batch norm, activation, pooling, residual) is in the layout CPU gives it.
+    torch.manual_seed(0)
+    cpu_model, dev_model = (m.eval().to(memory_format=torch.channels_last) for m in twin(resnet18))
+    layouts = {"cpu": [], "rbln": []}
+    for model, device in ((cpu_model, "cpu"), (dev_model, "rbln")):
+        for name, module in model.named_modules():
+            module.register_forward_hook(lambda m, i, o, name=name, device=device: layouts[device].append(
+                (name, o.is_contiguous(memory_format=torch.channels_last)))
+                if isinstance(o, torch.Tensor) and o.dim() == 4 else None)
+    x = torch.randn(2, 3, 64, 64).contiguous(memory_format=torch.channels_last)
+    with torch.no_grad(), torch.rbln.explain() as ex:
+        expected, actual = cpu_model(x).logits, dev_model(x.rbln()).logits.cpu()
+    assert layouts["rbln"] == layouts["cpu"] and sum(cl for _, cl in layouts["cpu"]) > 40
+    assert_close_to_scale(actual, expected, rtol=1e-4)
+    assert not ex.fallback_ops and "aten::convolution_overrideable" in ex.device_ops
+
+
 def test_resnet18_training_step_matches_cpu():
     torch.manual_seed(0)
     # float64: in float32 the device's and CPU's convolution summation orders differ in the
