@@ -91,13 +91,13 @@ void channel_stats(const T* x, Layout l, const S* given, F&& f) {
   });
 }
 
-// (output, save_mean, save_invstd); running stats updated in place when training.
 // The kernels compute contiguous; results take the input's suggested memory format, as CPU's
 // and CUDA's (channels_last in, channels_last out).
 at::Tensor in_input_format(const at::Tensor& result, const at::Tensor& input) {
   return result.defined() ? result.contiguous(input.suggest_memory_format()) : result;
 }
 
+// (output, save_mean, save_invstd); running stats updated in place when training.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_forward(const at::Tensor& input, const at::Tensor& weight,
                                                                   const at::Tensor& bias, const at::Tensor& running_mean,
                                                                   const at::Tensor& running_var, bool training,
