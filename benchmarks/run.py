@@ -705,7 +705,9 @@ def render(meta, rows) -> str:
                      f" (tree restored: {'yes' if b.get('tree_restored') else 'NO'}"
                      + (f"; load average {b['load_average_1min']}" if "load_average_1min" in b else "") + ")."
                      if "rebuild_after_edit_s" in b else ".")]
-    lines += ["", open(os.path.join(ROOT, "benchmarks", "ANALYSIS.md")).read().rstrip()]
+    # Nothing hand-written is embedded: the analysis behind these figures is its own document.
+    lines += ["", "Where the time goes, what was changed and what would close the gaps: "
+                  "[performance-analysis.md](performance-analysis.md) (hand-written)."]
     return "\n".join(lines) + "\n"
 
 
