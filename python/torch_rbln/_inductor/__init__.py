@@ -1,7 +1,7 @@
 """torch.compile for rbln: Inductor's C++ kernels, launched on the rbln stream.
 
 Registered lazily, the first time Inductor looks for the rbln backend
-(`torch.rbln.Scheduling`, see torch_rbln/rbln.py) or `backend="rbln"` is used,
+(`torch.rbln.Scheduling`, see torch_rbln/rbln/_compile.py) or `backend="rbln"` is used,
 because importing Inductor costs seconds. docs/compile.md explains the design.
 """
 from __future__ import annotations
