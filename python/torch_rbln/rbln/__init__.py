@@ -13,8 +13,10 @@ Assembled here from one module per capability, which import only each other, nev
     _accounting.py    `torch.rbln.explain()`: op accounting
 
 A submodule torch.cuda has and rbln gains (graphs.py, as `torch.cuda.graphs`) goes beside them, its
-names taken here and, for `import torch.rbln.<name>`, entered in sys.modules by torch_rbln/__init__.py.
+names taken here and, for `import torch.rbln.<name>`, its sys.modules entry listed in torch_rbln._patches.
 """
+import importlib
+
 from . import amp, memory, random, streams
 from ._accounting import *  # noqa: F401,F403
 from ._compile import *  # noqa: F401,F403
@@ -27,3 +29,8 @@ from .memory import _dump_snapshot, _memory_viz, _record_memory_history, _snapsh
 from .random import *  # noqa: F401,F403
 from .random import _is_in_bad_fork  # noqa: F401
 from .streams import *  # noqa: F401,F403
+
+
+def _submodule(name: str):
+    """The module sys.modules holds as `torch.rbln.<name>` (torch_rbln._patches adds the entries, as for torch.cuda)."""
+    return importlib.import_module(f"{__name__}.{name.rpartition('.')[2]}")
