@@ -15,7 +15,6 @@ def _autoload():
 
 import atexit  # noqa: E402
 import os  # noqa: E402
-import sys  # noqa: E402
 
 # torch.compile's on-disk caches (docs/compile.md): TORCH_RBLN_CACHE_DIR names Inductor's cache
 # directory unless TORCHINDUCTOR_CACHE_DIR already does; by default Inductor's per-user directory.
@@ -37,20 +36,14 @@ from . import rbln as _rbln_module  # noqa: E402
 if not hasattr(torch, "rbln"):
     torch._register_device_module("rbln", _rbln_module)
     torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
-    for _name in ("amp", "memory", "random", "streams"):  # `import torch.rbln.memory` works, as for torch.cuda
-        sys.modules[f"torch.rbln.{_name}"] = getattr(_rbln_module, _name)
 
-from . import _policies  # noqa: E402
+from . import _patches  # noqa: E402
 
-_policies.install()
+_patches.install()  # every replacement in torch is listed there (docs/patches.md)
 
 from . import distributed  # noqa: E402
 
 distributed.register()
-
-from . import _convolution_layout  # noqa: E402
-
-_convolution_layout.install()
 
 from . import _compiled_ops  # noqa: E402
 

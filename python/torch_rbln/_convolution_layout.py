@@ -4,10 +4,9 @@ PyTorch's fake convolution (`torch._subclasses.fake_impls.conv`) takes the memor
 of a convolution's result from `torch._C._conv_determine_backend_memory_format`, which
 answers contiguous for every PrivateUse1 device (the Overrideable backend's rule) whatever
 the operands. rbln's convolutions return CUDA's layout (channels_last in, channels_last
-out: kernels/Convolution.h), so the replacement answers as upstream for every other device
-and, for rbln operands, with the kernels' own rule. Installed once, at import: fake tensors
-on rbln exist without Inductor (torch.export). docs/compile.md lists it with the upstream
-change that would remove it.
+out: kernels/Convolution.h), so for rbln operands the answer is the kernels' own rule;
+every other call reaches upstream's function. torch_rbln._patches installs it, at import:
+fake tensors on rbln exist without Inductor (torch.export).
 """
 from __future__ import annotations
 
@@ -15,14 +14,10 @@ import torch
 
 from . import _C
 
-_upstream = torch._C._conv_determine_backend_memory_format
+
+def on_rbln(input, weight, backend) -> bool:
+    return input.device.type == "rbln"
 
 
-def _determine_backend_memory_format(input, weight, backend):
-    if input.device.type == "rbln":
-        return getattr(torch, _C._convolution_memory_format(input, weight))
-    return _upstream(input, weight, backend)
-
-
-def install() -> None:
-    torch._C._conv_determine_backend_memory_format = _determine_backend_memory_format
+def memory_format(input, weight, backend) -> torch.memory_format:
+    return getattr(torch, _C._convolution_memory_format(input, weight))

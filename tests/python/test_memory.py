@@ -187,7 +187,7 @@ def test_strict_mode_keeps_results_correct(run_python):
         pinned.copy_(d, non_blocking=True)
         torch.rbln.synchronize()
         checks = {
-            "strict": torch.rbln._C._strict_mode(),
+            "strict": torch_rbln._C._strict_mode(),
             "round_trip": d.cpu().equal(a),
             "pinned": pinned.equal(a),
             "strided": d.t()[::2].cpu().equal(a.t()[::2]),

@@ -227,7 +227,7 @@ def test_report_orders_by_cost_with_advice(cpu_rand):
     device_calls = sum(ex.device_ops.values())
     assert str(ex) == ex.report()
     rows = [line.split() for line in ex.report().splitlines()]  # columns are padded to the widest entry
-    busiest = sorted(ex.device_time.items(), key=lambda kv: -kv[1])[:torch.rbln._DEVICE_TIME_ROWS]
+    busiest = sorted(ex.device_time.items(), key=lambda kv: -kv[1])[:torch.rbln._accounting._DEVICE_TIME_ROWS]
     total = sum(ex.device_time.values())
     assert busiest, "the device ran the ops that stayed on it"
     assert rows == [line.split() for line in [
@@ -243,11 +243,11 @@ def test_report_orders_by_cost_with_advice(cpu_rand):
         *(f"{ex.device_launches[name]} device {name} {ms:.3f} ms on the device ({ms / total:.0%})"
           for name, ms in busiest),
         "advice:",
-        "  unlisted: " + torch.rbln._ADVICE["unlisted"],
-        "  dtype: " + torch.rbln._ADVICE["dtype"],
-        "  item: " + torch.rbln._ADVICE["item"],
-        "  device_to_host: " + torch.rbln._ADVICE["device_to_host"],
-        "  device_time: " + torch.rbln._ADVICE["device_time"],
+        "  unlisted: " + torch.rbln._accounting._ADVICE["unlisted"],
+        "  dtype: " + torch.rbln._accounting._ADVICE["dtype"],
+        "  item: " + torch.rbln._accounting._ADVICE["item"],
+        "  device_to_host: " + torch.rbln._accounting._ADVICE["device_to_host"],
+        "  device_time: " + torch.rbln._accounting._ADVICE["device_time"],
     ]]
 
 

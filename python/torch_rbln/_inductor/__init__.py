@@ -1,7 +1,7 @@
 """torch.compile for rbln: Inductor's C++ kernels, launched on the rbln stream.
 
 Registered lazily, the first time Inductor looks for the rbln backend
-(`torch.rbln.Scheduling`, see torch_rbln/rbln.py) or `backend="rbln"` is used,
+(`torch.rbln.Scheduling`, see torch_rbln/rbln/_compile.py) or `backend="rbln"` is used,
 because importing Inductor costs seconds. docs/compile.md explains the design.
 """
 from __future__ import annotations
@@ -15,8 +15,8 @@ from torch._inductor.codegen.common import register_backend_for_device, register
 from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.custom_graph_pass import CustomGraphModulePass
 
+from .. import _patches
 from .._compiled_ops import backend_version
-from . import upstream_patches
 from .cpp_wrapper import RBLNCppWrapperCodegen
 from .device_interface import RBLNInterface
 from .pooling import use_rbln_max_pool
@@ -58,5 +58,5 @@ def register() -> None:
         register_device_op_overrides(_DEVICE_TYPE, RBLNDeviceOpOverrides())
         register_backend_for_device(_DEVICE_TYPE, Scheduling, PythonWrapperCodegen, CppWrapperCodegen,
                                     device_custom_pass=BackendVersion())
-        upstream_patches.install()
+        _patches.install("inductor")  # upstream_patches.py's answers
         _registered = True

@@ -6,7 +6,7 @@ import pickle
 import sys
 from typing import Any
 
-from . import _C
+from .. import _C
 
 _RECORD = {None: 0, "state": 1, "all": 2}
 _CONTEXT = {None: 0, "state": 1, "alloc": 2, "all": 3}

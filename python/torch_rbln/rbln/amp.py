@@ -1,5 +1,6 @@
 """`torch.rbln.amp`, as `torch.cuda.amp`: deprecated aliases of torch.amp for device_type "rbln",
-with torch.cuda.amp's deprecation warnings."""
+with torch.cuda.amp's deprecation warnings; and the lower-precision dtypes autocast may pick on rbln
+(`torch.rbln.get_amp_supported_dtype`, `is_bf16_supported`, ...)."""
 from __future__ import annotations
 
 import functools
@@ -8,11 +9,30 @@ import sys
 import torch
 from typing_extensions import deprecated
 
+from ._device import is_available as _is_available
+
 __all__ = ["amp_definitely_not_available", "autocast", "custom_bwd", "custom_fwd", "GradScaler"]
 
 
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    """Lower-precision dtypes the device runs natively (autocast's choices)."""
+    return [torch.float16, torch.bfloat16]
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    return True
+
+
+def is_tf32_supported() -> bool:
+    """float32 matmuls and convolutions compute in float32: no TF32 mode."""
+    return False
+
+
+has_half = True
+
+
 def amp_definitely_not_available() -> bool:
-    return not torch.rbln.is_available()
+    return not _is_available()
 
 
 @deprecated(

@@ -1,0 +1,296 @@
+"""Every place torch_rbln replaces a PyTorch function or adds to a PyTorch table, in one list.
+
+PyTorch decides by device type in a few places that have no extension point. Each `Patch` below
+names what it replaces (its qualified name), why, when it acts and the upstream change that
+would remove it; the code that answers for rbln stays beside its logic (`replacement` and
+`applies` name it), but only `install()` here puts anything into torch, so the list cannot drift
+from what runs (tests/python/test_patches.py compares torch's functions and tables before and
+after `import torch_rbln` against it). docs/patches.md is generated from it:
+
+    python -m torch_rbln._patches --markdown > docs/patches.md
+
+A replaced function is installed once and stays installed: the installed function asks
+`applies` (with the call's own arguments) whether the call is about rbln, runs the replacement
+if so and upstream's function otherwise, so a CPU compile or a CPU fake convolution in the same
+process, on any thread, runs exactly upstream's code. A table only gains entries under rbln's own
+keys (never replacing one), which only lookups for rbln read.
+
+Registrations through PyTorch's extension points are not patches; `REGISTRATIONS` lists the
+ones torch_rbln makes, with where.
+"""
+from __future__ import annotations
+
+import collections
+import functools
+import importlib
+import inspect
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+# When a patch acts (Patch.scope).
+RBLN_COMPILE = "rbln compile"
+RBLN_OPERANDS = "rbln operands"
+PROCESS = "process"
+SCOPES = {
+    RBLN_COMPILE: "installed when the Inductor backend registers (the first rbln compile); rbln's answer only "
+                  "for an rbln graph or node, upstream's for every other call",
+    RBLN_OPERANDS: "installed at import; rbln's answer only for operands on rbln, upstream's for every other call",
+    PROCESS: "process-wide, from import (Inductor's tables: from when the Inductor backend registers): entries "
+             "under rbln's own keys, which only lookups for rbln read",
+}
+
+
+@dataclass(frozen=True)
+class Patch:
+    target: str  # qualified name of the function replaced, or of the table added to
+    why: str
+    upstream: str  # the upstream change that would remove the patch
+    scope: str  # a key of SCOPES
+    replacement: str = ""  # "module:function": rbln's answer, called with the target's arguments
+    applies: str = ""  # "module:function": whether a call (same arguments) gets rbln's answer
+    aliases: tuple[str, ...] = ()  # other names upstream binds the same function to, rebound too
+    keys: tuple[Any, ...] = ()  # a table: the keys added
+    values: str = ""  # "module:function": key -> the value added
+
+    @property
+    def scoped(self) -> bool:
+        return self.scope != PROCESS
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name the patch changes: the function's names, or `table[key]` per key."""
+        if self.keys:
+            return tuple(f"{self.target}[{key!r}]" for key in self.keys)
+        return (self.target, *self.aliases)
+
+
+PATCHES: tuple[Patch, ...] = (
+    Patch(
+        target="torch._C._conv_determine_backend_memory_format",
+        scope=RBLN_OPERANDS,
+        replacement="torch_rbln._convolution_layout:memory_format",
+        applies="torch_rbln._convolution_layout:on_rbln",
+        why="the fake convolution (`torch._subclasses.fake_impls.conv`) takes its result's memory format from it, "
+            "and it answers contiguous for every PrivateUse1 device whatever the operands, while rbln's "
+            "convolutions return CUDA's channels_last for channels_last operands: fake and real strides would "
+            "disagree (Inductor's stride asserts fail). For rbln operands it answers with the kernels' rule. "
+            "At import, since fake tensors on rbln exist without Inductor (torch.export)",
+        upstream="let a PrivateUse1 backend answer in `determine_backend_memory_format` (a hook, as XPU's "
+                 "`xpu_conv_use_channels_last`)",
+    ),
+    Patch(
+        target="torch.nn.modules.linear_cross_entropy_options.LinearCrossEntropyOptions._resolve_auto_acc_dtype",
+        scope=RBLN_OPERANDS,
+        replacement="torch_rbln._policies:float32_accumulation",
+        applies="torch_rbln._policies:low_precision_on_rbln",
+        why="the chunked linear_cross_entropy accumulates float16/bfloat16 in float32 only where it knows a "
+            "mixed-precision matmul exists (CPU, recent CUDA); rbln's matmul widens to float32 as CPU's does, so "
+            "rbln takes CPU's answer instead of input-dtype sums",
+        upstream="ask the device (e.g. its device module or `torch.accelerator`) whether it has a mixed-precision "
+                 "matmul",
+    ),
+    Patch(
+        target="torch.nn.modules.linear_cross_entropy_options._AUTO_DEFAULTS",
+        scope=PROCESS,
+        keys=(("rbln", torch.float16), ("rbln", torch.bfloat16)),
+        values="torch_rbln._policies:cpu_auto_default",
+        why="the per-(device, dtype) policy table of linear_cross_entropy's automatic options lists CPU and CUDA "
+            "only; rbln takes CPU's entries (its matmul is CPU's)",
+        upstream="a device-neutral default, or a registration for a device's entries",
+    ),
+    Patch(
+        target="sys.modules",
+        scope=PROCESS,
+        keys=("torch.rbln.amp", "torch.rbln.memory", "torch.rbln.random", "torch.rbln.streams"),
+        values="torch_rbln.rbln:_submodule",
+        why="`import torch.rbln.memory` (and amp, random, streams) works as for torch.cuda: "
+            "`torch._register_device_module` registers the module as `torch.rbln` only, and without the "
+            "entries Python would load a second copy of each submodule under torch.rbln's path",
+        upstream="`torch._register_device_module` registering the device module's submodules under `torch.<device>.`",
+    ),
+    Patch(
+        target="torch._inductor.utils.get_current_backend",
+        aliases=("torch._inductor.codegen.common.get_current_backend",),
+        scope=RBLN_COMPILE,
+        replacement="torch_rbln._inductor.upstream_patches:cpp_backend",
+        applies="torch_rbln._inductor.upstream_patches:for_rbln_device",
+        why="returns `config.cuda_backend` (\"triton\") for any device it does not know; the C++ codegen then skips "
+            "its dtype fixes (`KeyError: None` on `torch.where` with int64). For rbln: CPU's backend, \"cpp\" "
+            "(other modules' names of it are asked about cuda and xpu only)",
+        upstream="let a registered backend declare its kernel language (the scheduling class's, or a "
+                 "`register_backend_for_device` argument)",
+    ),
+    Patch(
+        target="torch._inductor.scheduler.BaseSchedulerNode.is_cpu",
+        scope=RBLN_COMPILE,
+        replacement="torch_rbln._inductor.upstream_patches:runs_cpu_kernels",
+        applies="torch_rbln._inductor.upstream_patches:node_on_rbln",
+        why="guards loop reordering that is validated only for SIMD kernels; false for rbln nodes, so C++ kernels "
+            "took it and softmax crashed. True for rbln nodes (their kernels are CPU's)",
+        upstream="ask the node's scheduling backend (`CppScheduling`) instead of comparing the device type to \"cpu\"",
+    ),
+    Patch(
+        target="torch._inductor.codegen.cpp_utils.DEVICE_TO_ATEN",
+        scope=PROCESS,
+        keys=("rbln",),
+        values="torch_rbln._inductor.upstream_patches:aten_device",
+        why="the C++ wrapper spells the `device=` argument of an op it calls back through the dispatcher from this "
+            "table, which has no PrivateUse1 device: `complex`'s plan (an `empty` on rbln) failed with \"rbln not "
+            "found in DEVICE_TO_ATEN\". Added when the Inductor backend registers",
+        upstream="map any PrivateUse1 device type to `at::kPrivateUse1` (`torch._C._get_privateuse1_backend_name()`)",
+    ),
+    Patch(
+        target="torch._inductor.graph.GraphLowering.decide_layout_opt",
+        scope=RBLN_COMPILE,
+        replacement="torch_rbln._inductor.upstream_patches:cpu_layout_opt",
+        applies="torch_rbln._inductor.upstream_patches:convolves_on_rbln",
+        why="turns a graph with convolutions to channels_last always on CPU with oneDNN and by a FLOP heuristic "
+            "tuned for GPUs elsewhere; rbln's convolutions are oneDNN's and return channels_last for channels_last "
+            "operands, so a graph with a convolution on rbln takes CPU's answer (channels_last when oneDNN is "
+            "available and `layout_optimization` is on)",
+        upstream="ask the device (its `DeviceInterface`) whether it prefers channels_last",
+    ),
+)
+
+# When each patch is installed: at import, or when the Inductor backend registers.
+_INDUCTOR = "inductor"
+_IMPORT = "import"
+
+
+def _when(patch: Patch) -> str:
+    return _INDUCTOR if patch.target.startswith("torch._inductor.") else _IMPORT
+
+
+# Changes torch_rbln makes through PyTorch's extension points: not patches (glob pattern -> what makes it).
+REGISTRATIONS = {
+    "torch.rbln": "torch._register_device_module (torch_rbln/__init__.py)",
+    "sys.modules['torch.rbln']": "torch._register_device_module (torch_rbln/__init__.py)",
+    "torch.utils.backend_registration._privateuse1_backend_name": "torch.utils.rename_privateuse1_backend",
+    "torch._tensor.Tensor.*rbln*": "torch.utils.generate_methods_for_privateuse1_backend",
+    "torch.nn.modules.module.Module.rbln": "torch.utils.generate_methods_for_privateuse1_backend",
+    "torch.storage.*.*rbln*": "torch.utils.generate_methods_for_privateuse1_backend",
+    "torch.nn.utils.rnn.PackedSequence.*rbln*": "torch.utils.generate_methods_for_privateuse1_backend",
+    "torch._dynamo.device_interface.device_interfaces['rbln*']": "register_interface_for_device (_inductor/__init__.py)",
+    "torch._inductor.codegen.common.device_codegens['rbln']": "register_backend_for_device (_inductor/__init__.py)",
+    "torch._inductor.codegen.common.custom_backend_passes['rbln']": "register_backend_for_device's device_custom_pass",
+    "torch._inductor.codegen.common.custom_backend_codegen_configs['rbln']": "register_backend_for_device",
+    "torch._inductor.codegen.common.device_op_overrides_dict['rbln']": "register_device_op_overrides",
+    "torch.distributed.distributed_c10d.Backend.*": "c10d Backend.register_backend (torch_rbln/distributed.py)",
+    "torch.ops.rbln": "torch.library's Library(\"rbln\", \"DEF\") (rbln::max_pool2d, _inductor/pooling.py)",
+}
+
+_lock = threading.Lock()
+_installed: set[str] = set()
+originals: dict[str, Any] = {}  # target -> upstream's function, for the functions replaced
+hits: collections.Counter = collections.Counter()  # target -> calls that got rbln's answer (a diagnostic)
+
+
+def _ref(ref: str) -> Callable:
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def resolve(qualname: str) -> tuple[Any, str]:
+    """(the object that holds the name, the attribute): the longest importable module prefix, then attributes."""
+    parts = qualname.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        try:
+            owner = importlib.import_module(".".join(parts[:i]))
+        except ModuleNotFoundError:
+            continue
+        return functools.reduce(getattr, parts[i:-1], owner), parts[-1]
+    raise ValueError(f"no module in {qualname!r}")
+
+
+def _gated(target: str, original: Callable, replacement: Callable, applies: Callable) -> Callable:
+    @functools.wraps(original)
+    def patched(*args, **kwargs):
+        if applies(*args, **kwargs):
+            hits[target] += 1
+            return replacement(*args, **kwargs)
+        return original(*args, **kwargs)
+
+    patched.__rbln_patch__ = target
+    return patched
+
+
+def _apply(patch: Patch) -> None:
+    owner, attr = resolve(patch.target)
+    if patch.keys:
+        table, value = getattr(owner, attr), _ref(patch.values)
+        for key in patch.keys:
+            table.setdefault(key, value(key))
+        return
+    is_static = inspect.isclass(owner) and isinstance(inspect.getattr_static(owner, attr), staticmethod)
+    original = getattr(owner, attr)
+    patched = _gated(patch.target, original, _ref(patch.replacement), _ref(patch.applies))
+    for name in patch.names:
+        holder, name_attr = resolve(name)
+        if getattr(holder, name_attr) is not original:
+            raise RuntimeError(f"torch_rbln._patches: {name} is not {patch.target} (has torch changed?)")
+        setattr(holder, name_attr, staticmethod(patched) if is_static else patched)
+    originals[patch.target] = original
+
+
+def install(when: str = _IMPORT) -> None:
+    """Installs the patches of `when` ("import", or "inductor" when the Inductor backend registers); idempotent,
+    thread-safe."""
+    with _lock:
+        for patch in PATCHES:
+            if _when(patch) == when and patch.target not in _installed:
+                _apply(patch)
+                _installed.add(patch.target)
+
+
+def installed() -> list[Patch]:
+    return [p for p in PATCHES if p.target in _installed]
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown() -> str:
+    """docs/patches.md."""
+    lines = [
+        "# Patches of PyTorch",
+        "",
+        "Generated from `python/torch_rbln/_patches.py` by `python -m torch_rbln._patches --markdown`;",
+        "`tests/python/test_patches.py` checks that this file matches it and that importing",
+        "`torch_rbln` changes nothing in torch that the list leaves out.",
+        "",
+        "Scopes:",
+        "",
+        *(f"- **{scope}**: {text}." for scope, text in SCOPES.items()),
+        "",
+        "| what | scope | why | upstream change that removes it |",
+        "|---|---|---|---|",
+    ]
+    for patch in PATCHES:
+        what = ", ".join(f"`{name}`" for name in patch.names)
+        if not patch.keys:
+            what += " (replaced)"
+        else:
+            what += " (added)"
+        lines.append(f"| {_cell(what)} | {patch.scope} | {_cell(patch.why)} | {_cell(patch.upstream)} |")
+    lines += [
+        "",
+        "## Registrations (not patches)",
+        "",
+        "What importing `torch_rbln` changes in torch through PyTorch's own extension points:",
+        "",
+        "| what | through |",
+        "|---|---|",
+        *(f"| `{_cell(name)}` | {_cell(how)} |" for name, how in REGISTRATIONS.items()),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--markdown"]:
+        sys.exit("usage: python -m torch_rbln._patches --markdown")
+    sys.stdout.write(markdown())
