@@ -9,7 +9,7 @@ BUILD := build/cp311-cp311-linux_x86_64
 PIP_FLAGS := --find-links $(WHEELS) --disable-pip-version-check -q
 export TORCH_DEVICE_BACKEND_AUTOLOAD ?= 1
 
-.PHONY: all deps install demo test test-cpp test-py codegen codegen-check conformance bench clean
+.PHONY: all deps install demo test test-quick test-cpp test-py codegen codegen-check conformance bench clean
 
 all: install
 
@@ -46,13 +46,21 @@ demo: install
 test-cpp: install
 	cd $(BUILD) && ctest --output-on-failure
 
-# The generated per-op tests are independent of each other and of the rest: two worker processes
-# run them, which halves the time their first calls of `compile` entries spend compiling plans.
+# Every Python test (hand-written and generated) in one pytest run on two worker processes that steal
+# work from each other: the slow tests start first (conftest.py), the subprocess-heavy ones overlap with
+# the other worker's, and all processes share one Inductor cache and one directory of compiled-op plans.
 test-py: install
-	$(PY) -m pytest -q -n 2 --dist worksteal generated
-	$(PY) -m pytest -q --ignore-glob="generated/*"
+	$(PY) -m pytest -q -n 2 --dist worksteal
 
 test: test-cpp test-py
+
+# While iterating: no build step when the package is installed (run `make install` after C++ or ops.yaml
+# changes), then the C++ suites, codegen, the layering and patch rules, and every 25th generated test.
+test-quick: deps
+	@$(PY) -c "import torch_rbln" 2>/dev/null || $(MAKE) install
+	@if [ -d $(BUILD) ]; then cd $(BUILD) && ctest --output-on-failure; fi
+	RBLN_TEST_SAMPLE=25 $(PY) -m pytest -q -n 2 tests/codegen tests/python/test_layering.py \
+	  tests/python/test_patches.py generated
 
 # Ratios against CPU (eager, and compiled for torch.compile): benchmarks/results.json and docs/performance.md.
 bench: install

@@ -7,6 +7,7 @@ raise where CPU raises, and run on the device without falling back.
 from __future__ import annotations
 
 import functools
+import os
 
 import torch
 
@@ -34,7 +35,8 @@ def opinfo(name: str):
 
 
 def opinfo_params(entries):
-    """pytest.mark.parametrize arguments: one case per (op, OpInfo, dtype) that CPU supports."""
+    """pytest.mark.parametrize arguments: one case per (op, OpInfo, dtype) that CPU supports; with
+    RBLN_TEST_SAMPLE=N (make test-quick) every Nth case only."""
     values, ids = [], []
     for func, overloads, names, dtypes, strategy, tolerance in entries:
         for name in names:
@@ -43,7 +45,8 @@ def opinfo_params(entries):
                 if DTYPES[dtype] in supported:
                     values.append((func, overloads, name, dtype, strategy, tolerance.get(dtype)))
                     ids.append(f"{func}-{name}-{dtype}")
-    return {"argvalues": values, "ids": ids}
+    step = int(os.environ.get("RBLN_TEST_SAMPLE", "1"))
+    return {"argvalues": values[::step], "ids": ids[::step]}
 
 
 def to_device(x, device="rbln"):
