@@ -4,7 +4,7 @@ PyTorch's fake convolution (`torch._subclasses.fake_impls.conv`) takes the memor
 of a convolution's result from `torch._C._conv_determine_backend_memory_format`, which
 answers contiguous for every PrivateUse1 device (the Overrideable backend's rule) whatever
 the operands. rbln's convolutions return CUDA's layout (channels_last in, channels_last
-out: kernels/Convolution.h), so the replacement answers as upstream for every other device
+out: kernels/nn/Convolution.h), so the replacement answers as upstream for every other device
 and, for rbln operands, with the kernels' own rule. Installed once, at import: fake tensors
 on rbln exist without Inductor (torch.export). docs/compile.md lists it with the upstream
 change that would remove it.
