@@ -15,8 +15,10 @@ from .registry import (DTYPE_GROUPS, DTYPES, FAMILIES, ROOT, Entry, Variant, is_
 
 # Generated elementwise files: small (about 30 dtype cases each), so one edited entry recompiles little.
 ELEMENTWISE_SHARDS = 64
-FUNCTOR_HEADER = "kernels/Functors.h"  # `<functor>_check` / `<functor>_out_check` argument checks
-CHECKS_HEADER = "kernels/Checks.h"  # `<kernel>_check` functions the wrappers call before hand-written kernels
+FUNCTOR_HEADER = "kernels/elementwise/Functors.h"  # `<functor>_check` / `<functor>_out_check` argument checks
+CHECKS_HEADER = "kernels/common/Checks.h"  # `<kernel>_check` functions the wrappers call before hand-written kernels
+# What codegen reads from kernels/: CMakeLists.txt reruns codegen when one of them changes.
+KERNEL_HEADERS = (FUNCTOR_HEADER, CHECKS_HEADER)
 
 
 def _declared_names(root: str, path: str, pattern: str) -> set[str]:
@@ -144,12 +146,12 @@ def _kernel_body(e: Entry, v: Variant, root: str) -> list[str]:
 
 
 # Schema types a dispatcher signature passes as non-owning references: a library op's launch runs later, so
-# its closure keeps copies (rbln::kernels::own in kernels/Library.h) and passes them back as references (ref).
+# its closure keeps copies (rbln::kernels::own in kernels/library/Library.h) and passes them back as references (ref).
 BORROWED = {"int[]", "SymInt[]", "int[]?", "SymInt[]?", "float[]?", "str", "str?"}
 
 
 def _library_body(e: Entry, v: Variant) -> list[str]:
-    """CPU's kernel of the op in the device's op library (kernels/Library.h): its tensors as CPU views of device
+    """CPU's kernel of the op in the device's op library (kernels/library/Library.h): its tensors as CPU views of device
     memory inside a launch, its other arguments copied into the launch."""
     inputs, captures, call = [], [], []
     for a in v.func.func.arguments.flat_all:
@@ -202,7 +204,7 @@ def _body(e: Entry, v: Variant, root: str) -> list[str]:
 
 
 def _write_rule(e: Entry) -> str:
-    """How CPU's in-place and out= kernels of the op accept a result (runtime/RBLNCompiledOps.h, WriteRule)."""
+    """How CPU's in-place and out= kernels of the op accept a result (runtime/compiled/RBLNCompiledOps.h, WriteRule)."""
     out = next((v.func for v in e.variants if v.kind == "out"), None)
     if out is None or not out.structured:
         return "kMeta"

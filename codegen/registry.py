@@ -43,7 +43,7 @@ DTYPE_GROUPS = {
 DTYPE_GROUPS["numeric"] = DTYPE_GROUPS["floating"] + DTYPE_GROUPS["integral"]
 
 # Elementwise families: name -> number of operands. Each has a C++ iterator
-# builder rbln::kernels::<family>_iter(out, operands...) in kernels/Elementwise.h.
+# builder rbln::kernels::<family>_iter(out, operands...) in kernels/elementwise/Elementwise.h.
 FAMILIES = {
     "unary": 1,
     "unary_real": 1,

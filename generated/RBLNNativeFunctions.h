@@ -18,7 +18,28 @@
 
 #include <array>
 #include <optional>
+#include <string>
 #include <tuple>
+
+// The contract's fixed part, beside the entries below (docs/porting.md): what the glue (runtime/) and the
+// Python module call in every port's kernels, and what the generated registrations define for the glue.
+namespace rbln {
+
+// dst <- src on one device: dtype conversion, broadcasting, any strides (the glue's copy_ and resize).
+void device_copy(const at::Tensor& dst, const at::Tensor& src);
+// Ops whose CUDA kernels check devices themselves (native_functions.yaml's `device_check: NoCheck`);
+// defined in generated/RegisterRBLN.cpp.
+bool skips_device_check(const std::string& op);
+
+}  // namespace rbln
+
+namespace rbln::kernels {
+
+// The memory format of a convolution's result and gradients (kernels/nn/Convolution.cpp): torch.compile's
+// fake convolution asks the same function (python/torch_rbln), so planned and real strides agree.
+at::MemoryFormat convolution_memory_format(const at::Tensor& input, const at::Tensor& weight);
+
+}  // namespace rbln::kernels
 
 namespace rbln {
 

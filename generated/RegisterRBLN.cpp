@@ -292,9 +292,9 @@
 #include <ATen/ops/zero_ops.h>
 
 #include "generated/RBLNNativeFunctions.h"
-#include "kernels/Checks.h"
-#include "kernels/Library.h"
-#include "runtime/RBLNFallback.h"
+#include "kernels/common/Checks.h"
+#include "kernels/library/Library.h"
+#include "runtime/fallback/RBLNFallback.h"
 
 namespace rbln::generated {
 namespace {

@@ -9,8 +9,8 @@
 #include <string>
 #include <unordered_set>
 
-#include "runtime/RBLNCompiledOps.h"
-#include "runtime/RBLNFallback.h"
+#include "runtime/compiled/RBLNCompiledOps.h"
+#include "runtime/fallback/RBLNFallback.h"
 
 namespace rbln::generated {
 namespace {

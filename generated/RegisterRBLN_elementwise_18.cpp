@@ -12,9 +12,9 @@
 #include <ATen/ops/special_i1_ops.h>
 #include <ATen/ops/tanh_backward_ops.h>
 
-#include "kernels/Elementwise.h"
-#include "kernels/Functors.h"
-#include "runtime/RBLNFallback.h"
+#include "kernels/elementwise/Elementwise.h"
+#include "kernels/elementwise/Functors.h"
+#include "runtime/fallback/RBLNFallback.h"
 
 namespace rbln::generated {
 namespace {

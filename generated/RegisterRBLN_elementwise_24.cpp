@@ -16,9 +16,9 @@
 #include <ATen/ops/special_hermite_polynomial_h_ops.h>
 #include <ATen/ops/sqrt_ops.h>
 
-#include "kernels/Elementwise.h"
-#include "kernels/Functors.h"
-#include "runtime/RBLNFallback.h"
+#include "kernels/elementwise/Elementwise.h"
+#include "kernels/elementwise/Functors.h"
+#include "runtime/fallback/RBLNFallback.h"
 
 namespace rbln::generated {
 namespace {

@@ -10,9 +10,9 @@
 #include <unordered_set>
 #include <ATen/ops/special_bessel_y0_ops.h>
 
-#include "kernels/Elementwise.h"
-#include "kernels/Functors.h"
-#include "runtime/RBLNFallback.h"
+#include "kernels/elementwise/Elementwise.h"
+#include "kernels/elementwise/Functors.h"
+#include "runtime/fallback/RBLNFallback.h"
 
 namespace rbln::generated {
 namespace {

@@ -14,9 +14,9 @@
 #include <ATen/ops/lerp_ops.h>
 #include <ATen/ops/trunc_ops.h>
 
-#include "kernels/Elementwise.h"
-#include "kernels/Functors.h"
-#include "runtime/RBLNFallback.h"
+#include "kernels/elementwise/Elementwise.h"
+#include "kernels/elementwise/Functors.h"
+#include "runtime/fallback/RBLNFallback.h"
 
 namespace rbln::generated {
 namespace {

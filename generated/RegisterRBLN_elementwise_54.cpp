@@ -13,9 +13,9 @@
 #include <ATen/ops/special_chebyshev_polynomial_w_ops.h>
 #include <ATen/ops/special_shifted_chebyshev_polynomial_t_ops.h>
 
-#include "kernels/Elementwise.h"
-#include "kernels/Functors.h"
-#include "runtime/RBLNFallback.h"
+#include "kernels/elementwise/Elementwise.h"
+#include "kernels/elementwise/Functors.h"
+#include "runtime/fallback/RBLNFallback.h"
 
 namespace rbln::generated {
 namespace {

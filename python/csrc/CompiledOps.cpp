@@ -1,9 +1,9 @@
-// torch_rbln._C's part of the `compile` strategy (runtime/RBLNCompiledOps.h):
+// torch_rbln._C's part of the `compile` strategy (runtime/compiled/RBLNCompiledOps.h):
 // the Python compiler behind a plan miss, and the counters explain() reads.
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/csrc/utils/pybind.h>
 
-#include "runtime/RBLNCompiledOps.h"
+#include "runtime/compiled/RBLNCompiledOps.h"
 
 namespace py = pybind11;
 

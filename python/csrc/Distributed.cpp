@@ -4,7 +4,7 @@
 // compiled against the pybind11 that torch ships (CMakeLists.txt).
 #include <torch/csrc/utils/pybind.h>
 
-#include "runtime/RBLNProcessGroup.h"
+#include "runtime/distributed/RBLNProcessGroup.h"
 
 namespace py = pybind11;
 

@@ -19,16 +19,16 @@
 #include <unordered_map>
 #include <utility>
 
-#include "kernels/Convolution.h"
-#include "runtime/RBLNCachingAllocator.h"
-#include "runtime/RBLNCompiledKernels.h"
-#include "runtime/RBLNExternalStream.h"
-#include "runtime/RBLNFallback.h"
-#include "runtime/RBLNFunctions.h"
-#include "runtime/RBLNGenerator.h"
-#include "runtime/RBLNObserve.h"
-#include "runtime/RBLNProfiler.h"
-#include "runtime/RBLNTrace.h"
+#include "generated/RBLNNativeFunctions.h"
+#include "runtime/memory/RBLNCachingAllocator.h"
+#include "runtime/compiled/RBLNCompiledKernels.h"
+#include "runtime/streams/RBLNExternalStream.h"
+#include "runtime/fallback/RBLNFallback.h"
+#include "runtime/device/RBLNFunctions.h"
+#include "runtime/device/RBLNGenerator.h"
+#include "runtime/observability/RBLNObserve.h"
+#include "runtime/observability/RBLNProfiler.h"
+#include "runtime/observability/RBLNTrace.h"
 
 namespace py = pybind11;
 
@@ -320,7 +320,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_peak_host_memory_stats", [] { at::getHostAllocator(rbln::kRBLN)->reset_peak_stats(); });
   m.def("_mem_get_info", [](int device) { return translate([&] { return c10::getDeviceAllocator(rbln::kRBLN)->getMemoryInfo(device); }); });
 
-  // The sanitizer's trace seam (runtime/RBLNTrace.h): records are (kind, handle, device, stream id).
+  // The sanitizer's trace seam (runtime/observability/RBLNTrace.h): records are (kind, handle, device, stream id).
   m.def("_trace_kinds", [] {
     using K = rbln::trace::Kind;
     static const std::pair<const char*, K> kinds[] = {
@@ -349,7 +349,7 @@ PYBIND11_MODULE(_C, m) {
     return out;
   });
 
-  // torch.compile's kernels (runtime/RBLNCompiledKernels.h): addresses the generated code calls with.
+  // torch.compile's kernels (runtime/compiled/RBLNCompiledKernels.h): addresses the generated code calls with.
   m.def("_compiled_kernel", [](const std::string& name) { return reinterpret_cast<uintptr_t>(rbln::compiled_kernel(name.c_str())); });
   m.def("_compiled_kernel_launcher", [] { return reinterpret_cast<uintptr_t>(&rbln::rbln_launch_compiled_kernel); });
 

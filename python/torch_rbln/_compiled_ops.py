@@ -1,4 +1,4 @@
-"""The Python half of ops.yaml's `compile` strategy (runtime/RBLNCompiledOps.h).
+"""The Python half of ops.yaml's `compile` strategy (runtime/compiled/RBLNCompiledOps.h).
 
 Installed at import; both callbacks run only on a plan miss, so Inductor (seconds
 to import) loads the first time an op needs a plan that is neither in memory

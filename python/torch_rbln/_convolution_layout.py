@@ -4,7 +4,7 @@ PyTorch's fake convolution (`torch._subclasses.fake_impls.conv`) takes the memor
 of a convolution's result from `torch._C._conv_determine_backend_memory_format`, which
 answers contiguous for every PrivateUse1 device (the Overrideable backend's rule) whatever
 the operands. rbln's convolutions return CUDA's layout (channels_last in, channels_last
-out: kernels/Convolution.h), so for rbln operands the answer is the kernels' own rule;
+out: kernels/nn/Convolution.cpp), so for rbln operands the answer is the kernels' own rule;
 every other call reaches upstream's function. torch_rbln._patches installs it, at import:
 fake tensors on rbln exist without Inductor (torch.export).
 """

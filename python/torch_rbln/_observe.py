@@ -1,4 +1,4 @@
-"""Fallbacks and host syncs as the runtime reports them (runtime/RBLNObserve.h): the "torch_rbln"
+"""Fallbacks and host syncs as the runtime reports them (runtime/observability/RBLNObserve.h): the "torch_rbln"
 logger (TORCH_RBLN_LOG_LEVEL) and the call sites `torch.rbln.explain(with_stack=True)` collects.
 
 The runtime calls `_on_fallback` and `_on_sync` on the thread that hit them, with the GIL, and only

@@ -4,7 +4,7 @@ Registered when torch_rbln is imported, for the rbln and cpu devices, so
 `init_process_group()` picks it for rbln as it picks NCCL for CUDA, and
 `init_process_group("rbln-ccl")` also serves CPU tensors. Its transport is Gloo:
 a ProcessGroupGloo on the group's store, driven from C++
-(runtime/RBLNProcessGroup.cpp), which stages rbln tensors through pinned host
+(runtime/distributed/RBLNProcessGroup.cpp), which stages rbln tensors through pinned host
 memory on the device's communication streams.
 """
 

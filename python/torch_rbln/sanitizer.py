@@ -18,7 +18,7 @@ What is reused from ``torch.cuda._sanitizer`` is its device-neutral core:
 What is rbln's: ops count on rbln tensors, keyed by storage, on the current
 rbln stream of their device; stream ids are per device (`StreamKey`); and the
 synchronization and memory events come from the runtime's trace seam
-(runtime/RBLNTrace.h), which buffers them while the sanitizer is enabled and
+(runtime/observability/RBLNTrace.h), which buffers them while the sanitizer is enabled and
 is drained around every op.
 """
 from __future__ import annotations

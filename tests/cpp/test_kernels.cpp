@@ -21,9 +21,9 @@
 #include <tuple>
 #include <vector>
 
-#include "runtime/RBLNFallback.h"
-#include "runtime/RBLNFunctions.h"
-#include "runtime/RBLNTrace.h"
+#include "runtime/fallback/RBLNFallback.h"
+#include "runtime/device/RBLNFunctions.h"
+#include "runtime/observability/RBLNTrace.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-"""scaled_dot_product_attention on the device (kernels/Attention.cpp): the fused kernel
+"""scaled_dot_product_attention on the device (kernels/nn/Attention.cpp): the fused kernel
 (SDPBackend.OVERRIDEABLE, CPU's flash kernel through the op library) for the inputs CPU runs
 flash on, so outputs and gradients equal CPU's bit for bit; the math path for the others."""
 import contextlib

@@ -1,6 +1,6 @@
 """Autocast on rbln (issue 5 section 6).
 
-runtime/RBLNAutocast.cpp registers PyTorch's standard op lists for the
+runtime/device/RBLNAutocast.cpp registers PyTorch's standard op lists for the
 AutocastPrivateUse1 key, with the policies CUDA uses: lower_precision_fp
 (conv, matmul family, linear, RNN cells, attention) run in the autocast dtype;
 fp32 ops (pointwise transcendental functions, norms, losses, upsampling) and

@@ -1,4 +1,4 @@
-"""Distinct values and counts on the device (kernels/Counting.cpp through kernels/Library.h): unique,
+"""Distinct values and counts on the device (kernels/reduction/Counting.cpp through kernels/library/Library.h): unique,
 unique_consecutive, mode and bincount against CPU, with no fallback, and CPU's errors for bad input."""
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""ops.yaml's `strategy: library` ops (kernels/Library.h) and their backward ops on the device: CPU's values and
+"""ops.yaml's `strategy: library` ops (kernels/library/Library.h) and their backward ops on the device: CPU's values and
 gradients, no fallback, CUDA's device check, CPU's errors, and no host wait where a meta function sizes the result."""
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""Dense linear algebra on the device (kernels/Linalg.cpp): values, batches, strided inputs, singular inputs'
+"""Dense linear algebra on the device (kernels/linalg/Linalg.cpp): values, batches, strided inputs, singular inputs'
 info and gradients against CPU, with no CPU fallback in the forward or the backward."""
 import pytest
 import torch

@@ -1,5 +1,5 @@
 """module.to("rbln") keeps Parameter objects, as on CUDA: ties stay tied and optimizers built before the move
-train the moved model (rbln registers `_has_compatible_shallow_copy_type`, runtime/RBLNOps.cpp)."""
+train the moved model (rbln registers `_has_compatible_shallow_copy_type`, runtime/device/RBLNOps.cpp)."""
 import copy
 
 import pytest

@@ -1,4 +1,4 @@
-"""Reductions over every layout the reduction plan distinguishes (kernels/Reduce.h): rows (the last dims),
+"""Reductions over every layout the reduction plan distinguishes (kernels/reduction/Reduce.h): rows (the last dims),
 columns (leading or middle dims, read in place, a tile of columns at a time), non-adjacent dims (moved
 innermost in a copy), non-contiguous inputs, size-1 and empty dims. Each result is compared with CPU and
 must come from the device kernel."""

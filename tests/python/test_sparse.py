@@ -1,4 +1,4 @@
-"""Sparse COO tensors on rbln (runtime/RBLNSparse.cpp): built, queried and copied on the device; the ops that
+"""Sparse COO tensors on rbln (runtime/device/RBLNSparse.cpp): built, queried and copied on the device; the ops that
 compute on the sparse layout run through the counted CPU fallback. Each result is checked against CPU's."""
 import warnings
 

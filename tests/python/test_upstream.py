@@ -71,7 +71,7 @@ MAY_FALL_BACK = {
     "nn.GroupNorm": "native_group_norm and its backward have no device kernel yet",
 }
 # Gradient tolerances where the device runs another algorithm than CPU: nn.GRU on rbln runs the fused
-# GRU cell PyTorch calls for accelerators (CUDA's gate order, kernels/Recurrent.cpp), CPU its unfused
+# GRU cell PyTorch calls for accelerators (CUDA's gate order, kernels/nn/Recurrent.cpp), CPU its unfused
 # cells; measured: one weight gradient element of 18 differs by 1.3e-5 (5.6e-5 relative).
 GRAD_TOLERANCE = {"nn.GRU": {"atol": 3e-5, "rtol": 1e-4}}
 # Known failures on rbln (none today): each runs, and must fail (a strict expected failure: once
@@ -269,7 +269,7 @@ class TestAutocastRBLN(autocast_test_lists.TestAutocast):
     (`AutocastTestLists`, built on the device), run through upstream's own helper
     (`_run_autocast_outofplace`): each op's output dtype under autocast, and its value bit for bit
     against the same op on inputs cast by hand. The ops are rbln's autocast lists too
-    (runtime/RBLNAutocast.cpp registers PyTorch's standard lists)."""
+    (runtime/device/RBLNAutocast.cpp registers PyTorch's standard lists)."""
 
     # Ops of the lists that are not rbln's: cuDNN-only ATen ops (no CPU kernel to fall back to).
     NOT_FOR_RBLN = {"cudnn_convolution": "cuDNN-only op", "cudnn_convolution_transpose": "cuDNN-only op"}

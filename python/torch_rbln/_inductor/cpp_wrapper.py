@@ -1,7 +1,7 @@
 """The C++ wrapper Inductor generates for an ATen op compiled by the `compile` strategy (op_compiler.py).
 
 A subclass of Inductor's CPU C++ wrapper, registered for "rbln". Its output is
-a shared object with a small C ABI (`ABI` below) that runtime/RBLNCompiledOps.cpp
+a shared object with a small C ABI (`ABI` below) that runtime/compiled/RBLNCompiledOps.cpp
 loads and calls without Python: the kernels are Inductor's own C++ kernels,
 queued on the stream like torch.compile's (kernels.py); buffers are allocated
 on the device through the dispatcher; the guard tells which input sizes the
@@ -24,7 +24,7 @@ from .kernels import ENQUEUE
 
 _DEVICE_TYPE = "rbln"
 ABI_VERSION = 1
-# The names the runtime looks up in a plan (runtime/RBLNCompiledOps.cpp, the same numbers).
+# The names the runtime looks up in a plan (runtime/compiled/RBLNCompiledOps.cpp, the same numbers).
 ABI = f"""
 extern "C" int rbln_plan_abi_version() {{ return {ABI_VERSION}; }}
 extern "C" void rbln_plan_bind(rbln_launch_t launch, void* (*intern)(const char*)) {{

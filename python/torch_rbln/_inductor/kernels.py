@@ -2,7 +2,7 @@
 
 The kernel source is Inductor's own (CppScheduling). Only its Python binding
 differs: CPU's binding calls `kernel(args...)` at once; this one copies the
-arguments and hands the call to the runtime (runtime/RBLNCompiledKernels.h),
+arguments and hands the call to the runtime (runtime/compiled/RBLNCompiledKernels.h),
 which queues it on the current stream of the buffers' device. The call is then
 ordered after earlier eager work on that stream, runs with device memory
 accessible (RBLN_STRICT=1), and a kernel's error surfaces at the next
@@ -22,7 +22,7 @@ from .. import _C
 _LAUNCH_ARGS = ["uintptr_t", "uintptr_t"]
 
 
-# The launch of one kernel call on the stream (runtime/RBLNCompiledKernels.h), shared with
+# The launch of one kernel call on the stream (runtime/compiled/RBLNCompiledKernels.h), shared with
 # cpp_wrapper.py: a tuple of the call's arguments outlives the caller; `buffer` is any
 # pointer argument, whose device the call runs on.
 ENQUEUE = """

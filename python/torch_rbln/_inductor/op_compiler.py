@@ -1,6 +1,6 @@
 """The miss path of the `compile` strategy: one ATen op, traced through its decomposition and compiled.
 
-runtime/RBLNCompiledOps.cpp calls `compile_op` (with the GIL, once per new
+runtime/compiled/RBLNCompiledOps.cpp calls `compile_op` (with the GIL, once per new
 plan) for an ops.yaml entry with `strategy: compile`. The op's decomposition
 is traced with every input size symbolic and each size its own symbol, so one
 plan serves every shape of the same ranks; Inductor compiles it with the rbln

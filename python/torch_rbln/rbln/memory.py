@@ -32,7 +32,7 @@ OutOfMemoryError = torch.OutOfMemoryError
 
 
 def get_allocator_backend() -> str:
-    """The caching allocator (runtime/RBLNCachingAllocator.cpp); there is no pluggable one."""
+    """The caching allocator (runtime/memory/RBLNCachingAllocator.cpp); there is no pluggable one."""
     return "native"
 
 
