@@ -101,6 +101,7 @@ at::Tensor & all_all_out(const at::Tensor & self, at::Tensor & out);
 at::Tensor & any_out(const at::Tensor & self, int64_t dim, bool keepdim, at::Tensor & out);
 at::Tensor & any_dims_out(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, at::Tensor & out);
 at::Tensor & any_all_out(const at::Tensor & self, at::Tensor & out);
+at::Tensor count_nonzero_dim(const at::Tensor & self, at::IntArrayRef dim);
 at::Tensor prod(const at::Tensor & self, ::std::optional<at::ScalarType> dtype);
 at::Tensor & prod_int_out(const at::Tensor & self, int64_t dim, bool keepdim, ::std::optional<at::ScalarType> dtype, at::Tensor & out);
 at::Tensor & var_correction_out(const at::Tensor & self, at::OptionalIntArrayRef dim, const ::std::optional<at::Scalar> & correction, bool keepdim, at::Tensor & out);
@@ -260,6 +261,8 @@ at::Tensor replication_pad3d_backward(const at::Tensor & grad_output, const at::
 ::std::tuple<at::Tensor,at::Tensor,at::Tensor> _thnn_fused_lstm_cell_backward_impl(const ::std::optional<at::Tensor> & grad_hy, const ::std::optional<at::Tensor> & grad_cy, const at::Tensor & cx, const at::Tensor & cy, const at::Tensor & workspace, bool has_bias);
 ::std::tuple<at::Tensor,at::Tensor> _thnn_fused_gru_cell(const at::Tensor & input_gates, const at::Tensor & hidden_gates, const at::Tensor & hx, const ::std::optional<at::Tensor> & input_bias, const ::std::optional<at::Tensor> & hidden_bias);
 ::std::tuple<at::Tensor,at::Tensor,at::Tensor,at::Tensor,at::Tensor> _thnn_fused_gru_cell_backward(const at::Tensor & grad_hy, const at::Tensor & workspace, bool has_bias);
+at::Tensor & complex_out(const at::Tensor & real, const at::Tensor & imag, at::Tensor & out);
+at::Tensor & polar_out(const at::Tensor & abs, const at::Tensor & angle, at::Tensor & out);
 void _amp_foreach_non_finite_check_and_unscale_(at::TensorList self, at::Tensor & found_inf, const at::Tensor & inv_scale);
 at::Tensor & _amp_update_scale_(at::Tensor & self, at::Tensor & growth_tracker, const at::Tensor & found_inf, double scale_growth_factor, double scale_backoff_factor, int64_t growth_interval);
 at::Tensor & uniform_(at::Tensor & self, double from, double to, ::std::optional<at::Generator> generator);

@@ -109,10 +109,12 @@
 #include <ATen/ops/cholesky_ops.h>
 #include <ATen/ops/cholesky_inverse_ops.h>
 #include <ATen/ops/clamp_ops.h>
+#include <ATen/ops/complex_ops.h>
 #include <ATen/ops/conj_physical_ops.h>
 #include <ATen/ops/convolution_backward_overrideable_ops.h>
 #include <ATen/ops/convolution_overrideable_ops.h>
 #include <ATen/ops/copy_ops.h>
+#include <ATen/ops/count_nonzero_ops.h>
 #include <ATen/ops/cumprod_ops.h>
 #include <ATen/ops/cumsum_ops.h>
 #include <ATen/ops/dot_ops.h>
@@ -147,6 +149,7 @@
 #include <ATen/ops/geqrf_ops.h>
 #include <ATen/ops/glu_ops.h>
 #include <ATen/ops/glu_backward_ops.h>
+#include <ATen/ops/grid_sampler_2d_ops.h>
 #include <ATen/ops/grid_sampler_2d_backward_ops.h>
 #include <ATen/ops/grid_sampler_3d_ops.h>
 #include <ATen/ops/grid_sampler_3d_backward_ops.h>
@@ -224,6 +227,7 @@
 #include <ATen/ops/norm_ops.h>
 #include <ATen/ops/normal_ops.h>
 #include <ATen/ops/ormqr_ops.h>
+#include <ATen/ops/polar_ops.h>
 #include <ATen/ops/prod_ops.h>
 #include <ATen/ops/put_ops.h>
 #include <ATen/ops/random_ops.h>
@@ -926,6 +930,16 @@ at::Tensor & wrapper_any_all_out(const at::Tensor & self, at::Tensor & out) {
   }
   RBLN_COUNT_DEVICE_OP("aten::any.all_out");
   return rbln::kernels::any_all_out(self, out);
+}
+
+at::Tensor wrapper_count_nonzero_dim_IntList(const at::Tensor & self, at::IntArrayRef dim) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::count_nonzero_dim_IntList>::call(self, dim);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::count_nonzero.dim_IntList");
+  return rbln::kernels::count_nonzero_dim(self, dim);
 }
 
 at::Tensor wrapper_prod(const at::Tensor & self, ::std::optional<at::ScalarType> dtype) {
@@ -3831,6 +3845,34 @@ at::Tensor wrapper_replication_pad3d_backward(const at::Tensor & grad_output, co
   return rbln::kernels::_thnn_fused_gru_cell_backward(grad_hy, workspace, has_bias);
 }
 
+at::Tensor & wrapper_complex_out(const at::Tensor & real, const at::Tensor & imag, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_complex_out", "out");
+  c10::impl::check_and_update_common_device(common_device, real, "wrapper_complex_out", "real");
+  c10::impl::check_and_update_common_device(common_device, imag, "wrapper_complex_out", "imag");
+  const c10::OptionalDeviceGuard guard(at::device_of(real));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Half || t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(real.scalar_type()) && dtype_ok(imag.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::complex_out>::call(real, imag, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::complex.out");
+  return rbln::kernels::complex_out(real, imag, out);
+}
+
+at::Tensor & wrapper_polar_out(const at::Tensor & abs, const at::Tensor & angle, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_polar_out", "out");
+  c10::impl::check_and_update_common_device(common_device, abs, "wrapper_polar_out", "abs");
+  c10::impl::check_and_update_common_device(common_device, angle, "wrapper_polar_out", "angle");
+  const c10::OptionalDeviceGuard guard(at::device_of(abs));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(abs.scalar_type()) && dtype_ok(angle.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::polar_out>::call(abs, angle, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::polar.out");
+  return rbln::kernels::polar_out(abs, angle, out);
+}
+
 void wrapper__amp_foreach_non_finite_check_and_unscale_(at::TensorList self, at::Tensor & found_inf, const at::Tensor & inv_scale) {
   std::optional<c10::Device> common_device;
   c10::impl::check_and_update_common_device(common_device, self, "wrapper__amp_foreach_non_finite_check_and_unscale_", "self");
@@ -4744,6 +4786,24 @@ at::Tensor wrapper_cholesky_inverse(const at::Tensor & self, bool upper) {
   const auto r = rbln::kernels::library_op("aten::cholesky_inverse", sized_by_meta, {self},
       [upper](const std::vector<at::Tensor>& in) {
         return rbln::kernels::results(at::_ops::cholesky_inverse::call(in[0], upper));
+      });
+  return r[0];
+}
+
+at::Tensor wrapper_grid_sampler_2d(const at::Tensor & input, const at::Tensor & grid, int64_t interpolation_mode, int64_t padding_mode, bool align_corners) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, input, "wrapper_grid_sampler_2d", "input");
+  c10::impl::check_and_update_common_device(common_device, grid, "wrapper_grid_sampler_2d", "grid");
+  const c10::OptionalDeviceGuard guard(at::device_of(input));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double; };
+  if (!(dtype_ok(input.scalar_type()) && dtype_ok(grid.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::grid_sampler_2d>::call(input, grid, interpolation_mode, padding_mode, align_corners);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::grid_sampler_2d");
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::grid_sampler_2d");
+  const auto r = rbln::kernels::library_op("aten::grid_sampler_2d", sized_by_meta, {input, grid},
+      [interpolation_mode, padding_mode, align_corners](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::grid_sampler_2d::call(in[0], in[1], interpolation_mode, padding_mode, align_corners));
       });
   return r[0];
 }
@@ -5768,6 +5828,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("any.dims_out", TORCH_FN(wrapper_any_dims_out));
   m.impl("any", TORCH_FN(wrapper_any));
   m.impl("any.all_out", TORCH_FN(wrapper_any_all_out));
+  m.impl("count_nonzero.dim_IntList", TORCH_FN(wrapper_count_nonzero_dim_IntList));
   m.impl("prod", TORCH_FN(wrapper_prod));
   m.impl("prod.dim_int", TORCH_FN(wrapper_prod_dim_int));
   m.impl("prod.int_out", TORCH_FN(wrapper_prod_int_out));
@@ -5998,6 +6059,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_thnn_fused_lstm_cell_backward_impl", TORCH_FN(wrapper__thnn_fused_lstm_cell_backward_impl));
   m.impl("_thnn_fused_gru_cell", TORCH_FN(wrapper__thnn_fused_gru_cell));
   m.impl("_thnn_fused_gru_cell_backward", TORCH_FN(wrapper__thnn_fused_gru_cell_backward));
+  m.impl("complex.out", TORCH_FN(wrapper_complex_out));
+  m.impl("polar.out", TORCH_FN(wrapper_polar_out));
   m.impl("_amp_foreach_non_finite_check_and_unscale_", TORCH_FN(wrapper__amp_foreach_non_finite_check_and_unscale_));
   m.impl("_amp_update_scale_", TORCH_FN(wrapper__amp_update_scale_));
   m.impl("uniform_", TORCH_FN(wrapper_uniform_));
@@ -6084,6 +6147,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("linalg_ldl_factor_ex", TORCH_FN(wrapper_linalg_ldl_factor_ex));
   m.impl("linalg_ldl_solve", TORCH_FN(wrapper_linalg_ldl_solve));
   m.impl("cholesky_inverse", TORCH_FN(wrapper_cholesky_inverse));
+  m.impl("grid_sampler_2d", TORCH_FN(wrapper_grid_sampler_2d));
   m.impl("grid_sampler_2d_backward", TORCH_FN(wrapper_grid_sampler_2d_backward));
   m.impl("_cdist_forward", TORCH_FN(wrapper__cdist_forward));
   m.impl("_cdist_backward", TORCH_FN(wrapper__cdist_backward));

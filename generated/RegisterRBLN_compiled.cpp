@@ -21,12 +21,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("renorm", rbln::compiled_op("aten::renorm", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0}, rbln::WriteRule::kExact));
   m.impl("renorm_", rbln::compiled_op("aten::renorm", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0}, rbln::WriteRule::kExact));
   m.impl("renorm.out", rbln::compiled_op("aten::renorm", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0}, rbln::WriteRule::kExact));
-  m.impl("grid_sampler_2d", rbln::compiled_op("aten::grid_sampler_2d", "", {at::ScalarType::Float, at::ScalarType::Double}, {0, 1}, rbln::WriteRule::kMeta));
-  m.impl("grid_sampler_2d.out", rbln::compiled_op("aten::grid_sampler_2d", "", {at::ScalarType::Float, at::ScalarType::Double}, {0, 1}, rbln::WriteRule::kMeta));
   m.impl("aminmax", rbln::compiled_op("aten::aminmax", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long, at::ScalarType::Bool}, {0}, rbln::WriteRule::kExact));
   m.impl("aminmax.out", rbln::compiled_op("aten::aminmax", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long, at::ScalarType::Bool}, {0}, rbln::WriteRule::kExact));
-  m.impl("count_nonzero.dim_IntList", rbln::compiled_op("aten::count_nonzero", "dim_IntList", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long, at::ScalarType::Bool}, {0}, rbln::WriteRule::kMeta));
-  m.impl("count_nonzero.dim_IntList_out", rbln::compiled_op("aten::count_nonzero", "dim_IntList", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long, at::ScalarType::Bool}, {0}, rbln::WriteRule::kMeta));
   m.impl("frexp.Tensor", rbln::compiled_op("aten::frexp", "Tensor", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0}, rbln::WriteRule::kMeta));
   m.impl("frexp.Tensor_out", rbln::compiled_op("aten::frexp", "Tensor", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0}, rbln::WriteRule::kMeta));
   m.impl("bitwise_left_shift.Tensor", rbln::compiled_op("aten::bitwise_left_shift", "Tensor", {at::ScalarType::Int, at::ScalarType::Long}, {0, 1}, rbln::WriteRule::kCastable));
@@ -50,10 +46,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("im2col.out", rbln::compiled_op("aten::im2col", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Bool}, {0}, rbln::WriteRule::kMeta));
   m.impl("col2im", rbln::compiled_op("aten::col2im", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0}, rbln::WriteRule::kMeta));
   m.impl("col2im.out", rbln::compiled_op("aten::col2im", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0}, rbln::WriteRule::kMeta));
-  m.impl("complex", rbln::compiled_op("aten::complex", "", {at::ScalarType::Half, at::ScalarType::Float, at::ScalarType::Double}, {0, 1}, rbln::WriteRule::kMeta));
-  m.impl("complex.out", rbln::compiled_op("aten::complex", "", {at::ScalarType::Half, at::ScalarType::Float, at::ScalarType::Double}, {0, 1}, rbln::WriteRule::kMeta));
-  m.impl("polar", rbln::compiled_op("aten::polar", "", {at::ScalarType::Float, at::ScalarType::Double}, {0, 1}, rbln::WriteRule::kMeta));
-  m.impl("polar.out", rbln::compiled_op("aten::polar", "", {at::ScalarType::Float, at::ScalarType::Double}, {0, 1}, rbln::WriteRule::kMeta));
   m.impl("clamp_min.Tensor", rbln::compiled_op("aten::clamp_min", "Tensor", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long, at::ScalarType::Bool}, {0, 1}, rbln::WriteRule::kCastable));
   m.impl("clamp_min_.Tensor", rbln::compiled_op("aten::clamp_min", "Tensor", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long, at::ScalarType::Bool}, {0, 1}, rbln::WriteRule::kCastable));
   m.impl("clamp_min.Tensor_out", rbln::compiled_op("aten::clamp_min", "Tensor", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long, at::ScalarType::Bool}, {0, 1}, rbln::WriteRule::kCastable));

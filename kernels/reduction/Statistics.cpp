@@ -1,9 +1,12 @@
 // More reductions over the reduction plan and loop (kernels/reduction/Reduce.h):
 // all/any, prod, variance and standard deviation (with their means), vector
-// norms. Each is an accumulator, a step and a final store.
+// norms. Each is an accumulator, a step and a final store. count_nonzero over
+// dims is CPU's composition of two device ops.
 #include <ATen/AccumulateType.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/ne.h>
+#include <ATen/ops/sum.h>
 
 #include <cmath>
 #include <limits>
@@ -268,5 +271,8 @@ at::Tensor& norm_dtype_out(const at::Tensor& self, const std::optional<at::Scala
               "floating point or complex. Got ", dtype, " instead.");
   return linalg_vector_norm_out(self, p.value_or(2), dim, keepdim, dtype, out);
 }
+
+// CPU's count_nonzero_cpu over dims: (self != 0).sum(dims); no dims counts every element.
+at::Tensor count_nonzero_dim(const at::Tensor& self, at::IntArrayRef dim) { return at::ne(self, 0).sum(dim); }
 
 }  // namespace rbln::kernels

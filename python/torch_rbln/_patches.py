@@ -139,8 +139,9 @@ PATCHES: tuple[Patch, ...] = (
         keys=("rbln",),
         values="torch_rbln._inductor.upstream_patches:aten_device",
         why="the C++ wrapper spells the `device=` argument of an op it calls back through the dispatcher from this "
-            "table, which has no PrivateUse1 device: `complex`'s plan (an `empty` on rbln) failed with \"rbln not "
-            "found in DEVICE_TO_ATEN\". Added when the Inductor backend registers",
+            "table, which has no PrivateUse1 device: a plan or graph that makes a buffer on rbln through the "
+            "dispatcher (an `empty` with `device=`) fails with \"rbln not found in DEVICE_TO_ATEN\". Added when "
+            "the Inductor backend registers",
         upstream="map any PrivateUse1 device type to `at::kPrivateUse1` (`torch._C._get_privateuse1_backend_name()`)",
     ),
     Patch(

@@ -170,18 +170,6 @@ def test_a_second_process_loads_plans_from_disk(tmp_path):
     assert second["compiled_ops"] == {"aten::renorm": 1}
 
 
-def test_complex_results_come_from_their_plans():
-    """complex's decomposition writes into a buffer it made: the graph is functionalized, so the plan returns
-    the values (Inductor had dropped the writes: zeros); polar's plan runs complex's through the dispatcher."""
-    real, imag = torch.randn(3, 4), torch.randn(1, 4)
-    with torch.rbln.explain() as ex:
-        z = torch.complex(real.rbln(), imag.rbln())
-        p = torch.polar(real.abs().rbln().t(), imag.expand(3, 4).rbln().t())
-    assert torch.equal(z.cpu(), torch.complex(real, imag))
-    torch.testing.assert_close(p.cpu(), torch.polar(real.abs().t(), imag.expand(3, 4).t()))
-    assert ex.compiled_ops == {"aten::complex": 2, "aten::polar": 1} and not ex.fallback_ops
-
-
 # Compile entries without an OpInfo of their own (ops.yaml `opinfo: null`): their callers, against CPU.
 CALLERS = {
     "aten::_weight_norm_interface": lambda v, g: torch._weight_norm(v, g, 0),

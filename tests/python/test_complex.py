@@ -147,3 +147,37 @@ def test_polar_backward_matches_cpu():
     for g, e in zip(grads("rbln"), grads("cpu")):
         assert g.device.type == "rbln"
         torch.testing.assert_close(g.cpu(), e)
+
+
+def test_complex_and_polar_are_device_kernels_on_broadcast_and_strided_parts():
+    """complex and polar write the result's real view with device ops (no compiled plan, no fallback), with
+    CPU's broadcasting, out= resizing and dtype errors."""
+    real, imag = torch.randn(3, 4), torch.randn(1, 4)
+    with torch.rbln.explain() as ex:
+        z = torch.complex(real.rbln(), imag.rbln())
+        p = torch.polar(real.abs().rbln().t(), imag.expand(3, 4).rbln().t())
+        out = torch.empty(2, dtype=torch.complex32, device="rbln")
+        h = torch.complex(real.half().rbln(), imag.half().rbln(), out=out)
+        torch.rbln.synchronize()
+    assert torch.equal(z.cpu(), torch.complex(real, imag))
+    torch.testing.assert_close(p.cpu(), torch.polar(real.abs().t(), imag.expand(3, 4).t()))
+    assert h is out and h.shape == (3, 4)
+    assert torch.equal(torch.view_as_real(h.cpu()), torch.view_as_real(torch.complex(real.half(), imag.half())))
+    assert ex.device_ops.get("aten::complex.out") == 2 and ex.device_ops.get("aten::polar.out") == 1
+    assert not ex.compiled_ops and not ex.fallback_ops
+    for device in ("cpu", "rbln"):
+        with pytest.raises(RuntimeError, match="Expected object of scalar type Float but got scalar type Double"):
+            torch.complex(torch.randn(2, device=device), torch.randn(2, dtype=torch.float64, device=device))
+        with pytest.raises(RuntimeError, match="for argument 'out'"):
+            torch.complex(torch.randn(2, device=device), torch.randn(2, device=device),
+                          out=torch.empty(2, dtype=torch.complex128, device=device))
+
+
+def test_count_nonzero_over_dims_is_a_device_composition():
+    x = torch.randn(3, 4, 5)
+    x[x.abs() < 0.5] = 0
+    with torch.rbln.explain() as ex:
+        got = [torch.count_nonzero(x.rbln(), dim) for dim in ((0,), (1, 2), (), (-1, 0))]
+    for g, dim in zip(got, ((0,), (1, 2), (), (-1, 0))):
+        assert g.device.type == "rbln" and torch.equal(g.cpu(), torch.count_nonzero(x, dim))
+    assert ex.device_ops.get("aten::count_nonzero.dim_IntList") == 4 and not ex.compiled_ops and not ex.fallback_ops
