@@ -29,9 +29,10 @@ $(VENV)/.deps: requirements-dev.txt
 deps: $(VENV)/.deps
 
 # Builds the C++ library, the Python module and the GoogleTest suites, and
-# installs the package into the venv (no build isolation: torch comes from the venv).
+# installs the package into the venv (no build isolation: torch comes from the venv). The build imports
+# torch without autoloading the installed torch_rbln, so a broken install does not block its own rebuild.
 install: deps
-	$(PIP) install $(PIP_FLAGS) --no-build-isolation --no-deps \
+	TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(PIP) install $(PIP_FLAGS) --no-build-isolation --no-deps \
 	  --config-settings=cmake.define.RBLN_BUILD_TESTS=ON .
 
 codegen: deps
@@ -50,7 +51,7 @@ test-cpp: install
 # work from each other: the slow tests start first (conftest.py), the subprocess-heavy ones overlap with
 # the other worker's, and all processes share one Inductor cache and one directory of compiled-op plans.
 test-py: install
-	$(PY) -m pytest -q -n 2 --dist worksteal
+	$(PY) -m pytest -q -n 2 --dist worksteal --durations=15
 
 test: test-cpp test-py
 

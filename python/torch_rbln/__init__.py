@@ -49,6 +49,14 @@ from . import _compiled_ops  # noqa: E402
 
 _compiled_ops.install()
 
+# `with torch.device("rbln")` redirects the factories in torch's cached set of device constructors. The set is
+# made on first use: made inside transformers' from_pretrained, which swaps torch.linspace for a wrapper while
+# it builds a model under `torch.device("meta")`, it holds the wrapper, and torch.linspace stays on the CPU in
+# every later device context of the process. Made here, it holds torch's own functions (replaces nothing).
+import torch.utils._device  # noqa: E402
+
+torch.utils._device._device_constructors()
+
 if os.environ.get("TORCH_RBLN_SANITIZER", "0") not in ("", "0"):
     from . import sanitizer
 

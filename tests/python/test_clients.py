@@ -78,3 +78,21 @@ def test_training_scripts_exit_cleanly_on_a_busy_machine():
     failed = [(p.returncode, p.stderr[-500:]) for p in procs if p.returncode != 0]
     assert not failed, failed
     assert all(p.stdout.strip().splitlines()[-1] == "[2.0, 2.0, 2.0]" for p in procs)
+
+
+def test_device_context_still_redirects_linspace_after_a_hugging_face_load(run_python, tmp_path):
+    """transformers' from_pretrained swaps torch.linspace while it builds a model under `torch.device("meta")`:
+    a first use of torch's cached device-constructor set there kept the wrapper, and every later
+    `with torch.device("rbln")` left torch.linspace on the CPU."""
+    result = run_python(f"""
+        import sys
+        sys.path.insert(0, "examples")
+        import serving
+        from transformers import AutoModelForCausalLM
+        serving.build({str(tmp_path / "m")!r})
+        AutoModelForCausalLM.from_pretrained({str(tmp_path / "m")!r})
+        with torch.device("rbln"):
+            x = torch.linspace(1, 3, 1)
+        print(json.dumps({{"device": x.device.type, "value": x.cpu().tolist()}}))
+    """)
+    assert result == {"device": "rbln", "value": [1.0]}
