@@ -247,10 +247,6 @@ def install(when: str = _IMPORT) -> None:
                 _installed.add(patch.target)
 
 
-def installed() -> list[Patch]:
-    return [p for p in PATCHES if p.target in _installed]
-
-
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
