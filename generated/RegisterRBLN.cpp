@@ -87,6 +87,7 @@
 #include <ATen/ops/all_ops.h>
 #include <ATen/ops/amax_ops.h>
 #include <ATen/ops/amin_ops.h>
+#include <ATen/ops/aminmax_ops.h>
 #include <ATen/ops/any_ops.h>
 #include <ATen/ops/arange_ops.h>
 #include <ATen/ops/argmax_ops.h>
@@ -145,6 +146,7 @@
 #include <ATen/ops/fft_rfftn_ops.h>
 #include <ATen/ops/fill_ops.h>
 #include <ATen/ops/flip_ops.h>
+#include <ATen/ops/frexp_ops.h>
 #include <ATen/ops/gather_ops.h>
 #include <ATen/ops/geqrf_ops.h>
 #include <ATen/ops/glu_ops.h>
@@ -207,6 +209,7 @@
 #include <ATen/ops/multilabel_margin_loss_forward_ops.h>
 #include <ATen/ops/multinomial_ops.h>
 #include <ATen/ops/mv_ops.h>
+#include <ATen/ops/mvlgamma_ops.h>
 #include <ATen/ops/nanmedian_ops.h>
 #include <ATen/ops/nansum_ops.h>
 #include <ATen/ops/narrow_copy_ops.h>
@@ -265,7 +268,9 @@
 #include <ATen/ops/trace_ops.h>
 #include <ATen/ops/triangular_solve_ops.h>
 #include <ATen/ops/tril_ops.h>
+#include <ATen/ops/tril_indices_ops.h>
 #include <ATen/ops/triu_ops.h>
+#include <ATen/ops/triu_indices_ops.h>
 #include <ATen/ops/unfold_ops.h>
 #include <ATen/ops/unfold_backward_ops.h>
 #include <ATen/ops/uniform_ops.h>
@@ -564,6 +569,16 @@ at::Tensor & wrapper_linspace_out(const at::Scalar & start, const at::Scalar & e
   return rbln::kernels::linspace_out(start, end, steps, out);
 }
 
+at::Tensor wrapper_tril_indices(int64_t row, int64_t col, int64_t offset, ::std::optional<at::ScalarType> dtype, ::std::optional<at::Layout> layout, ::std::optional<at::Device> device, ::std::optional<bool> pin_memory) {
+  RBLN_COUNT_DEVICE_OP("aten::tril_indices");
+  return rbln::kernels::tril_indices(row, col, offset, dtype, layout, device, pin_memory);
+}
+
+at::Tensor wrapper_triu_indices(int64_t row, int64_t col, int64_t offset, ::std::optional<at::ScalarType> dtype, ::std::optional<at::Layout> layout, ::std::optional<at::Device> device, ::std::optional<bool> pin_memory) {
+  RBLN_COUNT_DEVICE_OP("aten::triu_indices");
+  return rbln::kernels::triu_indices(row, col, offset, dtype, layout, device, pin_memory);
+}
+
 at::Tensor wrapper_clamp(const at::Tensor & self, const ::std::optional<at::Scalar> & min, const ::std::optional<at::Scalar> & max) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long; };
@@ -718,6 +733,27 @@ at::Tensor & wrapper_amax_out(const at::Tensor & self, at::IntArrayRef dim, bool
   }
   RBLN_COUNT_DEVICE_OP("aten::amax.out");
   return rbln::kernels::amax_out(self, dim, keepdim, out);
+}
+
+::std::tuple<at::Tensor,at::Tensor> wrapper_aminmax(const at::Tensor & self, ::std::optional<int64_t> dim, bool keepdim) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::aminmax>::call(self, dim, keepdim);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::aminmax");
+  at::Tensor result0, result1;
+  return rbln::kernels::aminmax_out(self, dim, keepdim, result0, result1);
+}
+
+::std::tuple<at::Tensor &,at::Tensor &> wrapper_aminmax_out(const at::Tensor & self, ::std::optional<int64_t> dim, bool keepdim, at::Tensor & min, at::Tensor & max) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::aminmax_out>::call(self, dim, keepdim, min, max);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::aminmax.out");
+  return rbln::kernels::aminmax_out(self, dim, keepdim, min, max);
 }
 
 at::Tensor wrapper_amin(const at::Tensor & self, at::IntArrayRef dim, bool keepdim) {
@@ -3873,6 +3909,33 @@ at::Tensor & wrapper_polar_out(const at::Tensor & abs, const at::Tensor & angle,
   return rbln::kernels::polar_out(abs, angle, out);
 }
 
+::std::tuple<at::Tensor &,at::Tensor &> wrapper_frexp_Tensor_out(const at::Tensor & self, at::Tensor & mantissa, at::Tensor & exponent) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, mantissa, "wrapper_frexp_Tensor_out", "mantissa");
+  c10::impl::check_and_update_common_device(common_device, exponent, "wrapper_frexp_Tensor_out", "exponent");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_frexp_Tensor_out", "self");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::frexp_Tensor_out>::call(self, mantissa, exponent);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::frexp.Tensor_out");
+  return rbln::kernels::frexp_out(self, mantissa, exponent);
+}
+
+at::Tensor & wrapper_mvlgamma_out(const at::Tensor & self, int64_t p, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper_mvlgamma_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_mvlgamma_out", "self");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mvlgamma_out>::call(self, p, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::mvlgamma.out");
+  return rbln::kernels::mvlgamma_out(self, p, out);
+}
+
 void wrapper__amp_foreach_non_finite_check_and_unscale_(at::TensorList self, at::Tensor & found_inf, const at::Tensor & inv_scale) {
   std::optional<c10::Device> common_device;
   c10::impl::check_and_update_common_device(common_device, self, "wrapper__amp_foreach_non_finite_check_and_unscale_", "self");
@@ -5794,6 +5857,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("where.self_out", TORCH_FN(wrapper_where_self_out));
   m.impl("arange.start_out", TORCH_FN(wrapper_arange_start_out));
   m.impl("linspace.out", TORCH_FN(wrapper_linspace_out));
+  m.impl("tril_indices", TORCH_FN(wrapper_tril_indices));
+  m.impl("triu_indices", TORCH_FN(wrapper_triu_indices));
   m.impl("clamp", TORCH_FN(wrapper_clamp));
   m.impl("clamp_", TORCH_FN(wrapper_clamp_));
   m.impl("clamp.out", TORCH_FN(wrapper_clamp_out));
@@ -5808,6 +5873,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mean.out", TORCH_FN(wrapper_mean_out));
   m.impl("amax", TORCH_FN(wrapper_amax));
   m.impl("amax.out", TORCH_FN(wrapper_amax_out));
+  m.impl("aminmax", TORCH_FN(wrapper_aminmax));
+  m.impl("aminmax.out", TORCH_FN(wrapper_aminmax_out));
   m.impl("amin", TORCH_FN(wrapper_amin));
   m.impl("amin.out", TORCH_FN(wrapper_amin_out));
   m.impl("max", TORCH_FN(wrapper_max));
@@ -6061,6 +6128,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_thnn_fused_gru_cell_backward", TORCH_FN(wrapper__thnn_fused_gru_cell_backward));
   m.impl("complex.out", TORCH_FN(wrapper_complex_out));
   m.impl("polar.out", TORCH_FN(wrapper_polar_out));
+  m.impl("frexp.Tensor_out", TORCH_FN(wrapper_frexp_Tensor_out));
+  m.impl("mvlgamma.out", TORCH_FN(wrapper_mvlgamma_out));
   m.impl("_amp_foreach_non_finite_check_and_unscale_", TORCH_FN(wrapper__amp_foreach_non_finite_check_and_unscale_));
   m.impl("_amp_update_scale_", TORCH_FN(wrapper__amp_update_scale_));
   m.impl("uniform_", TORCH_FN(wrapper_uniform_));

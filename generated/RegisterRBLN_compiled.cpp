@@ -21,23 +21,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("renorm", rbln::compiled_op("aten::renorm", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0}, rbln::WriteRule::kExact));
   m.impl("renorm_", rbln::compiled_op("aten::renorm", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0}, rbln::WriteRule::kExact));
   m.impl("renorm.out", rbln::compiled_op("aten::renorm", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0}, rbln::WriteRule::kExact));
-  m.impl("aminmax", rbln::compiled_op("aten::aminmax", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long, at::ScalarType::Bool}, {0}, rbln::WriteRule::kExact));
-  m.impl("aminmax.out", rbln::compiled_op("aten::aminmax", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long, at::ScalarType::Bool}, {0}, rbln::WriteRule::kExact));
-  m.impl("frexp.Tensor", rbln::compiled_op("aten::frexp", "Tensor", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0}, rbln::WriteRule::kMeta));
-  m.impl("frexp.Tensor_out", rbln::compiled_op("aten::frexp", "Tensor", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0}, rbln::WriteRule::kMeta));
-  m.impl("bitwise_left_shift.Tensor", rbln::compiled_op("aten::bitwise_left_shift", "Tensor", {at::ScalarType::Int, at::ScalarType::Long}, {0, 1}, rbln::WriteRule::kCastable));
-  m.impl("bitwise_left_shift_.Tensor", rbln::compiled_op("aten::bitwise_left_shift", "Tensor", {at::ScalarType::Int, at::ScalarType::Long}, {0, 1}, rbln::WriteRule::kCastable));
-  m.impl("bitwise_left_shift.Tensor_out", rbln::compiled_op("aten::bitwise_left_shift", "Tensor", {at::ScalarType::Int, at::ScalarType::Long}, {0, 1}, rbln::WriteRule::kCastable));
-  m.impl("bitwise_right_shift.Tensor", rbln::compiled_op("aten::bitwise_right_shift", "Tensor", {at::ScalarType::Int, at::ScalarType::Long}, {0, 1}, rbln::WriteRule::kCastable));
-  m.impl("bitwise_right_shift_.Tensor", rbln::compiled_op("aten::bitwise_right_shift", "Tensor", {at::ScalarType::Int, at::ScalarType::Long}, {0, 1}, rbln::WriteRule::kCastable));
-  m.impl("bitwise_right_shift.Tensor_out", rbln::compiled_op("aten::bitwise_right_shift", "Tensor", {at::ScalarType::Int, at::ScalarType::Long}, {0, 1}, rbln::WriteRule::kCastable));
-  m.impl("mvlgamma", rbln::compiled_op("aten::mvlgamma", "", {at::ScalarType::Float, at::ScalarType::Double}, {0}, rbln::WriteRule::kMeta));
-  m.impl("mvlgamma_", rbln::compiled_op("aten::mvlgamma", "", {at::ScalarType::Float, at::ScalarType::Double}, {0}, rbln::WriteRule::kMeta));
-  m.impl("mvlgamma.out", rbln::compiled_op("aten::mvlgamma", "", {at::ScalarType::Float, at::ScalarType::Double}, {0}, rbln::WriteRule::kMeta));
   m.impl("_weight_norm_interface", rbln::compiled_op("aten::_weight_norm_interface", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0, 1}, rbln::WriteRule::kMeta));
   m.impl("_weight_norm_interface.out", rbln::compiled_op("aten::_weight_norm_interface", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0, 1}, rbln::WriteRule::kMeta));
-  m.impl("tril_indices", rbln::compiled_op("aten::tril_indices", "", {at::ScalarType::Int, at::ScalarType::Long}, {}, rbln::WriteRule::kMeta));
-  m.impl("triu_indices", rbln::compiled_op("aten::triu_indices", "", {at::ScalarType::Int, at::ScalarType::Long}, {}, rbln::WriteRule::kMeta));
   m.impl("floor_divide.Scalar", rbln::compiled_op("aten::floor_divide", "Scalar", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long}, {0}, rbln::WriteRule::kMeta));
   m.impl("floor_divide_.Scalar", rbln::compiled_op("aten::floor_divide", "Scalar", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long}, {0}, rbln::WriteRule::kMeta));
   m.impl("floor_divide.Scalar_out", rbln::compiled_op("aten::floor_divide", "Scalar", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long}, {0}, rbln::WriteRule::kMeta));
@@ -46,12 +31,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("im2col.out", rbln::compiled_op("aten::im2col", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Bool}, {0}, rbln::WriteRule::kMeta));
   m.impl("col2im", rbln::compiled_op("aten::col2im", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0}, rbln::WriteRule::kMeta));
   m.impl("col2im.out", rbln::compiled_op("aten::col2im", "", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double}, {0}, rbln::WriteRule::kMeta));
-  m.impl("clamp_min.Tensor", rbln::compiled_op("aten::clamp_min", "Tensor", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long, at::ScalarType::Bool}, {0, 1}, rbln::WriteRule::kCastable));
-  m.impl("clamp_min_.Tensor", rbln::compiled_op("aten::clamp_min", "Tensor", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long, at::ScalarType::Bool}, {0, 1}, rbln::WriteRule::kCastable));
-  m.impl("clamp_min.Tensor_out", rbln::compiled_op("aten::clamp_min", "Tensor", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long, at::ScalarType::Bool}, {0, 1}, rbln::WriteRule::kCastable));
-  m.impl("clamp_max.Tensor", rbln::compiled_op("aten::clamp_max", "Tensor", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long, at::ScalarType::Bool}, {0, 1}, rbln::WriteRule::kCastable));
-  m.impl("clamp_max_.Tensor", rbln::compiled_op("aten::clamp_max", "Tensor", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long, at::ScalarType::Bool}, {0, 1}, rbln::WriteRule::kCastable));
-  m.impl("clamp_max.Tensor_out", rbln::compiled_op("aten::clamp_max", "Tensor", {at::ScalarType::Float, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Double, at::ScalarType::Int, at::ScalarType::Long, at::ScalarType::Bool}, {0, 1}, rbln::WriteRule::kCastable));
 }
 
 }  // namespace rbln::generated

@@ -8,6 +8,7 @@
 
 #include <string>
 #include <unordered_set>
+#include <ATen/ops/clamp_max_ops.h>
 #include <ATen/ops/erfc_ops.h>
 #include <ATen/ops/le_ops.h>
 #include <ATen/ops/special_log_ndtr_ops.h>
@@ -93,6 +94,66 @@ at::Tensor & wrapper_special_log_ndtr_out(const at::Tensor & self, at::Tensor & 
   return out;
 }
 
+at::Tensor wrapper_clamp_max_Tensor(const at::Tensor & self, const at::Tensor & max) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_clamp_max_Tensor", "self");
+  c10::impl::check_and_update_common_device(common_device, max, "wrapper_clamp_max_Tensor", "max");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, self, max);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::clamp_max.Tensor", rbln::functors::minimum<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::clamp_max.Tensor", rbln::functors::minimum<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::clamp_max.Tensor", rbln::functors::minimum<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::clamp_max.Tensor", rbln::functors::minimum<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::clamp_max.Tensor", rbln::functors::minimum<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::clamp_max.Tensor", rbln::functors::minimum<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::clamp_max.Tensor", rbln::functors::minimum<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_max_Tensor>::call(self, max);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::clamp_max.Tensor");
+  return iter.output();
+}
+
+at::Tensor & wrapper_clamp_max__Tensor(at::Tensor & self, const at::Tensor & max) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_clamp_max__Tensor", "self");
+  c10::impl::check_and_update_common_device(common_device, max, "wrapper_clamp_max__Tensor", "max");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::binary_iter(result, self, max);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::clamp_max_.Tensor", rbln::functors::minimum<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::clamp_max_.Tensor", rbln::functors::minimum<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::clamp_max_.Tensor", rbln::functors::minimum<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::clamp_max_.Tensor", rbln::functors::minimum<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::clamp_max_.Tensor", rbln::functors::minimum<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::clamp_max_.Tensor", rbln::functors::minimum<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::clamp_max_.Tensor", rbln::functors::minimum<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_max__Tensor>::call(self, max);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::clamp_max_.Tensor");
+  return self;
+}
+
+at::Tensor & wrapper_clamp_max_Tensor_out(const at::Tensor & self, const at::Tensor & max, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_iter(result, self, max);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::clamp_max.Tensor_out", rbln::functors::minimum<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::clamp_max.Tensor_out", rbln::functors::minimum<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::clamp_max.Tensor_out", rbln::functors::minimum<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::clamp_max.Tensor_out", rbln::functors::minimum<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::clamp_max.Tensor_out", rbln::functors::minimum<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::clamp_max.Tensor_out", rbln::functors::minimum<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::clamp_max.Tensor_out", rbln::functors::minimum<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_max_Tensor_out>::call(self, max, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::clamp_max.Tensor_out");
+  return out;
+}
+
 at::Tensor wrapper_le_Scalar(const at::Tensor & self, const at::Scalar & other) {
   const auto other_t = at::native::wrapped_scalar_tensor(other);
   const c10::OptionalDeviceGuard guard(at::device_of(self));
@@ -158,6 +219,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("erfc.out", TORCH_FN(wrapper_erfc_out));
   m.impl("special_log_ndtr", TORCH_FN(wrapper_special_log_ndtr));
   m.impl("special_log_ndtr.out", TORCH_FN(wrapper_special_log_ndtr_out));
+  m.impl("clamp_max.Tensor", TORCH_FN(wrapper_clamp_max_Tensor));
+  m.impl("clamp_max_.Tensor", TORCH_FN(wrapper_clamp_max__Tensor));
+  m.impl("clamp_max.Tensor_out", TORCH_FN(wrapper_clamp_max_Tensor_out));
   m.impl("le.Scalar", TORCH_FN(wrapper_le_Scalar));
   m.impl("le_.Scalar", TORCH_FN(wrapper_le__Scalar));
   m.impl("le.Scalar_out", TORCH_FN(wrapper_le_Scalar_out));

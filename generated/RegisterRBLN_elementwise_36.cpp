@@ -8,6 +8,7 @@
 
 #include <string>
 #include <unordered_set>
+#include <ATen/ops/clamp_min_ops.h>
 #include <ATen/ops/hardtanh_backward_ops.h>
 #include <ATen/ops/sgn_ops.h>
 
@@ -81,6 +82,66 @@ at::Tensor & wrapper_sgn_out(const at::Tensor & self, at::Tensor & out) {
   return out;
 }
 
+at::Tensor wrapper_clamp_min_Tensor(const at::Tensor & self, const at::Tensor & min) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_clamp_min_Tensor", "self");
+  c10::impl::check_and_update_common_device(common_device, min, "wrapper_clamp_min_Tensor", "min");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, self, min);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::clamp_min.Tensor", rbln::functors::maximum<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::clamp_min.Tensor", rbln::functors::maximum<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::clamp_min.Tensor", rbln::functors::maximum<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::clamp_min.Tensor", rbln::functors::maximum<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::clamp_min.Tensor", rbln::functors::maximum<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::clamp_min.Tensor", rbln::functors::maximum<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::clamp_min.Tensor", rbln::functors::maximum<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_min_Tensor>::call(self, min);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::clamp_min.Tensor");
+  return iter.output();
+}
+
+at::Tensor & wrapper_clamp_min__Tensor(at::Tensor & self, const at::Tensor & min) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_clamp_min__Tensor", "self");
+  c10::impl::check_and_update_common_device(common_device, min, "wrapper_clamp_min__Tensor", "min");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::binary_iter(result, self, min);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::clamp_min_.Tensor", rbln::functors::maximum<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::clamp_min_.Tensor", rbln::functors::maximum<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::clamp_min_.Tensor", rbln::functors::maximum<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::clamp_min_.Tensor", rbln::functors::maximum<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::clamp_min_.Tensor", rbln::functors::maximum<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::clamp_min_.Tensor", rbln::functors::maximum<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::clamp_min_.Tensor", rbln::functors::maximum<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_min__Tensor>::call(self, min);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::clamp_min_.Tensor");
+  return self;
+}
+
+at::Tensor & wrapper_clamp_min_Tensor_out(const at::Tensor & self, const at::Tensor & min, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_iter(result, self, min);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::clamp_min.Tensor_out", rbln::functors::maximum<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::clamp_min.Tensor_out", rbln::functors::maximum<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::clamp_min.Tensor_out", rbln::functors::maximum<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::clamp_min.Tensor_out", rbln::functors::maximum<double>()); break;
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::clamp_min.Tensor_out", rbln::functors::maximum<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::clamp_min.Tensor_out", rbln::functors::maximum<int64_t>()); break;
+    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::clamp_min.Tensor_out", rbln::functors::maximum<bool>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_min_Tensor_out>::call(self, min, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::clamp_min.Tensor_out");
+  return out;
+}
+
 at::Tensor wrapper_hardtanh_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & min_val, const at::Scalar & max_val) {
   std::optional<c10::Device> common_device;
   c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_hardtanh_backward", "grad_output");
@@ -124,6 +185,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sgn", TORCH_FN(wrapper_sgn));
   m.impl("sgn_", TORCH_FN(wrapper_sgn_));
   m.impl("sgn.out", TORCH_FN(wrapper_sgn_out));
+  m.impl("clamp_min.Tensor", TORCH_FN(wrapper_clamp_min_Tensor));
+  m.impl("clamp_min_.Tensor", TORCH_FN(wrapper_clamp_min__Tensor));
+  m.impl("clamp_min.Tensor_out", TORCH_FN(wrapper_clamp_min_Tensor_out));
   m.impl("hardtanh_backward", TORCH_FN(wrapper_hardtanh_backward));
   m.impl("hardtanh_backward.grad_input", TORCH_FN(wrapper_hardtanh_backward_grad_input));
 }

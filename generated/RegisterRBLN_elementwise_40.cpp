@@ -8,6 +8,7 @@
 
 #include <string>
 #include <unordered_set>
+#include <ATen/ops/bitwise_left_shift_ops.h>
 #include <ATen/ops/floor_divide_ops.h>
 #include <ATen/ops/lt_ops.h>
 
@@ -123,6 +124,45 @@ at::Tensor & wrapper_lt_Tensor_out(const at::Tensor & self, const at::Tensor & o
   return out;
 }
 
+at::Tensor wrapper_bitwise_left_shift_Tensor(const at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_left_shift.Tensor", rbln::functors::bitwise_left_shift<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_left_shift.Tensor", rbln::functors::bitwise_left_shift<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_left_shift_Tensor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::bitwise_left_shift.Tensor");
+  return iter.output();
+}
+
+at::Tensor & wrapper_bitwise_left_shift__Tensor(at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_left_shift_.Tensor", rbln::functors::bitwise_left_shift<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_left_shift_.Tensor", rbln::functors::bitwise_left_shift<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_left_shift__Tensor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::bitwise_left_shift_.Tensor");
+  return self;
+}
+
+at::Tensor & wrapper_bitwise_left_shift_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_left_shift.Tensor_out", rbln::functors::bitwise_left_shift<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_left_shift.Tensor_out", rbln::functors::bitwise_left_shift<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_left_shift_Tensor_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::bitwise_left_shift.Tensor_out");
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -132,6 +172,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("lt.Tensor", TORCH_FN(wrapper_lt_Tensor));
   m.impl("lt_.Tensor", TORCH_FN(wrapper_lt__Tensor));
   m.impl("lt.Tensor_out", TORCH_FN(wrapper_lt_Tensor_out));
+  m.impl("bitwise_left_shift.Tensor", TORCH_FN(wrapper_bitwise_left_shift_Tensor));
+  m.impl("bitwise_left_shift_.Tensor", TORCH_FN(wrapper_bitwise_left_shift__Tensor));
+  m.impl("bitwise_left_shift.Tensor_out", TORCH_FN(wrapper_bitwise_left_shift_Tensor_out));
 }
 
 }  // namespace rbln::generated

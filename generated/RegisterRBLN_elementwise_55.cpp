@@ -8,6 +8,7 @@
 
 #include <string>
 #include <unordered_set>
+#include <ATen/ops/bitwise_right_shift_ops.h>
 #include <ATen/ops/leaky_relu_backward_ops.h>
 
 #include "kernels/elementwise/Elementwise.h"
@@ -16,6 +17,45 @@
 
 namespace rbln::generated {
 namespace {
+
+at::Tensor wrapper_bitwise_right_shift_Tensor(const at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_right_shift.Tensor", rbln::functors::bitwise_right_shift<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_right_shift.Tensor", rbln::functors::bitwise_right_shift<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_right_shift_Tensor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::bitwise_right_shift.Tensor");
+  return iter.output();
+}
+
+at::Tensor & wrapper_bitwise_right_shift__Tensor(at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_right_shift_.Tensor", rbln::functors::bitwise_right_shift<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_right_shift_.Tensor", rbln::functors::bitwise_right_shift<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_right_shift__Tensor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::bitwise_right_shift_.Tensor");
+  return self;
+}
+
+at::Tensor & wrapper_bitwise_right_shift_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_right_shift.Tensor_out", rbln::functors::bitwise_right_shift<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_right_shift.Tensor_out", rbln::functors::bitwise_right_shift<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_right_shift_Tensor_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::bitwise_right_shift.Tensor_out");
+  return out;
+}
 
 at::Tensor wrapper_leaky_relu_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & negative_slope, bool self_is_result) {
   std::optional<c10::Device> common_device;
@@ -57,6 +97,9 @@ at::Tensor & wrapper_leaky_relu_backward_grad_input(const at::Tensor & grad_outp
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("bitwise_right_shift.Tensor", TORCH_FN(wrapper_bitwise_right_shift_Tensor));
+  m.impl("bitwise_right_shift_.Tensor", TORCH_FN(wrapper_bitwise_right_shift__Tensor));
+  m.impl("bitwise_right_shift.Tensor_out", TORCH_FN(wrapper_bitwise_right_shift_Tensor_out));
   m.impl("leaky_relu_backward", TORCH_FN(wrapper_leaky_relu_backward));
   m.impl("leaky_relu_backward.grad_input", TORCH_FN(wrapper_leaky_relu_backward_grad_input));
 }

@@ -3,6 +3,7 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/WrapDimUtils.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/native/TypeProperties.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/maximum.h>
@@ -326,6 +327,49 @@ at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
                                                     : z - step * static_cast<step_t>(steps - i - 1));
         }
       });
+    });
+  });
+  return out;
+}
+
+// CPU's tril_indices and triu_indices (TensorFactories.cpp): the row indices, then the column
+// indices, of the lower (upper) triangle, walked row by row.
+at::Tensor tril_indices(int64_t row, int64_t col, int64_t offset, std::optional<at::ScalarType> dtype,
+                        std::optional<at::Layout> layout, std::optional<at::Device> device,
+                        std::optional<bool> pin_memory) {
+  at::native::check_args(row, col, layout);
+  const auto n = at::native::get_tril_size(row, col, offset);
+  auto out = at::empty({2, n}, at::TensorOptions().dtype(dtype.value_or(at::kLong)).device(device));
+  if (n == 0) return out;
+  RBLN_DISPATCH_NUMERIC(out.scalar_type(), "tril_indices", [&] {
+    auto* p = out.data_ptr<scalar_t>();
+    launch_on(out, "aten::tril_indices", [=] {
+      int64_t r = std::max<int64_t>(0, -offset), c = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        p[i] = static_cast<scalar_t>(r);
+        p[n + i] = static_cast<scalar_t>(c);
+        if (++c > r + offset || c >= col) ++r, c = 0;
+      }
+    });
+  });
+  return out;
+}
+at::Tensor triu_indices(int64_t row, int64_t col, int64_t offset, std::optional<at::ScalarType> dtype,
+                        std::optional<at::Layout> layout, std::optional<at::Device> device,
+                        std::optional<bool> pin_memory) {
+  at::native::check_args(row, col, layout);
+  const auto n = row * col - at::native::get_tril_size(row, col, offset - 1);
+  auto out = at::empty({2, n}, at::TensorOptions().dtype(dtype.value_or(at::kLong)).device(device));
+  if (n == 0) return out;
+  RBLN_DISPATCH_NUMERIC(out.scalar_type(), "triu_indices", [&] {
+    auto* p = out.data_ptr<scalar_t>();
+    launch_on(out, "aten::triu_indices", [=] {
+      int64_t r = 0, c = std::max<int64_t>(0, offset);
+      for (int64_t i = 0; i < n; ++i) {
+        p[i] = static_cast<scalar_t>(r);
+        p[n + i] = static_cast<scalar_t>(c);
+        if (++c >= col) ++r, c = std::max<int64_t>(0, r + offset);
+      }
     });
   });
   return out;

@@ -710,6 +710,26 @@ struct bitwise_xor {
   using C = at::opmath_type<T>;
   C operator()(C a, C b) const { if constexpr (std::is_same_v<C, bool>) return a != b; else return a ^ b; }
 };
+// Integer shifts as CPU's kernels: a count outside [0, bits) gives 0 to the left, and to the right the
+// sign fill (the shift by bits - 1 for a signed type, by all bits for an unsigned one).
+template <class T>
+struct bitwise_left_shift {
+  using C = T;
+  C operator()(C a, C b) const {
+    constexpr C bits = sizeof(C) * CHAR_BIT;
+    if (static_cast<std::make_signed_t<C>>(b) < 0 || b >= bits) return 0;
+    return static_cast<C>(static_cast<std::make_unsigned_t<C>>(a) << b);
+  }
+};
+template <class T>
+struct bitwise_right_shift {
+  using C = T;
+  C operator()(C a, C b) const {
+    constexpr C max_shift = sizeof(C) * CHAR_BIT - std::is_signed_v<C>;
+    if (static_cast<std::make_signed_t<C>>(b) < 0 || b >= max_shift) return a >> max_shift;
+    return a >> b;
+  }
+};
 // Integer-only, as CPU's kernels (calc_gcd from ATen/native/Math.h).
 RBLN_BINARY(gcd, C(calc_gcd(a, b)))
 template <class C>

@@ -3,6 +3,7 @@
 // columns take the vector loops of kernels/vec; other dtypes fold element by element.
 #include <ATen/AccumulateType.h>
 #include <ATen/WrapDimUtils.h>
+#include <ATen/native/ReduceOpsUtils.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/eq.h>
 #include <ATen/ops/isnan.h>
@@ -399,6 +400,26 @@ at::Tensor& amax_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, 
 at::Tensor& amin_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
   check_reduced_nonempty(self, dim, "amin");
   return reduce_into(self, dim, keepdim, self.scalar_type(), out, Op::kMin, "amin");
+}
+// Both extremes, with CPU's checks (aminmax's meta function): over one dim, or over all with a
+// nonempty input.
+std::tuple<at::Tensor&, at::Tensor&> aminmax_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
+                                                 at::Tensor& min, at::Tensor& max) {
+  at::OptionalIntArrayRef dims;
+  int64_t wrapped = 0;
+  if (dim) {
+    wrapped = at::maybe_wrap_dim(*dim, self.dim());
+    at::native::zero_numel_check_dims(self, wrapped, "aminmax");
+    dims = at::IntArrayRef(&wrapped, self.dim() ? 1 : 0);
+  } else {
+    TORCH_CHECK(self.numel() > 0,
+                "aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity.");
+  }
+  check_no_overlap(min, {&self});
+  check_no_overlap(max, {&self});
+  reduce_into(self, dims, keepdim, self.scalar_type(), min, Op::kMin, "aminmax");
+  reduce_into(self, dims, keepdim, self.scalar_type(), max, Op::kMax, "aminmax");
+  return {min, max};
 }
 at::Tensor max(const at::Tensor& self) { return full_extremum(self, Op::kMax, "max"); }
 at::Tensor min(const at::Tensor& self) { return full_extremum(self, Op::kMin, "min"); }

@@ -103,15 +103,6 @@ def test_an_argument_no_plan_takes_falls_back_with_compile_failed():
     assert reason.startswith("compile failed: an argument no compiled plan takes")
 
 
-def test_cpu_scalar_tensors_move_to_the_device_where_the_op_takes_them():
-    a = torch.tensor([4, 6, 9])
-    with torch.rbln.explain() as ex:  # a TensorIterator op (device_check: NoCheck): a CPU 0-dim tensor is a scalar
-        actual = torch.bitwise_left_shift(a.to("rbln"), torch.tensor(2))
-    assert actual.device.type == "rbln"
-    torch.testing.assert_close(actual.cpu(), torch.bitwise_left_shift(a, torch.tensor(2)))
-    assert ex.compiled_ops == {"aten::bitwise_left_shift.Tensor": 1} and not ex.fallback_ops
-
-
 def test_threads_share_the_cache():
     x = torch.randn(64, 33)
     expected = renorm(x)

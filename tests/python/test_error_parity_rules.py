@@ -80,6 +80,12 @@ def test_in_place_ops_with_the_default_device_check_refuse_a_cpu_scalar_tensor(o
 def test_tensor_iterator_ops_still_take_a_cpu_scalar_tensor():
     a = torch.arange(3.0, device="rbln")
     torch.testing.assert_close((a + torch.tensor(2.0)).cpu(), torch.arange(3.0) + 2)
+    b = torch.tensor([4, 6, 9])
+    with torch.rbln.explain() as ex:  # device_check: NoCheck, so the CPU 0-dim tensor is a scalar
+        actual = torch.bitwise_left_shift(b.to("rbln"), torch.tensor(2))
+    assert actual.device.type == "rbln"
+    torch.testing.assert_close(actual.cpu(), torch.bitwise_left_shift(b, torch.tensor(2)))
+    assert ex.device_ops["aten::bitwise_left_shift.Tensor"] == 1 and not ex.fallback_ops
 
 
 def test_segment_reduce_wants_lengths_on_the_data_device():
