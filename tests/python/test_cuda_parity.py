@@ -349,3 +349,67 @@ def test_mem_pool_rejects_what_rbln_lacks():
         torch.rbln.MemPool(allocator=object())
     with pytest.raises(NotImplementedError):
         torch.rbln.MemPool(use_on_oom=True)
+
+
+# ---- legacy typed storages ---------------------------------------------------------------------------
+STORAGES = {"FloatStorage": [1.5, -2.25, 3.0], "DoubleStorage": [1.5, -2.25, 1e300], "HalfStorage": [1.5, -2.25, 3.0],
+            "BFloat16Storage": [1.5, -2.25, 3.0], "BoolStorage": [True, False, True], "ByteStorage": [1, 0, 255],
+            "CharStorage": [1, 0, -128], "ShortStorage": [1, 0, -300], "IntStorage": [1, 0, -(2 ** 31)],
+            "LongStorage": [1, 0, 2 ** 40], "ComplexFloatStorage": [1 + 2j, -3j, 0.5],
+            "ComplexDoubleStorage": [1 + 2j, -3j, 1e300]}
+
+
+@pytest.fixture
+def quiet_typed_storage():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "TypedStorage is deprecated", UserWarning)
+        yield
+
+
+@pytest.mark.parametrize("name", STORAGES)
+def test_legacy_storages_are_made_on_rbln_as_torch_cuda_s_on_cuda(name, quiet_typed_storage):
+    cls, cpu_cls = getattr(torch.rbln, name), getattr(torch, name)
+    assert issubclass(cls, torch.storage._LegacyStorage) and cls.__module__ == "torch.rbln"
+    assert cls.dtype == cpu_cls.dtype == getattr(torch.cuda, name).dtype
+    data = STORAGES[name]
+    s, expected = cls(data), cpu_cls(data)
+    assert s.device == torch.device("rbln", 0) and s.dtype == cls.dtype and s.size() == len(data)
+    assert s.tolist() == expected.tolist()
+    assert s.cpu().tolist() == expected.tolist() and s.cpu().device.type == "cpu"
+    assert expected.rbln().tolist() == expected.tolist() and expected.rbln().device.type == "rbln"
+    assert s.type() == f"torch.rbln.{name}" and expected.type() == f"torch.{name}"
+    assert isinstance(s, cls) and not isinstance(s.cpu(), cls) and not isinstance(s, cpu_cls)
+    other = torch.rbln.DoubleStorage if name != "DoubleStorage" else torch.rbln.FloatStorage
+    assert not isinstance(s, other)
+    with torch.rbln.device(1):
+        empty = cls(4)
+    assert empty.device == torch.device("rbln", 1) and empty.size() == 4 and cls().size() == 0
+
+
+def test_legacy_storages_round_trip_through_tensors_and_torch_save(quiet_typed_storage, tmp_path):
+    s = torch.rbln.FloatStorage([1.0, 2.0, 3.5])
+    t = torch.tensor([], device="rbln").set_(s)
+    torch.testing.assert_close(t.cpu(), torch.tensor([1.0, 2.0, 3.5]))
+    t.mul_(2)  # the tensor and the storage share memory
+    assert s.tolist() == [2.0, 4.0, 7.0]
+    assert isinstance(t.storage(), torch.rbln.FloatStorage) and t.storage().type() == "torch.rbln.FloatStorage"
+    s.copy_(torch.FloatStorage([9.0, 8.0, 7.0]))
+    assert s.tolist() == [9.0, 8.0, 7.0] and s.clone().device.type == "rbln"
+    torch.save(s, tmp_path / "s.pt")
+    for weights_only in (False, True):
+        loaded = torch.load(tmp_path / "s.pt", weights_only=weights_only)
+        assert loaded.device == torch.device("rbln", 0) and loaded.tolist() == [9.0, 8.0, 7.0]
+    wrapped = torch.rbln.IntStorage(wrap_storage=torch.UntypedStorage(8, device="rbln:1"))
+    assert wrapped.size() == 2 and wrapped.device == torch.device("rbln", 1)
+
+
+def test_legacy_storages_refuse_what_torch_cuda_s_refuse(quiet_typed_storage):
+    with pytest.raises(RuntimeError, match="Device of 'wrap_storage' must be rbln, but got cpu"):
+        torch.rbln.FloatStorage(wrap_storage=torch.UntypedStorage(8))
+    with pytest.raises(RuntimeError, match="from_buffer: Not available for RBLN storage"):
+        torch.rbln.FloatStorage.from_buffer(b"abcd")
+    with pytest.raises(RuntimeError, match="Keyword argument 'device' cannot be specified"):
+        torch.rbln.FloatStorage(4, device="cpu")
+
