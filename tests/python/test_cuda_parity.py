@@ -413,3 +413,85 @@ def test_legacy_storages_refuse_what_torch_cuda_s_refuse(quiet_typed_storage):
     with pytest.raises(RuntimeError, match="Keyword argument 'device' cannot be specified"):
         torch.rbln.FloatStorage(4, device="cpu")
 
+
+# ---- errors, device health ------------------------------------------------------------------------------
+def test_accelerator_error_is_torch_cuda_s():
+    assert torch.rbln.AcceleratorError is torch.cuda.AcceleratorError is torch.AcceleratorError
+    assert issubclass(torch.rbln.AcceleratorError, RuntimeError)
+
+
+HEALTH = ["clock_rate", "power_draw", "temperature", "utilization", "memory_usage"]
+
+
+@pytest.mark.parametrize("name", HEALTH)
+def test_health_calls_take_torch_cuda_s_arguments(name):
+    import inspect
+
+    def parameters(fn):
+        return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
+
+    assert parameters(getattr(torch.rbln, name)) == parameters(getattr(torch.cuda, name)) == [
+        ("device", inspect.Parameter.POSITIONAL_OR_KEYWORD, None)]
+    fn = getattr(torch.rbln, name)
+    assert fn() == fn(0) == fn("rbln:0") == fn(torch.device("rbln", 0))
+    assert isinstance(fn(1), int)
+    with pytest.raises(ValueError, match="Invalid device index rbln:9"):
+        fn(9)
+    with pytest.raises(ValueError, match="Expected an rbln device"):
+        fn("cpu")
+
+
+@pytest.mark.parametrize("name", ["clock_rate", "power_draw", "temperature"])
+def test_sensor_readings_are_the_emulated_devices_none(name):
+    # No clock, power or thermal sensor on the emulated device: 0, as torch.cuda answers an amdsmi "N/A".
+    assert [getattr(torch.rbln, name)(i) for i in range(torch.rbln.device_count())] == [0] * torch.rbln.device_count()
+
+
+def test_memory_usage_is_the_percent_of_capacity_in_use():
+    torch.rbln.synchronize(1)
+    torch.rbln.empty_cache()
+    total = torch.rbln.get_device_properties(1).total_memory
+    before = torch.rbln.memory_usage(1)
+    block = torch.empty(1 << 30, dtype=torch.uint8, device="rbln:1")  # reserved, never touched
+    assert torch.rbln.memory_usage(1) == round(100 * torch.rbln.device_memory_used(1) / total)
+    assert abs(torch.rbln.memory_usage(1) - before - 100 * (1 << 30) / total) <= 1
+    assert torch.rbln.memory_usage(0) == round(100 * torch.rbln.device_memory_used(0) / total)
+    del block
+    torch.rbln.empty_cache()
+    assert torch.rbln.memory_usage(1) == before
+
+
+def test_utilization_is_the_busy_fraction_of_the_last_second(busy, cpu_rand):
+    import time
+
+    torch.rbln.utilization(1)  # starts the sampler (a first call waits for its first samples)
+    d = (cpu_rand(1024, 1024) / 320).to("rbln:1")
+    stream = torch.rbln.Stream(device=1)  # a stream made after the sampler started counts too
+    stream.wait_stream(torch.rbln.current_stream(1))
+    with torch.rbln.stream(stream):
+        for _ in range(6):
+            d = busy(d, 8)  # more than a second of queued matmuls on rbln:1
+    time.sleep(0.7)  # the host waits, the device works: at least 70% of the window
+    assert not stream.query(), "the queued work finished early: too little of it to measure"
+    during, other = torch.rbln.utilization(1), torch.rbln.utilization(0)
+    stream.synchronize()
+    time.sleep(1.05)  # a whole window with no work
+    assert during >= 50 and other < during, (during, other)  # rbln:0 ran no more than an earlier test's tail
+    assert torch.rbln.utilization(1) == torch.rbln.utilization(0) == 0
+
+
+def test_list_gpu_processes_names_this_process_once_it_holds_device_memory():
+    import os
+
+    torch.rbln.synchronize(1)
+    torch.rbln.empty_cache()
+    idle = torch.rbln.list_gpu_processes(1)
+    block = torch.empty(3 << 20, dtype=torch.uint8, device="rbln:1")
+    lines = torch.rbln.list_gpu_processes("rbln:1").splitlines()
+    assert lines[0] == "RBLN:1" and len(lines) == 2
+    used = torch.rbln.device_memory_used(1) / (1024 * 1024)
+    assert lines[1] == f"process {os.getpid():>10d} uses {used:>12.3f} MB GPU memory"  # torch.cuda's layout
+    del block
+    torch.rbln.empty_cache()
+    if torch.rbln.device_memory_used(1) == 0:
+        assert idle == torch.rbln.list_gpu_processes(1) == "RBLN:1\nno processes are running"
