@@ -15,6 +15,15 @@ if so and upstream's function otherwise, so a CPU compile or a CPU fake convolut
 process, on any thread, runs exactly upstream's code. A table only gains entries under rbln's own
 keys (never replacing one), which only lookups for rbln read.
 
+Hugging Face's transformers and accelerate decide by device type from lists of their own too
+(torch_rbln/_huggingface.py). Their patches (`Patch.after_import`) are installed when the module
+that defines the target has loaded: at `import torch_rbln` if it has, else when the import system
+marks it loaded. For that, a finder first in `sys.meta_path` (`_AfterImport`) finds nothing itself:
+for a watched module it returns the spec the other finders return, marked (`_LoadedSpec`), and a
+module already loading when torch_rbln is imported (transformers' training_args imports torch, which
+imports torch_rbln) has its spec marked in place. The finder leaves `sys.meta_path` once every
+watched module has loaded.
+
 Registrations through PyTorch's extension points are not patches; `REGISTRATIONS` lists the
 ones torch_rbln makes, with where.
 """
@@ -23,6 +32,7 @@ from __future__ import annotations
 import collections
 import functools
 import importlib
+import importlib.machinery
 import inspect
 import sys
 import threading
@@ -34,11 +44,15 @@ import torch
 # When a patch acts (Patch.scope).
 RBLN_COMPILE = "rbln compile"
 RBLN_OPERANDS = "rbln operands"
+RBLN_ACCELERATOR = "rbln accelerator"
 PROCESS = "process"
 SCOPES = {
     RBLN_COMPILE: "installed when the Inductor backend registers (the first rbln compile); rbln's answer only "
                   "for an rbln graph or node, upstream's for every other call",
     RBLN_OPERANDS: "installed at import; rbln's answer only for operands on rbln, upstream's for every other call",
+    RBLN_ACCELERATOR: "installed when the library module that defines the target has loaded; rbln's answer only "
+                      "when the process's accelerator is rbln and the call is not asked to use the CPU or another "
+                      "device, upstream's for every other call",
     PROCESS: "process-wide, from import (Inductor's tables: from when the Inductor backend registers): entries "
              "under rbln's own keys, which only lookups for rbln read",
 }
@@ -55,6 +69,7 @@ class Patch:
     aliases: tuple[str, ...] = ()  # other names upstream binds the same function to, rebound too
     keys: tuple[Any, ...] = ()  # a table: the keys added
     values: str = ""  # "module:function": key -> the value added
+    after_import: str = ""  # a library other than torch: the module whose loading installs the patch
 
     @property
     def scoped(self) -> bool:
@@ -155,14 +170,69 @@ PATCHES: tuple[Patch, ...] = (
             "available and `layout_optimization` is on)",
         upstream="ask the device (its `DeviceInterface`) whether it prefers channels_last",
     ),
+    Patch(
+        target="transformers.training_args.TrainingArguments._setup_devices",
+        after_import="transformers.training_args",
+        scope=RBLN_ACCELERATOR,
+        replacement="torch_rbln._huggingface:setup_devices",
+        applies="torch_rbln._huggingface:trains_on_accelerator",
+        why="`TrainingArguments.device` (a cached property) is `cuda:0`, a device transformers lists, or the CPU, "
+            "while accelerate, which finds rbln through `torch.accelerator`, moves the model to rbln: the Trainer's "
+            "batches stay on the CPU and the first step fails. Where upstream falls back to the CPU in a single "
+            "process and accelerate's state is on rbln, it answers `rbln:0` and makes it current, as upstream "
+            "answers `cuda:0` (`use_cpu`, `ACCELERATE_USE_CPU` and `ACCELERATE_TORCH_DEVICE` keep upstream's answer)",
+        upstream="transformers: take accelerate's device (`PartialState.device`, which asks `torch.accelerator`) "
+                 "where `_setup_devices` lists no device type",
+    ),
+    Patch(
+        target="transformers.utils.import_utils.is_torch_bf16_gpu_available",
+        aliases=("transformers.utils.is_torch_bf16_gpu_available",
+                 "transformers.training_args.is_torch_bf16_gpu_available"),
+        after_import="transformers.training_args",
+        scope=RBLN_ACCELERATOR,
+        replacement="torch_rbln._huggingface:bf16_supported",
+        applies="torch_rbln._huggingface:rbln_without_cuda",
+        why="`TrainingArguments(bf16=True)` raises unless a device type transformers lists supports bfloat16; on "
+            "rbln it answers `torch.rbln.is_bf16_supported()`",
+        upstream="transformers: ask `torch.get_device_module(torch.accelerator.current_accelerator()).is_bf16_supported()`",
+    ),
+    Patch(
+        target="accelerate.state.PartialState._prepare_backend",
+        after_import="accelerate.state",
+        scope=RBLN_ACCELERATOR,
+        replacement="torch_rbln._huggingface:prepare_backend",
+        applies="torch_rbln._huggingface:launched_on_rbln",
+        why="a process of a distributed launch (torchrun, `accelerate launch --multi_gpu`) trains data-parallel only "
+            "on device types with a backend in accelerate's table (`TORCH_DISTRIBUTED_BACKENDS`) and a "
+            "`DistributedType.MULTI_<DEVICE>`; on rbln each process trained alone. For a launched process whose "
+            "accelerator is rbln (not asked to use the CPU): the rbln-ccl backend (or the one asked for) and "
+            "MULTI_GPU, accelerate's one-process-per-device DDP type, whose code is device-neutral but for "
+            "`set_device`",
+        upstream="accelerate: a distributed type for any `torch.accelerator` device, with the backend "
+                 "`torch.distributed.get_default_backend_for_device` names",
+    ),
+    Patch(
+        target="accelerate.state.PartialState.set_device",
+        after_import="accelerate.state",
+        scope=RBLN_ACCELERATOR,
+        replacement="torch_rbln._huggingface:set_device",
+        applies="torch_rbln._huggingface:distributed_on_rbln",
+        why="takes the device module from the distributed type's name (`torch.cuda` for MULTI_GPU); for MULTI_GPU on "
+            "rbln: `rbln:<local rank>`, made current, as upstream's `cuda:<local rank>`",
+        upstream="accelerate: the device type from `torch.accelerator.current_accelerator()` (the same change as "
+                 "`_prepare_backend`'s)",
+    ),
 )
 
-# When each patch is installed: at import, or when the Inductor backend registers.
+# When each patch is installed: at import, when the Inductor backend registers, or (a library's) when the module
+# `after_import` names has loaded.
 _INDUCTOR = "inductor"
 _IMPORT = "import"
 
 
 def _when(patch: Patch) -> str:
+    if patch.after_import:
+        return patch.after_import
     return _INDUCTOR if patch.target.startswith("torch._inductor.") else _IMPORT
 
 
@@ -184,7 +254,7 @@ REGISTRATIONS = {
     "torch.ops.rbln": "torch.library's Library(\"rbln\", \"DEF\") (rbln::max_pool2d, _inductor/pooling.py)",
 }
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # a library module may finish loading inside install()
 _installed: set[str] = set()
 originals: dict[str, Any] = {}  # target -> upstream's function, for the functions replaced
 hits: collections.Counter = collections.Counter()  # target -> calls that got rbln's answer (a diagnostic)
@@ -226,25 +296,108 @@ def _apply(patch: Patch) -> None:
         for key in patch.keys:
             table.setdefault(key, value(key))
         return
-    is_static = inspect.isclass(owner) and isinstance(inspect.getattr_static(owner, attr), staticmethod)
+    static = inspect.getattr_static(owner, attr) if inspect.isclass(owner) else None
+    if isinstance(static, functools.cached_property):  # the function it computes with is replaced
+        patched = _gated(patch.target, static.func, _ref(patch.replacement), _ref(patch.applies))
+        prop = functools.cached_property(patched)
+        prop.__set_name__(owner, attr)
+        prop.__wrapped__, prop.__rbln_patch__ = static.func, patch.target
+        setattr(owner, attr, prop)
+        originals[patch.target] = static.func
+        return
+    is_static = isinstance(static, staticmethod)
     original = getattr(owner, attr)
     patched = _gated(patch.target, original, _ref(patch.replacement), _ref(patch.applies))
-    for name in patch.names:
-        holder, name_attr = resolve(name)
+    places = [resolve(name) for name in patch.names]
+    for name, (holder, name_attr) in zip(patch.names, places):  # all checked before any is changed
         if getattr(holder, name_attr) is not original:
-            raise RuntimeError(f"torch_rbln._patches: {name} is not {patch.target} (has torch changed?)")
+            library = patch.after_import.partition(".")[0] or "torch"
+            raise RuntimeError(f"torch_rbln._patches: {name} is not {patch.target} (has {library} changed?)")
+    for holder, name_attr in places:
         setattr(holder, name_attr, staticmethod(patched) if is_static else patched)
     originals[patch.target] = original
 
 
 def install(when: str = _IMPORT) -> None:
-    """Installs the patches of `when` ("import", or "inductor" when the Inductor backend registers); idempotent,
-    thread-safe."""
+    """Installs the patches of `when` ("import", "inductor" when the Inductor backend registers, or a library
+    module's name once it has loaded); idempotent, thread-safe. At "import", also has each library module's
+    patches installed once it has loaded."""
     with _lock:
         for patch in PATCHES:
             if _when(patch) == when and patch.target not in _installed:
                 _apply(patch)
                 _installed.add(patch.target)
+    if when == _IMPORT:
+        _watch({patch.after_import for patch in PATCHES if patch.after_import})
+
+
+def _loaded(name: str) -> bool:
+    module = sys.modules.get(name)
+    return module is not None and not getattr(module.__spec__, "_initializing", False)
+
+
+class _LoadedSpec(importlib.machinery.ModuleSpec):
+    """A watched module's spec: when the import system marks the module loaded (`_initializing` false, also set
+    when its code raised: then it is not in sys.modules), its patches are installed and the mark goes."""
+
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+        if name == "_initializing" and not value:
+            self.__class__ = importlib.machinery.ModuleSpec
+            if sys.modules.get(self.name) is not None:
+                _install_library(self.name)
+                _AfterImport.done(self.name)
+
+
+class _AfterImport:
+    """First in sys.meta_path while a watched module has not loaded; finds no module itself."""
+
+    pending: set[str] = set()
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name not in cls.pending:
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find is not None and finder is not cls else None
+            if spec is not None:
+                if type(spec) is importlib.machinery.ModuleSpec:
+                    spec.__class__ = _LoadedSpec
+                return spec
+        return None
+
+    @classmethod
+    def done(cls, name: str) -> None:
+        with _lock:
+            cls.pending.discard(name)
+            if not cls.pending and cls in sys.meta_path:
+                sys.meta_path.remove(cls)
+
+
+def _install_library(name: str) -> None:
+    """install(name), which must not fail the user's import of the library: a version whose functions differ
+    from the ones listed keeps upstream's and warns."""
+    try:
+        install(name)
+    except Exception as error:  # noqa: BLE001
+        import warnings
+
+        warnings.warn(f"torch_rbln: {name} is left unpatched, so it may not run on rbln: {error}", stacklevel=2)
+
+
+def _watch(names: set[str]) -> None:
+    for name in sorted(names):
+        if _loaded(name):
+            _install_library(name)
+            continue
+        module = sys.modules.get(name)
+        if module is not None and type(module.__spec__) is importlib.machinery.ModuleSpec:  # loading now
+            module.__spec__.__class__ = _LoadedSpec
+        with _lock:
+            _AfterImport.pending.add(name)
+            if _AfterImport not in sys.meta_path:
+                sys.meta_path.insert(0, _AfterImport)
 
 
 def _cell(text: str) -> str:
@@ -254,15 +407,20 @@ def _cell(text: str) -> str:
 def markdown() -> str:
     """docs/patches.md."""
     lines = [
-        "# Patches of PyTorch",
+        "# Patches of PyTorch (and of transformers and accelerate)",
         "",
         "Generated from `python/torch_rbln/_patches.py` by `python -m torch_rbln._patches --markdown`;",
         "`tests/python/test_patches.py` checks that this file matches it and that importing",
-        "`torch_rbln` changes nothing in torch that the list leaves out.",
+        "`torch_rbln` changes nothing in torch, transformers or accelerate that the list leaves out.",
         "",
         "Scopes:",
         "",
         *(f"- **{scope}**: {text}." for scope, text in SCOPES.items()),
+        "",
+        "The patches of transformers and accelerate (docs/training.md) wait for the module that defines",
+        "their target: installed at `import torch_rbln` if it has loaded, else when the import system marks",
+        "it loaded, through a finder first in `sys.meta_path` (`_AfterImport`) that finds no module itself",
+        "and leaves once every such module has loaded.",
         "",
         "| what | scope | why | upstream change that removes it |",
         "|---|---|---|---|",

@@ -130,7 +130,8 @@ def run_python():
 # the two workers share evenly. A collection hook applies to every item of the session, generated/ too.
 SLOW_FILES = ("tests/python/test_compile.py", "tests/python/test_distributed.py", "tests/python/test_clients.py",
               "tests/python/test_sanitizer.py", "tests/python/test_compiled_ops.py", "tests/conformance/",
-              "tests/python/test_autocast.py", "tests/python/test_upstream.py", "tests/python/test_attention.py")
+              "tests/python/test_autocast.py", "tests/python/test_upstream.py", "tests/python/test_attention.py",
+              "tests/python/test_trainer.py")
 
 
 def _slow(item) -> bool:

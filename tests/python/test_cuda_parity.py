@@ -349,3 +349,149 @@ def test_mem_pool_rejects_what_rbln_lacks():
         torch.rbln.MemPool(allocator=object())
     with pytest.raises(NotImplementedError):
         torch.rbln.MemPool(use_on_oom=True)
+
+
+# ---- legacy typed storages ---------------------------------------------------------------------------
+STORAGES = {"FloatStorage": [1.5, -2.25, 3.0], "DoubleStorage": [1.5, -2.25, 1e300], "HalfStorage": [1.5, -2.25, 3.0],
+            "BFloat16Storage": [1.5, -2.25, 3.0], "BoolStorage": [True, False, True], "ByteStorage": [1, 0, 255],
+            "CharStorage": [1, 0, -128], "ShortStorage": [1, 0, -300], "IntStorage": [1, 0, -(2 ** 31)],
+            "LongStorage": [1, 0, 2 ** 40], "ComplexFloatStorage": [1 + 2j, -3j, 0.5],
+            "ComplexDoubleStorage": [1 + 2j, -3j, 1e300]}
+
+
+@pytest.fixture
+def quiet_typed_storage():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "TypedStorage is deprecated", UserWarning)
+        yield
+
+
+@pytest.mark.parametrize("name", STORAGES)
+def test_legacy_storages_are_made_on_rbln_as_torch_cuda_s_on_cuda(name, quiet_typed_storage):
+    cls, cpu_cls = getattr(torch.rbln, name), getattr(torch, name)
+    assert issubclass(cls, torch.storage._LegacyStorage) and cls.__module__ == "torch.rbln"
+    assert cls.dtype == cpu_cls.dtype == getattr(torch.cuda, name).dtype
+    data = STORAGES[name]
+    s, expected = cls(data), cpu_cls(data)
+    assert s.device == torch.device("rbln", 0) and s.dtype == cls.dtype and s.size() == len(data)
+    assert s.tolist() == expected.tolist()
+    assert s.cpu().tolist() == expected.tolist() and s.cpu().device.type == "cpu"
+    assert expected.rbln().tolist() == expected.tolist() and expected.rbln().device.type == "rbln"
+    assert s.type() == f"torch.rbln.{name}" and expected.type() == f"torch.{name}"
+    assert isinstance(s, cls) and not isinstance(s.cpu(), cls) and not isinstance(s, cpu_cls)
+    other = torch.rbln.DoubleStorage if name != "DoubleStorage" else torch.rbln.FloatStorage
+    assert not isinstance(s, other)
+    with torch.rbln.device(1):
+        empty = cls(4)
+    assert empty.device == torch.device("rbln", 1) and empty.size() == 4 and cls().size() == 0
+
+
+def test_legacy_storages_round_trip_through_tensors_and_torch_save(quiet_typed_storage, tmp_path):
+    s = torch.rbln.FloatStorage([1.0, 2.0, 3.5])
+    t = torch.tensor([], device="rbln").set_(s)
+    torch.testing.assert_close(t.cpu(), torch.tensor([1.0, 2.0, 3.5]))
+    t.mul_(2)  # the tensor and the storage share memory
+    assert s.tolist() == [2.0, 4.0, 7.0]
+    assert isinstance(t.storage(), torch.rbln.FloatStorage) and t.storage().type() == "torch.rbln.FloatStorage"
+    s.copy_(torch.FloatStorage([9.0, 8.0, 7.0]))
+    assert s.tolist() == [9.0, 8.0, 7.0] and s.clone().device.type == "rbln"
+    torch.save(s, tmp_path / "s.pt")
+    for weights_only in (False, True):
+        loaded = torch.load(tmp_path / "s.pt", weights_only=weights_only)
+        assert loaded.device == torch.device("rbln", 0) and loaded.tolist() == [9.0, 8.0, 7.0]
+    wrapped = torch.rbln.IntStorage(wrap_storage=torch.UntypedStorage(8, device="rbln:1"))
+    assert wrapped.size() == 2 and wrapped.device == torch.device("rbln", 1)
+
+
+def test_legacy_storages_refuse_what_torch_cuda_s_refuse(quiet_typed_storage):
+    with pytest.raises(RuntimeError, match="Device of 'wrap_storage' must be rbln, but got cpu"):
+        torch.rbln.FloatStorage(wrap_storage=torch.UntypedStorage(8))
+    with pytest.raises(RuntimeError, match="from_buffer: Not available for RBLN storage"):
+        torch.rbln.FloatStorage.from_buffer(b"abcd")
+    with pytest.raises(RuntimeError, match="Keyword argument 'device' cannot be specified"):
+        torch.rbln.FloatStorage(4, device="cpu")
+
+
+# ---- errors, device health ------------------------------------------------------------------------------
+def test_accelerator_error_is_torch_cuda_s():
+    assert torch.rbln.AcceleratorError is torch.cuda.AcceleratorError is torch.AcceleratorError
+    assert issubclass(torch.rbln.AcceleratorError, RuntimeError)
+
+
+HEALTH = ["clock_rate", "power_draw", "temperature", "utilization", "memory_usage"]
+
+
+@pytest.mark.parametrize("name", HEALTH)
+def test_health_calls_take_torch_cuda_s_arguments(name):
+    import inspect
+
+    def parameters(fn):
+        return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
+
+    assert parameters(getattr(torch.rbln, name)) == parameters(getattr(torch.cuda, name)) == [
+        ("device", inspect.Parameter.POSITIONAL_OR_KEYWORD, None)]
+    fn = getattr(torch.rbln, name)
+    assert fn() == fn(0) == fn("rbln:0") == fn(torch.device("rbln", 0))
+    assert isinstance(fn(1), int)
+    with pytest.raises(ValueError, match="Invalid device index rbln:9"):
+        fn(9)
+    with pytest.raises(ValueError, match="Expected an rbln device"):
+        fn("cpu")
+
+
+@pytest.mark.parametrize("name", ["clock_rate", "power_draw", "temperature"])
+def test_sensor_readings_are_the_emulated_devices_none(name):
+    # No clock, power or thermal sensor on the emulated device: 0, as torch.cuda answers an amdsmi "N/A".
+    assert [getattr(torch.rbln, name)(i) for i in range(torch.rbln.device_count())] == [0] * torch.rbln.device_count()
+
+
+def test_memory_usage_is_the_percent_of_capacity_in_use():
+    torch.rbln.synchronize(1)
+    torch.rbln.empty_cache()
+    total = torch.rbln.get_device_properties(1).total_memory
+    before = torch.rbln.memory_usage(1)
+    block = torch.empty(1 << 30, dtype=torch.uint8, device="rbln:1")  # reserved, never touched
+    assert torch.rbln.memory_usage(1) == round(100 * torch.rbln.device_memory_used(1) / total)
+    assert abs(torch.rbln.memory_usage(1) - before - 100 * (1 << 30) / total) <= 1
+    assert torch.rbln.memory_usage(0) == round(100 * torch.rbln.device_memory_used(0) / total)
+    del block
+    torch.rbln.empty_cache()
+    assert torch.rbln.memory_usage(1) == before
+
+
+def test_utilization_is_the_busy_fraction_of_the_last_second(busy, cpu_rand):
+    import time
+
+    torch.rbln.utilization(1)  # starts the sampler (a first call waits for its first samples)
+    d = (cpu_rand(1024, 1024) / 320).to("rbln:1")
+    stream = torch.rbln.Stream(device=1)  # a stream made after the sampler started counts too
+    stream.wait_stream(torch.rbln.current_stream(1))
+    with torch.rbln.stream(stream):
+        for _ in range(6):
+            d = busy(d, 8)  # more than a second of queued matmuls on rbln:1
+    time.sleep(0.7)  # the host waits, the device works: at least 70% of the window
+    assert not stream.query(), "the queued work finished early: too little of it to measure"
+    during, other = torch.rbln.utilization(1), torch.rbln.utilization(0)
+    stream.synchronize()
+    time.sleep(1.05)  # a whole window with no work
+    assert during >= 50 and other < during, (during, other)  # rbln:0 ran no more than an earlier test's tail
+    assert torch.rbln.utilization(1) == torch.rbln.utilization(0) == 0
+
+
+def test_list_gpu_processes_names_this_process_once_it_holds_device_memory():
+    import os
+
+    torch.rbln.synchronize(1)
+    torch.rbln.empty_cache()
+    idle = torch.rbln.list_gpu_processes(1)
+    block = torch.empty(3 << 20, dtype=torch.uint8, device="rbln:1")
+    lines = torch.rbln.list_gpu_processes("rbln:1").splitlines()
+    assert lines[0] == "RBLN:1" and len(lines) == 2
+    used = torch.rbln.device_memory_used(1) / (1024 * 1024)
+    assert lines[1] == f"process {os.getpid():>10d} uses {used:>12.3f} MB GPU memory"  # torch.cuda's layout
+    del block
+    torch.rbln.empty_cache()
+    if torch.rbln.device_memory_used(1) == 0:
+        assert idle == torch.rbln.list_gpu_processes(1) == "RBLN:1\nno processes are running"

@@ -121,7 +121,7 @@ def matches(names: list[str], patterns) -> bool:
 def test_importing_torch_rbln_changes_only_what_patches_lists():
     modules = sorted(set(run(MODULES_USED)) | set(EXTRA_MODULES))
     result = run(COMPARE, json.dumps(modules))
-    listed = {name for patch in _patches.PATCHES for name in patch.names}
+    listed = {name for patch in _patches.PATCHES if not patch.after_import for name in patch.names}
     allowed = list(_patches.REGISTRATIONS) + list(TORCH_OWN_STATE)
     unlisted = [c for c in result["changes"] if not listed & set(c["names"]) and not matches(c["names"], allowed)]
     assert not unlisted, f"torch_rbln changes torch where torch_rbln._patches does not say: {unlisted}"
@@ -129,6 +129,80 @@ def test_importing_torch_rbln_changes_only_what_patches_lists():
     assert listed <= seen, f"listed but not changed (a stale entry, or a module missing above): {listed - seen}"
     # Everything torch_rbln loads was loaded before the first record, so nothing went unseen.
     assert not result["new_modules"], result["new_modules"]
+
+
+# The libraries' modules the patches are about, loaded (without torch_rbln: autoload off) before the first record.
+LIBRARY_MODULES = sorted({patch.after_import for patch in _patches.PATCHES if patch.after_import})
+LIBRARIES = sorted({name.partition(".")[0] for name in LIBRARY_MODULES})
+
+LIBRARY_COMPARE = SNAPSHOT + """
+libraries = json.loads(sys.argv[2])
+for name in json.loads(sys.argv[1]):
+    importlib.import_module(name)
+modules = [(n, m) for n, m in list(sys.modules.items()) if n.split(".")[0] in libraries and m is not None]
+
+
+def library_snapshot(modules):  # the libraries' functions and tables (sys.modules' torch entries are the other test's)
+    return {k: v for k, v in snapshot(modules).items() if not k.startswith("sys.modules[")}
+
+
+before = library_snapshot(modules)
+import torch_rbln
+after = library_snapshot([(n, sys.modules.get(n)) for n, _ in modules if sys.modules.get(n) is not None])
+changes = []
+for key in before.keys() | after.keys():
+    b, a = before.get(key), after.get(key)
+    if b is None or a is None or changed(b[1], a[1]):
+        changes.append({"names": list((a or b)[0]), "kind": "added" if b is None else "removed" if a is None else
+                        "replaced"})
+print(json.dumps({"changes": changes, "finder": torch_rbln._patches._AfterImport in sys.meta_path}))
+"""
+
+
+def test_importing_torch_rbln_changes_only_what_patches_lists_in_libraries():
+    # transformers and accelerate loaded first: torch_rbln's import installs their patches at once.
+    result = run(LIBRARY_COMPARE, json.dumps(LIBRARY_MODULES), json.dumps(LIBRARIES))
+    listed = {name for patch in _patches.PATCHES if patch.after_import for name in patch.names}
+    unlisted = [c for c in result["changes"] if not listed & set(c["names"])]
+    assert not unlisted, f"torch_rbln changes {LIBRARIES} where torch_rbln._patches does not say: {unlisted}"
+    seen = {name for c in result["changes"] for name in c["names"]}
+    assert listed <= seen, f"listed but not changed: {listed - seen}"
+    assert not result["finder"]  # nothing left to wait for
+
+
+LOADED_LATER = """
+import json, sys
+import transformers
+transformers.TrainingArguments  # loads training_args, which imports torch, which imports torch_rbln (autoload)
+import accelerate.state  # loaded after torch_rbln
+from torch_rbln import _patches
+
+patched = {}
+for patch in _patches.PATCHES:
+    for name in patch.names if patch.after_import else ():
+        holder, attr = _patches.resolve(name)
+        fn = getattr(holder, attr)
+        patched[name] = fn.__wrapped__ is _patches.originals[patch.target] and fn.__rbln_patch__ == patch.target
+cpu = str(transformers.TrainingArguments(sys.argv[1], use_cpu=True, report_to="none").device)
+hits_cpu = {t: n for t, n in _patches.hits.items() if not t.startswith("torch.")}
+rbln = str(transformers.TrainingArguments(sys.argv[1], report_to="none").device)
+hits = {t: n for t, n in _patches.hits.items() if not t.startswith("torch.")}
+print(json.dumps({"patched": patched, "finder": _patches._AfterImport in sys.meta_path, "cpu": cpu, "rbln": rbln,
+                  "hits_cpu": hits_cpu, "hits": hits}))
+"""
+
+
+def test_library_patches_install_when_the_module_loads_and_answer_only_for_rbln(tmp_path):
+    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "1", "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-c", LOADED_LATER, str(tmp_path)], env=env, capture_output=True,
+                          text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["patched"] and all(result["patched"].values()), result["patched"]
+    assert not result["finder"]
+    assert result["cpu"] == "cpu" and result["hits_cpu"] == {}, result  # use_cpu: upstream's answer
+    assert result["rbln"] == "rbln:0", result
+    assert result["hits"] == {"transformers.training_args.TrainingArguments._setup_devices": 1}, result["hits"]
 
 
 def test_docs_table_is_generated_from_the_list():

@@ -9,6 +9,8 @@ Assembled here from one module per capability, which import only each other, nev
     random.py         the devices' generators (`torch.rbln.random`)
     amp.py            autocast's dtypes and torch.cuda.amp's deprecated aliases (`torch.rbln.amp`)
     _tensor_types.py  the legacy tensor types (`torch.rbln.FloatTensor`, ...)
+    _storage_types.py the legacy typed storages (`torch.rbln.FloatStorage`, ...)
+    _health.py        device-health readings (`torch.rbln.utilization`, `memory_usage`, ...)
     _compile.py       torch.compile: Inductor's hooks, compile statistics, the compiled-op plan cache
     _accounting.py    `torch.rbln.explain()`: op accounting
 
@@ -22,6 +24,8 @@ from ._accounting import *  # noqa: F401,F403
 from ._compile import *  # noqa: F401,F403
 from ._compile import _inductor_hook as __getattr__  # noqa: F401  (Inductor's lazy `torch.rbln.Scheduling`)
 from ._device import *  # noqa: F401,F403
+from ._health import *  # noqa: F401,F403
+from ._storage_types import *  # noqa: F401,F403
 from ._tensor_types import *  # noqa: F401,F403
 from .amp import get_amp_supported_dtype, has_half, is_bf16_supported, is_tf32_supported  # noqa: F401
 from .memory import *  # noqa: F401,F403

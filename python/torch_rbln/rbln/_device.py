@@ -8,11 +8,16 @@ import torch
 
 from .. import _C
 
-__all__ = ["can_device_access_peer", "current_device", "device", "device_count", "device_of", "get_device_capability",
-           "get_device_name", "get_device_properties", "get_sync_debug_mode", "init", "is_available",
-           "is_initialized", "set_device", "set_sync_debug_mode", "synchronize"]
+__all__ = ["AcceleratorError", "can_device_access_peer", "current_device", "device", "device_count", "device_of",
+           "get_device_capability", "get_device_name", "get_device_properties", "get_sync_debug_mode", "init",
+           "is_available", "is_initialized", "set_device", "set_sync_debug_mode", "synchronize"]
 
 _DEVICE_TYPE = "rbln"
+
+# torch.cuda's name for torch's class of accelerator runtime errors (a RuntimeError). The rbln driver reports a
+# failed kernel, at the next synchronizing call, as a plain RuntimeError: `except AcceleratorError` does not
+# catch it (docs/debugging.md, "torch.cuda API parity").
+AcceleratorError = torch.AcceleratorError
 
 
 def _index(device: Any = None, optional: bool = True) -> int:

@@ -3,6 +3,7 @@ pools, the pinned host allocator's statistics, and memory history and snapshots 
 from __future__ import annotations
 
 import contextlib
+import os
 import warnings
 from typing import Any
 
@@ -20,12 +21,12 @@ from .streams import StreamContext
 __all__ = ["MemPool", "OutOfMemoryError", "caching_allocator_alloc", "caching_allocator_delete",
            "caching_allocator_disabled", "caching_allocator_enable", "device_memory_used", "empty_cache",
            "get_allocator_backend", "get_per_process_memory_fraction", "host_memory_stats",
-           "host_memory_stats_as_nested_dict", "max_memory_allocated", "max_memory_cached", "max_memory_reserved",
-           "mem_get_info", "memory_allocated", "memory_cached", "memory_reserved", "memory_snapshot", "memory_stats",
-           "memory_stats_as_nested_dict", "memory_summary", "reset_accumulated_host_memory_stats",
-           "reset_accumulated_memory_stats", "reset_max_memory_allocated", "reset_max_memory_cached",
-           "reset_peak_host_memory_stats", "reset_peak_memory_stats", "set_per_process_memory_fraction",
-           "use_mem_pool"]
+           "host_memory_stats_as_nested_dict", "list_gpu_processes", "max_memory_allocated", "max_memory_cached",
+           "max_memory_reserved", "mem_get_info", "memory_allocated", "memory_cached", "memory_reserved",
+           "memory_snapshot", "memory_stats", "memory_stats_as_nested_dict", "memory_summary",
+           "reset_accumulated_host_memory_stats", "reset_accumulated_memory_stats", "reset_max_memory_allocated",
+           "reset_max_memory_cached", "reset_peak_host_memory_stats", "reset_peak_memory_stats",
+           "set_per_process_memory_fraction", "use_mem_pool"]
 
 
 OutOfMemoryError = torch.OutOfMemoryError
@@ -78,6 +79,19 @@ def device_memory_used(device: Any = None) -> int:
     """Device memory in use, in bytes, as the driver counts it (the emulated device serves this process only)."""
     free, total = mem_get_info(device)
     return total - free
+
+
+def list_gpu_processes(device: Any = None) -> str:
+    """torch.cuda's printout of the processes using the device and their device memory, in its layout. The
+    emulated device serves only the process that opened it: this one, once it holds device memory."""
+    index = _index(device)
+    used = device_memory_used(index)
+    lines = [f"RBLN:{index}"]
+    if used:
+        lines.append(f"process {os.getpid():>10d} uses {used / (1024 * 1024):>12.3f} MB GPU memory")
+    else:
+        lines.append("no processes are running")
+    return "\n".join(lines)
 
 
 def _nested(flat: dict[str, Any]) -> dict[str, Any]:
