@@ -187,15 +187,15 @@ def _library_body(e: Entry, v: Variant) -> list[str]:
 
 
 def _body(e: Entry, v: Variant, root: str) -> list[str]:
+    # A check CPU's kernel needs and does not make (`<op>_check` in Checks.h), before a library or the CPU runs it.
+    check = f"{v.func.func.name.name}_check"
+    op_check = [f"rbln::checks::{check}({', '.join(v.arg_names)});"] if check in _kernel_checks(root) else []
     if e.strategy == "library":
-        return _library_body(e, v)
+        return op_check + _library_body(e, v)
     if e.strategy == "fallback":
         if e.kernel:  # a hand-written wrapper that runs the CPU and counts the fallback itself
             return _device_check(v) + [f"return {e.qualified_kernel}({', '.join(v.arg_names)});"]
-        # A check CUDA's kernel makes and CPU's does not (`<op>_check` in Checks.h), before the CPU runs it.
-        check = f"{v.func.func.name.name}_check"
-        lines = [f"rbln::checks::{check}({', '.join(v.arg_names)});"] if check in _kernel_checks(root) else []
-        return lines + [f"return {_fallback_call(v, 'fallback_listed')};"]
+        return op_check + [f"return {_fallback_call(v, 'fallback_listed')};"]
     if e.strategy == "composite":  # rbln's own composite: differentiable ops, no device work of its own
         return [f"return {e.qualified_kernel}({', '.join(v.arg_names)});"]
     if e.family:

@@ -4854,6 +4854,7 @@ at::Tensor wrapper_cholesky_inverse(const at::Tensor & self, bool upper) {
 }
 
 at::Tensor wrapper_grid_sampler_2d(const at::Tensor & input, const at::Tensor & grid, int64_t interpolation_mode, int64_t padding_mode, bool align_corners) {
+  rbln::checks::grid_sampler_2d_check(input, grid, interpolation_mode, padding_mode, align_corners);
   std::optional<c10::Device> common_device;
   c10::impl::check_and_update_common_device(common_device, input, "wrapper_grid_sampler_2d", "input");
   c10::impl::check_and_update_common_device(common_device, grid, "wrapper_grid_sampler_2d", "grid");
@@ -4872,6 +4873,7 @@ at::Tensor wrapper_grid_sampler_2d(const at::Tensor & input, const at::Tensor & 
 }
 
 ::std::tuple<at::Tensor,at::Tensor> wrapper_grid_sampler_2d_backward(const at::Tensor & grad_output, const at::Tensor & input, const at::Tensor & grid, int64_t interpolation_mode, int64_t padding_mode, bool align_corners, ::std::array<bool,2> output_mask) {
+  rbln::checks::grid_sampler_2d_backward_check(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask);
   std::optional<c10::Device> common_device;
   c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_grid_sampler_2d_backward", "grad_output");
   c10::impl::check_and_update_common_device(common_device, input, "wrapper_grid_sampler_2d_backward", "input");
@@ -5108,6 +5110,7 @@ at::Tensor wrapper__ctc_loss_backward(const at::Tensor & grad, const at::Tensor 
 }
 
 at::Tensor wrapper_grid_sampler_3d(const at::Tensor & input, const at::Tensor & grid, int64_t interpolation_mode, int64_t padding_mode, bool align_corners) {
+  rbln::checks::grid_sampler_3d_check(input, grid, interpolation_mode, padding_mode, align_corners);
   std::optional<c10::Device> common_device;
   c10::impl::check_and_update_common_device(common_device, input, "wrapper_grid_sampler_3d", "input");
   c10::impl::check_and_update_common_device(common_device, grid, "wrapper_grid_sampler_3d", "grid");
@@ -5126,6 +5129,7 @@ at::Tensor wrapper_grid_sampler_3d(const at::Tensor & input, const at::Tensor & 
 }
 
 ::std::tuple<at::Tensor,at::Tensor> wrapper_grid_sampler_3d_backward(const at::Tensor & grad_output, const at::Tensor & input, const at::Tensor & grid, int64_t interpolation_mode, int64_t padding_mode, bool align_corners, ::std::array<bool,2> output_mask) {
+  rbln::checks::grid_sampler_3d_backward_check(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask);
   std::optional<c10::Device> common_device;
   c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_grid_sampler_3d_backward", "grad_output");
   c10::impl::check_and_update_common_device(common_device, input, "wrapper_grid_sampler_3d_backward", "input");

@@ -14,6 +14,34 @@
 
 namespace rbln::checks {
 
+// The grid samplers' enum arguments, which CPU's kernels (and so the op library's) read unchecked: an
+// unknown mode would sample with an undefined kernel.
+inline void grid_sampler_modes_check(int64_t interpolation_mode, int64_t padding_mode, bool bicubic, const char* op) {
+  TORCH_CHECK(interpolation_mode >= 0 && interpolation_mode <= (bicubic ? 2 : 1), op,
+              "(): expected interpolation_mode to be 0 (bilinear), 1 (nearest)", bicubic ? " or 2 (bicubic)" : "",
+              ", but got ", interpolation_mode);
+  TORCH_CHECK(padding_mode >= 0 && padding_mode <= 2, op,
+              "(): expected padding_mode to be 0 (zeros), 1 (border) or 2 (reflection), but got ", padding_mode);
+}
+inline void grid_sampler_2d_check(const at::Tensor&, const at::Tensor&, int64_t interpolation_mode,
+                                  int64_t padding_mode, bool) {
+  grid_sampler_modes_check(interpolation_mode, padding_mode, /*bicubic=*/true, "grid_sampler_2d");
+}
+inline void grid_sampler_3d_check(const at::Tensor&, const at::Tensor&, int64_t interpolation_mode,
+                                  int64_t padding_mode, bool) {
+  grid_sampler_modes_check(interpolation_mode, padding_mode, /*bicubic=*/false, "grid_sampler_3d");
+}
+inline void grid_sampler_2d_backward_check(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                           int64_t interpolation_mode, int64_t padding_mode, bool,
+                                           std::array<bool, 2>) {
+  grid_sampler_modes_check(interpolation_mode, padding_mode, /*bicubic=*/true, "grid_sampler_2d_backward");
+}
+inline void grid_sampler_3d_backward_check(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                           int64_t interpolation_mode, int64_t padding_mode, bool,
+                                           std::array<bool, 2>) {
+  grid_sampler_modes_check(interpolation_mode, padding_mode, /*bicubic=*/false, "grid_sampler_3d_backward");
+}
+
 // A pooling window argument as CPU reads it: one int for every spatial dim or one per dim (a stride may
 // also be omitted: the kernel size), each taken as an int (safe_downcast). `must` is CPU's wording.
 inline std::array<int64_t, 3> window_arg(at::IntArrayRef v, int64_t dims, const char* op, const char* what,

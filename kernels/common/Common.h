@@ -10,6 +10,8 @@
 #include <ATen/ops/empty.h>
 
 #include <initializer_list>
+#include <stdexcept>
+#include <string>
 
 #include "generated/RBLNNativeFunctions.h"
 #include "runtime/device/RBLNOps.h"
@@ -30,6 +32,13 @@
 namespace rbln::kernels {
 
 constexpr int64_t kGrainSize = 32768;  // elements per thread before splitting
+
+// CPU's message for an index out of range. Checks on the stream throw it as std::out_of_range, which the
+// driver reports as an index error (IndexError, as CPU raises).
+inline std::string index_out_of_bounds(int64_t index, int64_t dim, int64_t size) {
+  return "index " + std::to_string(index) + " is out of bounds for dimension " + std::to_string(dim) +
+         " with size " + std::to_string(size);
+}
 
 // CUDA's wording, so code written for cuda reads the same error.
 inline void check_same_device(std::initializer_list<const at::Tensor*> tensors) {

@@ -289,9 +289,11 @@ void run_elementwise(const ElementwiseDesc<N>& d, const F& f, std::index_sequenc
       }
       return;
     }
+    // The result rounds to the compute dtype before the cast into another out= dtype, as CPU's
+    // TensorIterator computes into a temporary of the compute dtype (half + half into float32 overflows).
     for (int64_t k = 0; k < n; ++k) {
-      c10::cast_and_store<R>(d.dtypes[0], p[0] + k * s[0],
-                             f(c10::fetch_and_cast<C>(d.dtypes[I + 1], p[I + 1] + k * s[I + 1])...));
+      c10::cast_and_store<Out>(d.dtypes[0], p[0] + k * s[0],
+                               static_cast<Out>(f(c10::fetch_and_cast<C>(d.dtypes[I + 1], p[I + 1] + k * s[I + 1])...)));
     }
   };
   if (d.numel < kGrainSize) {

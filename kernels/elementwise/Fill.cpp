@@ -140,8 +140,7 @@ at::Tensor& index_fill_int_Scalar(at::Tensor& self, int64_t dim, const at::Tenso
       const auto* ip = idx.const_data_ptr<int64_t>();
       launch_on(target, "aten::index_fill_", [=] {
         for (int64_t i = 0; i < n; ++i) {
-          TORCH_CHECK_INDEX(ip[i] >= -dim_size && ip[i] < dim_size, "index ", ip[i], " is out of bounds for dimension ",
-                            dim, " with size ", dim_size);
+          if (ip[i] < -dim_size || ip[i] >= dim_size) throw std::out_of_range(index_out_of_bounds(ip[i], dim, dim_size));
         }
         for (int64_t o = 0; o < outer; ++o) {
           for (int64_t i = 0; i < n; ++i) {

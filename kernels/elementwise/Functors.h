@@ -6,6 +6,7 @@
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
+#include <ATen/native/BinaryOps.h>
 #include <ATen/native/Lerp.h>
 #include <ATen/native/Math.h>
 #include <ATen/native/cpu/LogAddExp.h>
@@ -264,20 +265,18 @@ struct fill {
     using C = at::opmath_type<T>;                  \
     C operator()(C a, C b) const { return expr; }  \
   };
-// CPU's alpha rules for add and sub.
+// add's and sub's alpha in the op-math type, after CPU's checks of it for the compute dtype.
 template <class T>
-void check_alpha(const at::Scalar& alpha) {
-  constexpr bool is_bool = std::is_same_v<T, bool>;
-  TORCH_CHECK(!std::is_integral_v<T> || is_bool || !alpha.isFloatingPoint(),
-              "For integral input tensors, argument alpha must not be a floating point number.");
-  TORCH_CHECK(is_bool || !alpha.isBoolean(), "Boolean alpha only supported for Boolean results.");
+at::opmath_type<T> checked_alpha(const at::Scalar& alpha) {
+  at::native::alpha_check(c10::CppTypeToScalarType<T>::value, alpha);
+  return alpha.to<at::opmath_type<T>>();
 }
 
 template <class T>
 struct add {
   using C = at::opmath_type<T>;
   C alpha;
-  explicit add(const at::Scalar& a) : alpha(a.to<C>()) { check_alpha<T>(a); }
+  explicit add(const at::Scalar& a) : alpha(checked_alpha<T>(a)) {}
   // As CPU rounds it: float16/bfloat16 round alpha * b to T before adding,
   // float32/float64 fuse the multiply-add.
   C operator()(C a, C b) const {
@@ -292,7 +291,7 @@ template <class T>
 struct sub {
   using C = at::opmath_type<T>;
   C alpha;
-  explicit sub(const at::Scalar& a) : alpha(a.to<C>()) { check_alpha<T>(a); }
+  explicit sub(const at::Scalar& a) : alpha(checked_alpha<T>(a)) {}
   C operator()(C a, C b) const {  // rounding as add's
     if (alpha == C(1)) return a - b;
     if constexpr (!std::is_same_v<T, C>) return a - C(T(alpha * b));

@@ -36,10 +36,13 @@ int64_t offset_of(const std::vector<int64_t>& m, const std::vector<int64_t>& str
   return off;
 }
 
+// Runs on the stream. CPU raises IndexError for advanced indexing (`wrap`: negative indices count from the
+// end), RuntimeError for gather and scatter: std::out_of_range is the driver's index error.
 int64_t checked_index(int64_t i, int64_t size, int64_t dim, bool wrap) {
   if (wrap && i < 0) i += size;
-  TORCH_CHECK_INDEX(i >= 0 && i < size, "index ", i, " is out of bounds for dimension ", dim, " with size ", size);
-  return i;
+  if (i >= 0 && i < size) return i;
+  if (wrap) throw std::out_of_range(index_out_of_bounds(i, dim, size));
+  throw std::runtime_error(index_out_of_bounds(i, dim, size));
 }
 
 // A contiguous int64 copy of an int32/int64 index (an empty index may have any dtype, as on CPU).

@@ -269,8 +269,10 @@ namespace {
 
 // Checks the flat indices of take/put_ on the device (negative ones count from the end).
 inline int64_t flat_index(int64_t i, int64_t numel) {
-  TORCH_CHECK_INDEX(i >= -numel && i < numel, "out of range: tried to access index ", i, " on a tensor of ", numel,
-                    " elements.");
+  if (i < -numel || i >= numel) {
+    throw std::out_of_range("out of range: tried to access index " + std::to_string(i) + " on a tensor of " +
+                            std::to_string(numel) + " elements.");
+  }
   return i < 0 ? i + numel : i;
 }
 

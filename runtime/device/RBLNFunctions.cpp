@@ -17,6 +17,7 @@ constexpr size_t kMaxCachedDevices = 64;
   if (error.kind == driver::Error::kOutOfMemory) {
     TORCH_CHECK_WITH(OutOfMemoryError, false, error.what());
   }
+  TORCH_CHECK_INDEX(error.kind != driver::Error::kIndex, error.what());
   TORCH_CHECK(false, error.what());
 }
 

@@ -17,7 +17,8 @@ namespace rbln::driver {
 // Thrown by every driver call that fails. `kind` lets the torch glue map it to
 // the right Python exception.
 struct Error : std::runtime_error {
-  enum Kind { kInvalid, kOutOfMemory, kKernel };
+  // kIndex: a task threw std::out_of_range (an index out of range: Python's IndexError on CPU).
+  enum Kind { kInvalid, kOutOfMemory, kKernel, kIndex };
   Kind kind;
   Error(Kind k, const std::string& what) : std::runtime_error(what), kind(k) {}
 };
@@ -74,7 +75,7 @@ struct TaskType {
 // driver moves it into storage of its own before returning. `name` (a string
 // literal or otherwise static string, e.g. "aten::add.Tensor") names the work
 // in errors. A task that throws marks the stream failed: the next
-// synchronizing call on it throws kKernel with "<name>: <what>", then the
+// synchronizing call on it throws kKernel (kIndex for std::out_of_range) with "<name>: <what>", then the
 // stream is usable again. With launch_blocking(), launch waits for the task
 // and throws at once.
 void launch(Stream* stream, const char* name, void* callable, const TaskType& type);

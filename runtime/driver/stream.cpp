@@ -146,6 +146,7 @@ struct Stream {
   std::atomic<bool> failed{false};
   std::mutex error_mu;
   std::string error;  // guarded by error_mu
+  Error::Kind error_kind = Error::kKernel;  // guarded by error_mu
 };
 
 struct Event {
@@ -203,24 +204,27 @@ void check_not_forked(const Stream* stream) {
   }
 }
 
-void record_error(Stream* stream, const char* name, const char* what) {
+void record_error(Stream* stream, const char* name, const char* what, Error::Kind kind = Error::kKernel) {
   std::lock_guard<std::mutex> lock(stream->error_mu);
   if (stream->failed.load(std::memory_order_relaxed)) return;
   stream->error = std::string(name) + ": " + what;
+  stream->error_kind = kind;
   stream->failed.store(true, std::memory_order_release);
 }
 
 void throw_pending_error(Stream* stream) {
   if (!stream->failed.load(std::memory_order_acquire)) return;
   std::string message;
+  Error::Kind kind;
   {
     std::lock_guard<std::mutex> lock(stream->error_mu);
     if (!stream->failed.load(std::memory_order_relaxed)) return;  // another thread took it
     message = std::move(stream->error);
+    kind = stream->error_kind;
     stream->error.clear();
     stream->failed.store(false, std::memory_order_relaxed);
   }
-  throw Error(Error::kKernel, message);
+  throw Error(kind, message);
 }
 
 // ---- activity records ---------------------------------------------------------
@@ -288,6 +292,8 @@ void run_task(Stream* stream, Slot& slot) {
     } else {
       run_in_slot(slot);
     }
+  } catch (const std::out_of_range& e) {
+    record_error(stream, slot.name, e.what(), Error::kIndex);
   } catch (const std::exception& e) {
     record_error(stream, slot.name, e.what());
   } catch (...) {

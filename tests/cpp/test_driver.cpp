@@ -425,6 +425,8 @@ TEST(Streams, FirstErrorSurfacesAtSynchronizeThenStreamRecovers) {
   EXPECT_NO_THROW(stream_synchronize(stream));
   launch(stream, "aten::odd", [] { throw 42; });
   EXPECT_EQ(error_of([&] { stream_synchronize(stream); }, Error::kKernel), "aten::odd: unknown exception");
+  launch(stream, "aten::index", [] { throw std::out_of_range("index 5 is out of bounds"); });
+  EXPECT_EQ(error_of([&] { stream_synchronize(stream); }, Error::kIndex), "aten::index: index 5 is out of bounds");
   int value = 0;
   launch(stream, "set", [&] { value = 1; });
   EXPECT_NO_THROW(stream_synchronize(stream));

@@ -16,9 +16,15 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import torch
 
-import torch_rbln  # noqa: F401  (registers the rbln device)
+# pytest's two workers keep both cores busy: a process that compiles (this one or a test's subprocess) compiles
+# its kernels itself instead of first starting Inductor's pool of compile workers. One test compiles with the
+# pool (test_compile.py, concurrent processes).
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+
+import torch  # noqa: E402
+
+import torch_rbln  # noqa: E402,F401  (registers the rbln device)
 
 ROOT = Path(__file__).resolve().parents[2]
 

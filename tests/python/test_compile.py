@@ -333,7 +333,9 @@ def test_second_process_compiles_nothing_and_a_changed_backend_recompiles(tmp_pa
 
 
 def test_cache_is_shared_by_concurrent_processes_and_survives_corruption(tmp_path):
-    procs = [subprocess.Popen([sys.executable, "-c", SCRIPT, "plain"], env=cache_env(tmp_path), stdout=subprocess.PIPE,
+    # Inductor's default: its pool of compile workers compiles the kernels (the other tests compile in-process).
+    env = {**cache_env(tmp_path), "TORCHINDUCTOR_COMPILE_THREADS": "2"}
+    procs = [subprocess.Popen([sys.executable, "-c", SCRIPT, "plain"], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, cwd=ROOT) for _ in range(2)]
     for proc in procs:
         out, err = proc.communicate(timeout=300)

@@ -238,3 +238,85 @@ def test_norm_dtype_out_runs_on_the_device():
     got = _on_device(lambda x, o: torch.ops.aten.norm.dtype_out(x, 2, [1], True, dtype=torch.float64, out=o), x, o,
                      ops=["aten::norm.dtype_out"])
     _assert_same(got, torch.ops.aten.norm.dtype_out(x, 2, [1], True, dtype=torch.float64, out=o.clone()))
+
+
+# ---- add/sub's alpha: CPU's checks for the compute dtype ---------------------------------------------------
+
+@pytest.mark.parametrize("op", [torch.add, torch.sub])
+@pytest.mark.parametrize("dtype, alpha", [(torch.bool, 1.1), (torch.bool, 1j), (torch.int64, 2.5), (torch.int64, 1j),
+                                          (torch.float32, 1j), (torch.float32, True), (torch.int32, False)])
+def test_alpha_is_checked_for_the_compute_dtype(op, dtype, alpha):
+    a = torch.ones(3, dtype=dtype)
+    if op is torch.sub and dtype is torch.bool:
+        pytest.skip("sub refuses bool tensors before it reads alpha; tested in test_error_parity_defects.py")
+    _assert_raises_like_cpu(op, a, a, alpha=alpha)
+
+
+def test_a_valid_alpha_still_computes_on_the_device():
+    a = torch.tensor([True, False])
+    assert torch.equal(_on_device(torch.add, a, a, alpha=True, ops=["aten::add.Tensor"]), torch.add(a, a, alpha=True))
+    x = torch.arange(4.0)
+    assert torch.equal(_on_device(torch.add, x, x, alpha=2.5, ops=["aten::add.Tensor"]), torch.add(x, x, alpha=2.5))
+
+
+# ---- an out= of another dtype: computed in the inputs' dtype, then cast (TensorIterator's temporary) -------
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_out_of_a_wider_dtype_gets_the_result_rounded_to_the_compute_dtype(dtype):
+    a, b = torch.tensor([60000.0, 1.0, 3.0], dtype=dtype), torch.tensor([5984.0, 1e-3, 1.0 / 3], dtype=dtype)
+    for fn in (lambda x, y, out: torch.add(x, y, out=out), lambda x, y, out: torch.mul(x, y, out=out),
+               lambda x, y, out: torch.atan2(x, y, out=out), lambda x, y, out: torch.exp(x, out=out)):
+        expected = fn(a, b, torch.empty(3))
+        with torch.rbln.explain() as ex:
+            out = torch.empty(3, device="rbln")
+            fn(a.rbln(), b.rbln(), out)
+        assert not ex.fallback_ops, ex.fallback_reasons
+        assert torch.equal(out.cpu(), expected), (out.cpu(), expected)
+
+
+# ---- an index out of range is an IndexError, as CPU's, also when a kernel finds it on the stream -----------
+
+@pytest.mark.parametrize("x, index, fn", [
+    (torch.arange(4.0), torch.tensor([5]), lambda x, i: x[i]),
+    (torch.zeros(0, 3), torch.tensor([0]), lambda x, i: x[i]),
+    (torch.arange(4.0), torch.tensor([7]), lambda x, i: x.index_fill(0, i, 1.0)),
+    (torch.arange(4.0), torch.tensor([9]), lambda x, i: torch.take(x, i)),
+    (torch.randn(3, 4), torch.tensor([5]), lambda x, i: torch.nn.functional.embedding(i, x)),
+    (torch.randn(2, 3), torch.tensor([0, 7]), lambda x, i: torch.nn.functional.nll_loss(x, i)),
+], ids=["index", "index_size0", "index_fill", "take", "embedding", "nll_loss"])
+def test_index_out_of_range_is_an_index_error(x, index, fn):
+    with pytest.raises(IndexError):
+        fn(x, index)
+    with pytest.raises(IndexError):
+        fn(x.rbln(), index.rbln()).cpu()
+        torch.rbln.synchronize()
+    torch.testing.assert_close((x.rbln() + 1).cpu(), x + 1)  # the device is usable after
+
+
+def test_gather_and_scatter_out_of_range_stay_runtime_errors_as_on_cpu():
+    x, index = torch.arange(6.0).reshape(2, 3), torch.tensor([[3]])
+    for fn in (lambda x, i: torch.gather(x, 1, i), lambda x, i: x.scatter(1, i, 1.0)):
+        kind, message = _cpu_error(fn, x, index)
+        assert kind is RuntimeError
+        with pytest.raises(RuntimeError, match=message) as info:
+            fn(x.rbln(), index.rbln()).cpu()
+        assert not isinstance(info.value, IndexError)
+
+
+# ---- enum arguments are validated before a kernel reads memory with them -----------------------------------
+
+@pytest.mark.parametrize("mode", [8, -1, 2**63 - 1])
+def test_grid_samplers_refuse_an_unknown_mode(mode):
+    # CPU's kernels read these unchecked (garbage values); the device raises before its library runs.
+    x5, g5 = torch.randn(1, 1, 2, 2, 2, device="rbln"), torch.rand(1, 2, 2, 2, 3, device="rbln")
+    x4, g4 = torch.randn(1, 1, 2, 2, device="rbln"), torch.rand(1, 2, 2, 2, device="rbln")
+    with pytest.raises(RuntimeError, match="expected interpolation_mode"):
+        torch.grid_sampler_3d(x5, g5, mode, 0, False)
+    with pytest.raises(RuntimeError, match="expected padding_mode"):
+        torch.grid_sampler_3d(x5, g5, 0, mode, False)
+    with pytest.raises(RuntimeError, match="expected interpolation_mode"):
+        torch.grid_sampler_2d(x4, g4, mode, 0, False)
+    with torch.rbln.explain() as ex:  # the valid modes still sample on the device, as CPU
+        got = torch.grid_sampler_3d(x5, g5, 1, 2, True).cpu()
+    assert not ex.fallback_ops
+    torch.testing.assert_close(got, torch.grid_sampler_3d(x5.cpu(), g5.cpu(), 1, 2, True))
