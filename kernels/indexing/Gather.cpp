@@ -36,12 +36,13 @@ int64_t offset_of(const std::vector<int64_t>& m, const std::vector<int64_t>& str
   return off;
 }
 
-// Runs on the stream. CPU raises IndexError for advanced indexing (`wrap`: negative indices count from the
-// end), RuntimeError for gather and scatter: std::out_of_range is the driver's index error.
-int64_t checked_index(int64_t i, int64_t size, int64_t dim, bool wrap) {
+// Runs on the stream (`wrap`: negative indices count from the end). An index out of range raises what CPU
+// raises: IndexError for advanced indexing and index_add (`index_error`: std::out_of_range, the driver's index
+// error), RuntimeError for gather and scatter.
+int64_t checked_index(int64_t i, int64_t size, int64_t dim, bool wrap, bool index_error) {
   if (wrap && i < 0) i += size;
   if (i >= 0 && i < size) return i;
-  if (wrap) throw std::out_of_range(index_out_of_bounds(i, dim, size));
+  if (index_error) throw std::out_of_range(index_out_of_bounds(i, dim, size));
   throw std::runtime_error(index_out_of_bounds(i, dim, size));
 }
 
@@ -121,7 +122,7 @@ Combine combine_of(c10::string_view reduce, bool two) {
 template <class IndexAt>
 void scatter_into(const at::Tensor& self, int64_t dim, const std::vector<int64_t>& walk, IndexAt index_at,
                   const at::Tensor& src, const at::Scalar& value, Combine op, bool include_self, at::Tensor& out,
-                  const char* name) {
+                  const char* name, bool index_error) {
   prepare_out(out, self.sizes(), self.scalar_type(), self, name);
   auto work = out.is_contiguous() ? out : at::empty(out.sizes(), out.options());
   if (!work.is_same(self)) device_copy(work, self);
@@ -139,7 +140,7 @@ void scatter_into(const at::Tensor& self, int64_t dim, const std::vector<int64_t
         std::vector<int64_t> count(op == Combine::kMean ? numel : 0, include_self ? 1 : 0);
         std::vector<char> touched(include_self ? 0 : numel, 0);
         for_each_position(walk, [&](const std::vector<int64_t>& m) {
-          const int64_t at = checked_index(index_at(m), dim_size, dim, false);
+          const int64_t at = checked_index(index_at(m), dim_size, dim, false, index_error);
           const int64_t o_off = offset_of(m, dst.strides, dim, at);
           const scalar_t x = s ? s[offset_of(m, from.strides, -1, 0)] : v;
           if (op == Combine::kSet) {
@@ -188,7 +189,7 @@ at::Tensor& scatter_dim(const at::Tensor& self, int64_t dim, const at::Tensor& i
   for (int64_t d = static_cast<int64_t>(strides.size()) - 2; d >= 0; --d) strides[d] = strides[d + 1] * ig.sizes[d + 1];
   scatter_into(self, dim, idx.numel() ? ig.sizes : std::vector<int64_t>{},
                [ip, strides](const std::vector<int64_t>& m) { return ip[offset_of(m, strides, -1, 0)]; }, src, value,
-               op, include_self, out, name);
+               op, include_self, out, name, /*index_error=*/false);
   return out;
 }
 
@@ -219,7 +220,7 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
     launch_on(target, "aten::gather", [=] {
       int64_t n = 0;
       for_each_position(i.sizes, [&](const std::vector<int64_t>& m) {
-        const int64_t at = checked_index(ip[n], dim_size, dim, false);
+        const int64_t at = checked_index(ip[n], dim_size, dim, false, false);
         std::memcpy(op + n * size, sp + offset_of(m, s.strides, dim, at) * size, size);
         ++n;
       });
@@ -268,7 +269,7 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
   const int64_t d = dim;
   scatter_into(self, dim, source.numel() ? src_geo.sizes : std::vector<int64_t>{},
                [ip, d](const std::vector<int64_t>& m) { return ip[m[d]]; }, scaled, 0, Combine::kAdd, true, out,
-               "aten::index_add");
+               "aten::index_add", /*index_error=*/true);
   return out;
 }
 
@@ -518,7 +519,7 @@ struct OffsetWalker {
       for (int64_t j = 0; j < k; ++j) p = p * index_shape[j] + r[first + j];
       for (int64_t j = 0; j < count; ++j) {
         const int64_t dim = first + j;
-        off += checked_index(index[j][p], src_sizes[dim], dim, true) * src_strides[dim];
+        off += checked_index(index[j][p], src_sizes[dim], dim, true, true) * src_strides[dim];
       }
       for (size_t d = first + k; d < r.size(); ++d) off += r[d] * src_strides[d - k + count];
       f(n++, off);

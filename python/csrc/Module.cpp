@@ -41,6 +41,8 @@ template <class F>
 auto translate(F&& f) -> decltype(f()) {
   try {
     return f();
+  } catch (const c10::IndexError& e) {  // an index out of range a kernel found (IndexError, as CPU's)
+    throw pybind11::index_error(e.what_without_backtrace());
   } catch (const c10::Error& e) {
     throw std::runtime_error(e.what_without_backtrace());
   }
@@ -253,7 +255,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_quiesce_autograd_threads", [] { translate(quiesce_autograd_threads); });
   m.def("_is_initialized", [] { return at::isPrivateUse1HooksRegistered(); });
   // Through the guard, as torch.accelerator.synchronize() goes, so the sanitizer sees it too.
+  // Without the GIL while it waits, as torch.cuda.synchronize: other Python threads run meanwhile.
   m.def("_synchronize", [](int device) {
+    pybind11::gil_scoped_release no_gil;
     translate([&] { c10::impl::getDeviceGuardImpl(rbln::kRBLN)->synchronizeDevice(static_cast<c10::DeviceIndex>(device)); });
   });
   m.def("_device_capacity", [](int device) {

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import re
+import threading
+import time
 import types
 import pytest
 import torch
@@ -420,6 +422,7 @@ def test_accelerator_error_is_torch_cuda_s():
     assert issubclass(torch.rbln.AcceleratorError, RuntimeError)
 
 
+
 HEALTH = ["clock_rate", "power_draw", "temperature", "utilization", "memory_usage"]
 
 
@@ -495,3 +498,25 @@ def test_list_gpu_processes_names_this_process_once_it_holds_device_memory():
     torch.rbln.empty_cache()
     if torch.rbln.device_memory_used(1) == 0:
         assert idle == torch.rbln.list_gpu_processes(1) == "RBLN:1\nno processes are running"
+
+
+def test_synchronize_releases_the_gil_while_it_waits():
+    x = torch.randn(512, 512, device="rbln")
+    for _ in range(40):
+        x = torch.tanh(x @ x)  # about a second of queued work
+    entering, waited = threading.Event(), []
+
+    def wait():
+        entering.set()
+        start = time.perf_counter()
+        torch.rbln.synchronize()
+        waited.append(time.perf_counter() - start)
+
+    thread, ticks = threading.Thread(target=wait), 0
+    thread.start()
+    entering.wait()
+    while thread.is_alive():
+        ticks += 1  # runs only if the waiting thread let go of the GIL
+    thread.join()
+    assert waited[0] > 0.1, waited  # the work was still queued when it began to wait
+    assert ticks > 10_000, (ticks, waited)

@@ -59,7 +59,7 @@ def test_index_put_accumulates_duplicates():
 
 def test_out_of_range_index_raises_and_device_stays_usable(assert_device_works):
     # Checked on the device, so the error surfaces at the next sync, naming the op (as CUDA's device asserts do).
-    with pytest.raises(RuntimeError, match="aten::index: index 7 is out of bounds for dimension 0 with size 2"):
+    with pytest.raises(IndexError, match="aten::index: index 7 is out of bounds for dimension 0 with size 2"):
         X.rbln()[L([7]).rbln()].cpu()
     with pytest.raises(IndexError, match="too many indices for tensor of dimension 4"):
         X.rbln()[L([0]), L([0]), L([0]), L([0]), L([0])]
