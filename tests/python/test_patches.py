@@ -73,6 +73,15 @@ def changed(before, after):
     if before is after:
         return False
     return not (isinstance(before, IMMUTABLE) and type(before) is type(after) and before == after)
+
+def differences(before, after):  # what was added, removed or replaced between two snapshots, with its names
+    changes = []
+    for key in before.keys() | after.keys():
+        b, a = before.get(key), after.get(key)
+        if b is None or a is None or changed(b[1], a[1]):
+            changes.append({"names": list((a or b)[0]), "kind": "added" if b is None else "removed" if a is None
+                            else "replaced"})
+    return changes
 """
 
 MODULES_USED = """
@@ -92,12 +101,7 @@ before = snapshot(modules)
 import torch_rbln, torch_rbln._inductor
 torch_rbln._inductor.register()
 after = snapshot([(n, sys.modules.get(n)) for n, _ in modules if sys.modules.get(n) is not None])
-changes = []
-for key in before.keys() | after.keys():
-    b, a = before.get(key), after.get(key)
-    if b is None or a is None or changed(b[1], a[1]):
-        changes.append({"names": list((a or b)[0]), "kind": "added" if b is None else "removed" if a is None else
-                        "replaced"})
+changes = differences(before, after)
 new_modules = sorted(n for n, m in torch_modules()  # torch.rbln and its submodules are torch_rbln's own
                      if f"sys.modules[{n!r}]" not in before and not m.__name__.startswith("torch_rbln."))
 print(json.dumps({"changes": changes, "new_modules": new_modules}))
@@ -149,12 +153,7 @@ def library_snapshot(modules):  # the libraries' functions and tables (sys.modul
 before = library_snapshot(modules)
 import torch_rbln
 after = library_snapshot([(n, sys.modules.get(n)) for n, _ in modules if sys.modules.get(n) is not None])
-changes = []
-for key in before.keys() | after.keys():
-    b, a = before.get(key), after.get(key)
-    if b is None or a is None or changed(b[1], a[1]):
-        changes.append({"names": list((a or b)[0]), "kind": "added" if b is None else "removed" if a is None else
-                        "replaced"})
+changes = differences(before, after)
 print(json.dumps({"changes": changes, "finder": torch_rbln._patches._AfterImport in sys.meta_path}))
 """
 
