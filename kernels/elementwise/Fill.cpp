@@ -331,47 +331,47 @@ at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
   return out;
 }
 
-// CPU's tril_indices and triu_indices (TensorFactories.cpp): the row indices, then the column
-// indices, of the lower (upper) triangle, walked row by row.
-at::Tensor tril_indices(int64_t row, int64_t col, int64_t offset, std::optional<at::ScalarType> dtype,
-                        std::optional<at::Layout> layout, std::optional<at::Device> device,
-                        std::optional<bool> pin_memory) {
-  at::native::check_args(row, col, layout);
-  const auto n = at::native::get_tril_size(row, col, offset);
-  auto out = at::empty({2, n}, at::TensorOptions().dtype(dtype.value_or(at::kLong)).device(device));
+// CPU's tril_indices and triu_indices (TensorFactories.cpp): the row indices, then the column indices, of the
+// n positions of the lower (upper) triangle, walked row by row: `next(r, c)` steps from one position to the next.
+template <class Next>
+at::Tensor triangle_indices(int64_t n, int64_t r, int64_t c, std::optional<at::ScalarType> dtype,
+                            std::optional<at::Device> device, const char* op, const char* launch_name, Next next) {
+  const auto type = dtype.value_or(at::kLong);
+  TORCH_CHECK_NOT_IMPLEMENTED(type == at::kInt || type == at::kLong, "\"", op, "\" not implemented for '",
+                              c10::toString(type), "'");  // CPU's index types only
+  auto out = at::empty({2, n}, at::TensorOptions().dtype(type).device(device));
   if (n == 0) return out;
-  RBLN_DISPATCH_NUMERIC(out.scalar_type(), "tril_indices", [&] {
-    auto* p = out.data_ptr<scalar_t>();
-    launch_on(out, "aten::tril_indices", [=] {
-      int64_t r = std::max<int64_t>(0, -offset), c = 0;
+  AT_DISPATCH_INDEX_TYPES(type, "triangle_indices", [&] {
+    auto* p = out.data_ptr<index_t>();
+    launch_on(out, launch_name, [=]() mutable {
       for (int64_t i = 0; i < n; ++i) {
-        p[i] = static_cast<scalar_t>(r);
-        p[n + i] = static_cast<scalar_t>(c);
-        if (++c > r + offset || c >= col) ++r, c = 0;
+        p[i] = static_cast<index_t>(r);
+        p[n + i] = static_cast<index_t>(c);
+        next(r, c);
       }
     });
   });
   return out;
 }
+
+at::Tensor tril_indices(int64_t row, int64_t col, int64_t offset, std::optional<at::ScalarType> dtype,
+                        std::optional<at::Layout> layout, std::optional<at::Device> device,
+                        std::optional<bool> pin_memory) {
+  at::native::check_args(row, col, layout);
+  return triangle_indices(at::native::get_tril_size(row, col, offset), std::max<int64_t>(0, -offset), 0, dtype,
+                          device, "tril_indices", "aten::tril_indices", [=](int64_t& r, int64_t& c) {
+                            if (++c > r + offset || c >= col) ++r, c = 0;
+                          });
+}
 at::Tensor triu_indices(int64_t row, int64_t col, int64_t offset, std::optional<at::ScalarType> dtype,
                         std::optional<at::Layout> layout, std::optional<at::Device> device,
                         std::optional<bool> pin_memory) {
   at::native::check_args(row, col, layout);
-  const auto n = row * col - at::native::get_tril_size(row, col, offset - 1);
-  auto out = at::empty({2, n}, at::TensorOptions().dtype(dtype.value_or(at::kLong)).device(device));
-  if (n == 0) return out;
-  RBLN_DISPATCH_NUMERIC(out.scalar_type(), "triu_indices", [&] {
-    auto* p = out.data_ptr<scalar_t>();
-    launch_on(out, "aten::triu_indices", [=] {
-      int64_t r = 0, c = std::max<int64_t>(0, offset);
-      for (int64_t i = 0; i < n; ++i) {
-        p[i] = static_cast<scalar_t>(r);
-        p[n + i] = static_cast<scalar_t>(c);
-        if (++c >= col) ++r, c = std::max<int64_t>(0, r + offset);
-      }
-    });
-  });
-  return out;
+  return triangle_indices(row * col - at::native::get_tril_size(row, col, offset - 1), 0,
+                          std::max<int64_t>(0, offset), dtype, device, "triu_indices", "aten::triu_indices",
+                          [=](int64_t& r, int64_t& c) {
+                            if (++c >= col) ++r, c = std::max<int64_t>(0, r + offset);
+                          });
 }
 
 }  // namespace rbln::kernels

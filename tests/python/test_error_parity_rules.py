@@ -320,3 +320,19 @@ def test_grid_samplers_refuse_an_unknown_mode(mode):
         got = torch.grid_sampler_3d(x5, g5, 1, 2, True).cpu()
     assert not ex.fallback_ops
     torch.testing.assert_close(got, torch.grid_sampler_3d(x5.cpu(), g5.cpu(), 1, 2, True))
+
+
+# ---- factories: CPU's dtypes, CPU's error for the others ---------------------------------------------------
+
+@pytest.mark.parametrize("fn", [torch.tril_indices, torch.triu_indices])
+def test_triangle_indices_take_cpus_dtypes(fn):
+    for dtype in (torch.float32, torch.int16, torch.bool):
+        kind, message = _cpu_error(fn, 4, 5, 1, dtype=dtype)
+        with pytest.raises(kind) as info:
+            fn(4, 5, 1, dtype=dtype, device="rbln")
+        assert str(info.value) == message
+    for args in [(4, 5, 0), (4, 5, -2), (5, 3, 2), (0, 3, 0), (3, 3, -5), (3, 3, 5)]:
+        with torch.rbln.explain() as ex:
+            got = fn(*args, dtype=torch.int32, device="rbln").cpu()
+        assert not ex.fallback_ops
+        assert torch.equal(got, fn(*args, dtype=torch.int32))
