@@ -1,6 +1,7 @@
 """Clients no one here wrote, run the way users run them: in their own processes, exit status checked."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -61,9 +62,9 @@ print(w.grad.cpu().tolist())
 
 def test_training_scripts_exit_cleanly_on_a_busy_machine():
     # Autograd's rbln device threads must be done with Python before the interpreter finalizes,
-    # whatever the scheduler does (docs/design.md, "Exit"); other processes keep both cores busy.
+    # whatever the scheduler does (docs/design.md, "Exit"); one spinning process per core keeps every core busy.
     spin = "import time\nend = time.time() + 120\nwhile time.time() < end: pass"
-    busy = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(3)]
+    busy = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(os.cpu_count() or 2)]
     try:
         def run(_):
             return subprocess.run([sys.executable, "-c", textwrap.dedent(TRAIN_AND_EXIT)], capture_output=True,
