@@ -1,0 +1,119 @@
+"""Non-finite origin: the first op on rbln whose results hold a NaN or an Inf, from finite inputs.
+
+Each op's floating results are checked on the device (`isfinite(t).all()`, queued on the op's stream
+after the op); the flags are read by the host once every `check_every` ops and when the block ends, so
+the check adds device work but no host wait per op. Inputs first seen (parameters, data) are checked
+once, so an op that received a NaN from outside is not blamed for it."""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from ._compare import _is_rbln, _written, op_name
+from ._location import Locator, describe
+
+
+class NonFiniteError(RuntimeError):
+    """Raised by detect_nonfinite at the first non-finite result (`.op`, `.where`, `.result`)."""
+
+    def __init__(self, op: str, result: str, where: dict, from_input: bool):
+        self.op, self.result, self.where, self.from_input = op, result, where, from_input
+        if from_input:
+            text = f"{result} of {op} was already non-finite when the op received it (it comes from outside the block)"
+        else:
+            text = f"{op} produced a NaN or Inf in its {result} from finite inputs"
+        super().__init__(f"{text}\n{describe(where)}")
+
+
+class detect_nonfinite(contextlib.ContextDecorator):
+    """Raises NonFiniteError naming the first rbln op (its overload, module path, forward or backward,
+    the user's lines) whose floating results hold a NaN or an Inf (float16 and bfloat16 overflow too).
+    check_every: ops between host reads of the device flags (the error comes at the read, for the first
+    op). skip: ops ("aten::masked_fill" or "aten::masked_fill.Scalar") allowed to make infinities, such
+    as the -inf of an attention mask."""
+
+    def __init__(self, *, check_every: int = 512, skip=()):
+        self.check_every, self.skip = check_every, set(skip)
+
+    def __enter__(self):
+        self._flags: list[torch.Tensor] = []
+        self._entries: list[tuple] = []  # (op, result, where or a callable making it, from_input)
+        self._known: set[int] = set()  # storages whose finiteness is already checked
+        self._stack = contextlib.ExitStack()
+        self._locator = self._stack.enter_context(Locator())
+        self._stack.enter_context(_NonFiniteMode(self))
+        return self
+
+    def __exit__(self, exc_type, *exc):
+        self._stack.close()
+        if exc_type is None:
+            self.check()
+        return False
+
+    def check(self) -> None:
+        """Reads the flags queued so far (one host wait) and raises for the first non-finite result."""
+        if not self._flags:
+            return
+        flags, entries = torch.stack(self._flags).cpu(), self._entries
+        self._flags, self._entries = [], []
+        bad = (~flags).nonzero()
+        if len(bad):
+            op, result, where, from_input = entries[int(bad[0])]
+            raise NonFiniteError(op, result, where, from_input)
+
+    def _skips(self, func) -> bool:
+        name = op_name(func)
+        return func.is_view or name in self.skip or name.split(".")[0] in self.skip
+
+    def _inputs(self, func, args, kwargs) -> dict | None:
+        """Checks the inputs not seen before (before the op: it may write them)."""
+        where = None
+        for i, t in enumerate(tree_flatten((args, kwargs))[0]):
+            if _floating_rbln(t) and _key(t) not in self._known:
+                where = where or self._locator.where()
+                self._queue(t, op_name(func), f"input {i}", where, True)
+        return where
+
+    def _results(self, func, args, kwargs, out, where) -> None:
+        results = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        results += [t for t in _written(func, args, kwargs) if not any(t is r for r in results)]
+        for i, t in enumerate(results):
+            if _floating_rbln(t):
+                where = where or self._locator.where()
+                self._queue(t, op_name(func), f"output {i}", where, False)
+        if len(self._flags) >= self.check_every:
+            self.check()
+
+    def _queue(self, t: torch.Tensor, op, result, where, from_input) -> None:
+        self._known.add(_key(t))
+        self._flags.append(torch.isfinite(t).all())
+        self._entries.append((op, result, where, from_input))
+
+
+def _floating_rbln(t) -> bool:
+    return _is_rbln(t) and (t.is_floating_point() or t.is_complex()) and t.numel() > 0
+
+
+def _key(t: torch.Tensor) -> int:
+    return t.untyped_storage().data_ptr()
+
+
+class _NonFiniteMode(TorchDispatchMode):
+    def __init__(self, owner: detect_nonfinite):
+        super().__init__()
+        self.owner = owner
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        owner = self.owner
+        if owner._skips(func):  # its results are taken as they are, also as later ops' inputs
+            out = func(*args, **kwargs)
+            owner._known.update(_key(t) for t in tree_flatten(out)[0] if _floating_rbln(t))
+            return out
+        where = owner._inputs(func, args, kwargs)
+        out = func(*args, **kwargs)
+        owner._results(func, args, kwargs, out, where)
+        return out
