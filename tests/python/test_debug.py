@@ -178,17 +178,41 @@ def test_compare_float64_reference_on_a_clean_model(net):
     assert c.divergences == [] and c.report.compared > 20
 
 
-def test_compare_names_the_module_path_in_a_hugging_face_model():
+def test_compare_checks_convolution_and_its_backward_against_cpu():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.Conv2d(4, 2, 3, groups=2)).rbln()
+    with debug.compare() as c:
+        model(torch.randn(2, 3, 8, 8).rbln()).sum().backward()
+    assert {"aten::convolution.default", "aten::convolution_backward.default"} <= c.report.ops
+    assert c.divergences == [] and c.report.skipped == {}
+
+
+def test_compare_on_a_hugging_face_model_names_its_module_paths_and_checks_its_training_step():
     from test_models import tiny_llama
 
     torch.manual_seed(0)
-    model = tiny_llama().rbln().eval()
-    ids = torch.randint(3, 128, (1, 8)).rbln()
+    model = tiny_llama().rbln()
+    ids = torch.randint(3, 128, (2, 8)).rbln()
     with torch.no_grad(), inject_fault("aten::silu"), pytest.raises(DivergenceError) as info, debug.compare():
         model(ids)
     d = info.value.divergence
     assert d.op == "aten::silu.default" and d.where["module"] == "model.layers.0.mlp.act_fn"
     assert any("modeling_llama.py" in line for line in d.where["stack"]) and d.where["phase"] == "forward"
+    # A clean training step: nothing diverges or is skipped, same loss and gradients. Attention runs the
+    # backends' entry point, which CPU lacks: compared with CPU's scaled_dot_product_attention and its backward.
+    sdpa = "aten::_scaled_dot_product_fused_attention_overrideable"
+    plain = model(ids, labels=ids).loss
+    plain.backward()
+    expected = [p.grad.cpu() for p in model.parameters()]
+    model.zero_grad()
+    with debug.compare(mode="all") as c:
+        loss = model(ids, labels=ids).loss
+        loss.backward()
+    assert c.divergences == [] and c.report.skipped == {} and c.report.compared > 200
+    assert {sdpa + ".default", sdpa + "_backward.default"} <= c.report.ops
+    assert loss.item() == plain.item()
+    for grad, want in zip((p.grad.cpu() for p in model.parameters()), expected):
+        torch.testing.assert_close(grad, want, rtol=0, atol=0)
 
 
 # ---------------------------------------------------------------- non-finite origin

@@ -4,6 +4,7 @@ where it ran, instead of a loss that drifts thousands of ops later."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import sys
@@ -17,6 +18,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from ._errors import error, tolerance
 from ._location import Locator, describe
+from ._references import REFERENCES
 
 # Ops whose result is not a function of their inputs (uninitialized memory) or that only move metadata.
 _UNCOMPARABLE = {"aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty",
@@ -34,14 +36,32 @@ def _is_rbln(x) -> bool:
     return isinstance(x, torch.Tensor) and x.device.type == "rbln"
 
 
-def _written(func, args, kwargs) -> list:
-    """The arguments the op writes (in place or out=), as tensors."""
-    values = []
-    for i, a in enumerate(func._schema.arguments):
-        if a.alias_info is not None and a.alias_info.is_write:
-            value = args[i] if i < len(args) else kwargs.get(a.name)
-            values += [t for t in tree_flatten(value)[0] if isinstance(t, torch.Tensor)]
-    return values
+def tensors_in(values) -> list[torch.Tensor]:
+    """The tensors among an op's arguments or results (a tensor or a list of them each): cheaper than a
+    pytree walk, which matters at every op."""
+    out = []
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            out.append(v)
+        elif isinstance(v, (list, tuple)):
+            out += [t for t in v if isinstance(t, torch.Tensor)]
+    return out
+
+
+def results(out) -> list[torch.Tensor]:
+    return tensors_in(out if isinstance(out, (list, tuple)) else (out,))
+
+
+@functools.cache
+def _writes(func) -> tuple:
+    """(position, name) of the arguments the op writes (in place or out=)."""
+    return tuple((i, a.name) for i, a in enumerate(func._schema.arguments)
+                 if a.alias_info is not None and a.alias_info.is_write)
+
+
+def _written(func, args, kwargs) -> list[torch.Tensor]:
+    """The arguments the op writes, as tensors."""
+    return tensors_in([args[i] if i < len(args) else kwargs.get(name) for i, name in _writes(func)])
 
 
 @dataclass
@@ -89,6 +109,7 @@ class _Report:
     divergences: list = field(default_factory=list)
     skipped: dict = field(default_factory=dict)  # op -> reason
     compared: int = 0
+    ops: set = field(default_factory=set)  # the overloads compared
 
 
 class compare(contextlib.ContextDecorator):
@@ -162,7 +183,7 @@ class compare(contextlib.ContextDecorator):
             return func(*args, **kwargs)
         saved = tree_map(self._reference_input, (args, kwargs))  # before the op: it may write its inputs
         out = func(*args, **kwargs)
-        writes = any(a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments)
+        writes = bool(_writes(func))
         ref_args, ref_kwargs = tree_map(self._cast, saved)
         if writes and self.dtype is None:  # keep `saved` as the op's inputs, for the reproducer
             ref_args, ref_kwargs = tree_map(lambda x: x.clone() if isinstance(x, torch.Tensor) else x,
@@ -170,24 +191,23 @@ class compare(contextlib.ContextDecorator):
         if ref_kwargs.get("device") is not None and torch.device(ref_kwargs["device"]).type == "rbln":
             ref_kwargs["device"] = "cpu"
         try:
-            ref_out = func(*ref_args, **ref_kwargs)
+            ref_out = REFERENCES.get(func._schema.name, func)(*ref_args, **ref_kwargs)
         except Exception as e:  # e.g. no float64 kernel for the op on CPU
             self.report.skipped.setdefault(name, f"the reference raised {type(e).__name__}: {e}")
             return out
         self.report.compared += 1
-        pairs = [(f"output {i}", a, e) for i, (a, e) in enumerate(zip(tree_flatten(out)[0], tree_flatten(ref_out)[0]))]
+        self.report.ops.add(name)
+        pairs = [(f"output {i}", a, e) for i, (a, e) in enumerate(zip(_flat(out), _flat(ref_out)))]
         written, ref_written = _written(func, args, kwargs), _written(func, ref_args, ref_kwargs)
         pairs = [p for p in pairs if not any(p[1] is w for w in written)]  # an in-place op returns what it wrote
         pairs += [(f"argument written {i}", a, e) for i, (a, e) in enumerate(zip(written, ref_written))]
         random = torch.Tag.nondeterministic_seeded in func.tags
         for result, actual, expected in pairs:
-            if not isinstance(actual, torch.Tensor):
-                if isinstance(actual, (int, float, bool)):
+            if not isinstance(actual, torch.Tensor) or not isinstance(expected, torch.Tensor):
+                if isinstance(actual, (int, float, bool)) and isinstance(expected, (int, float, bool)):
                     actual, expected = torch.tensor(actual), torch.tensor(expected)
                 else:
                     continue
-            if not _is_rbln(actual) and not any(_is_rbln(t) for t in tree_flatten((args, kwargs))[0]):
-                continue
             atol, rtol = tolerance(actual.dtype, name, self.tolerances)
             actual_cpu = actual.detach().cpu()
             expected = expected.detach()
@@ -240,6 +260,11 @@ class compare(contextlib.ContextDecorator):
         return script
 
 
+def _flat(out) -> list:
+    """An op's results: tensors and numbers (`.item()`'s), in order."""
+    return [v for v in (out if isinstance(out, (list, tuple)) else (out,))]
+
+
 class _CompareMode(TorchDispatchMode):
     def __init__(self, owner: compare):
         super().__init__()
@@ -247,10 +272,9 @@ class _CompareMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        leaves = tree_flatten((args, kwargs))[0]
-        on_rbln = any(_is_rbln(t) for t in leaves) or any(
-            isinstance(v, (str, torch.device)) and torch.device(v).type == "rbln" for v in (kwargs.get("device"),)
-            if v is not None)
+        device = kwargs.get("device")
+        on_rbln = any(_is_rbln(t) for t in tensors_in((*args, *kwargs.values()))) or (
+            device is not None and torch.device(device).type == "rbln")
         if not on_rbln:
             return func(*args, **kwargs)
         return self.owner._check(func, args, kwargs)

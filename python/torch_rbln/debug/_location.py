@@ -36,7 +36,7 @@ class Locator(ModuleTracker):
         names = self.parents - {"Global"}
         module = None
         if names:
-            innermost = max(names, key=lambda n: n.count("."))
+            innermost = max(names, key=len)  # nested paths: the innermost is the longest
             module = innermost.split(".", 1)[1] if "." in innermost else innermost
         backward = self.is_bw
         stack = [] if backward else user_stack()

@@ -1,8 +1,10 @@
 """Non-finite origin: the first op on rbln whose results hold a NaN or an Inf, from finite inputs.
 
-Each op's floating results are checked on the device (`isfinite(t).all()`, queued on the op's stream
-after the op); the flags are read by the host once every `check_every` ops and when the block ends, so
-the check adds device work but no host wait per op. Inputs first seen (parameters, data) are checked
+Each op's floating results are reduced on the device to their sum (one `sum` kernel, queued on the
+op's stream after the op, accumulated in float32 at least: a NaN or an infinity makes the sum NaN or
+infinite; finite values make it so only past float32's range, 3.4e38, which is then reported too); the
+host reads the sums, stacked, once every `check_every` ops and when the block ends, so the check adds
+one reduction per result and no host wait per op. Inputs first seen (parameters, data) are checked
 once, so an op that received a NaN from outside is not blamed for it."""
 from __future__ import annotations
 
@@ -10,9 +12,7 @@ import contextlib
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
-
-from ._compare import _is_rbln, _written, op_name
+from ._compare import _is_rbln, _written, op_name, results, tensors_in
 from ._location import Locator, describe
 
 
@@ -57,9 +57,9 @@ class detect_nonfinite(contextlib.ContextDecorator):
         """Reads the flags queued so far (one host wait) and raises for the first non-finite result."""
         if not self._flags:
             return
-        flags, entries = torch.stack(self._flags).cpu(), self._entries
+        finite, entries = torch.stack(self._flags).cpu().isfinite(), self._entries
         self._flags, self._entries = [], []
-        bad = (~flags).nonzero()
+        bad = (~finite).nonzero()
         if len(bad):
             op, result, where, from_input = entries[int(bad[0])]
             raise NonFiniteError(op, result, where, from_input)
@@ -71,25 +71,26 @@ class detect_nonfinite(contextlib.ContextDecorator):
     def _inputs(self, func, args, kwargs) -> dict | None:
         """Checks the inputs not seen before (before the op: it may write them)."""
         where = None
-        for i, t in enumerate(tree_flatten((args, kwargs))[0]):
+        for i, t in enumerate(tensors_in((*args, *kwargs.values()))):
             if _floating_rbln(t) and _key(t) not in self._known:
                 where = where or self._locator.where()
                 self._queue(t, op_name(func), f"input {i}", where, True)
         return where
 
     def _results(self, func, args, kwargs, out, where) -> None:
-        results = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
-        results += [t for t in _written(func, args, kwargs) if not any(t is r for r in results)]
-        for i, t in enumerate(results):
+        written = results(out)
+        written += [t for t in _written(func, args, kwargs) if not any(t is r for r in written)]
+        for i, t in enumerate(written):
             if _floating_rbln(t):
                 where = where or self._locator.where()
                 self._queue(t, op_name(func), f"output {i}", where, False)
-        if len(self._flags) >= self.check_every:
+        if len(self._entries) >= self.check_every:
             self.check()
 
     def _queue(self, t: torch.Tensor, op, result, where, from_input) -> None:
         self._known.add(_key(t))
-        self._flags.append(torch.isfinite(t).all())
+        wide = t.dtype if t.dtype in (torch.float64, torch.complex128) else None
+        self._flags.append(t.sum(dtype=wide or (torch.complex64 if t.is_complex() else torch.float32)))
         self._entries.append((op, result, where, from_input))
 
 
@@ -111,7 +112,7 @@ class _NonFiniteMode(TorchDispatchMode):
         owner = self.owner
         if owner._skips(func):  # its results are taken as they are, also as later ops' inputs
             out = func(*args, **kwargs)
-            owner._known.update(_key(t) for t in tree_flatten(out)[0] if _floating_rbln(t))
+            owner._known.update(_key(t) for t in results(out) if _floating_rbln(t))
             return out
         where = owner._inputs(func, args, kwargs)
         out = func(*args, **kwargs)
