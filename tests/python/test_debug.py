@@ -218,24 +218,21 @@ def test_compare_on_a_hugging_face_model_names_its_module_paths_and_checks_its_t
 # ---------------------------------------------------------------- non-finite origin
 
 
-def overflowing_half_model():
+@pytest.mark.parametrize("dtype, value, weight", [(torch.float16, 100.0, 300.0), (torch.bfloat16, 1e30, 1e10)])
+def test_nonfinite_origin_is_the_layer_that_overflows(dtype, value, weight):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 16), nn.Linear(16, 4))
     with torch.no_grad():
-        model[0].weight.fill_(0.1)
-        model[2].weight.fill_(300.0)  # 16 inputs near 160 each: 16 * 160 * 300 > 65504
-    return model.half().rbln()
-
-
-def test_nonfinite_origin_is_the_float16_overflow():
-    model = overflowing_half_model()
-    x = torch.full((2, 16), 100.0, dtype=torch.half).rbln()
+        model[0].weight.fill_(0.1)  # 1.6 * value each
+        model[2].weight.fill_(weight)  # 16 * 1.6 * value * weight: past the dtype's largest value
+    model = model.to(dtype).rbln()
+    x = torch.full((2, 16), value, dtype=dtype).rbln()
     with pytest.raises(NonFiniteError) as info, debug.detect_nonfinite():
         model(x)
     e = info.value
     assert e.op == "aten::addmm.default" and e.where["module"] == "2" and not e.from_input
-    assert e.where["phase"] == "forward" and "functional.py" not in e.where["stack"][0]
-    model[2].weight.data.fill_(0.01)
+    assert e.where["phase"] == "forward" and e.where["stack"][0].startswith(HERE)
+    model[2].weight.data.fill_(1e-3)
     with debug.detect_nonfinite():  # finite now: no error
         model(x)
 
@@ -260,9 +257,14 @@ def test_nonfinite_in_backward_and_skipped_ops():
     with pytest.raises(NonFiniteError) as info, debug.detect_nonfinite(check_every=1):
         model(x).sum().backward()  # d sqrt(x) / dx at 0 is inf
     assert info.value.where["phase"] == "backward" and info.value.where["module"] == "1"
+    # An op told to write an infinity is no origin; ops in `skip` are not checked.
     mask = torch.tensor([0.0, 1.0, 1.0, 1.0]).rbln()
-    with debug.detect_nonfinite(skip={"aten::masked_fill"}):
-        (mask.masked_fill(mask == 0, float("-inf")).softmax(-1) * 0).nan_to_num()
+    with debug.detect_nonfinite():
+        mask.masked_fill(mask == 0, float("-inf")).softmax(-1)
+    with pytest.raises(NonFiniteError, match="aten::log.default"), debug.detect_nonfinite():
+        (mask - 1).log()
+    with debug.detect_nonfinite(skip={"aten::log"}):
+        (mask - 1).log()
 
 
 # ---------------------------------------------------------------- dumps

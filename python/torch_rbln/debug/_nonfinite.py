@@ -9,6 +9,7 @@ once, so an op that received a NaN from outside is not blamed for it."""
 from __future__ import annotations
 
 import contextlib
+import math
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -32,8 +33,8 @@ class detect_nonfinite(contextlib.ContextDecorator):
     """Raises NonFiniteError naming the first rbln op (its overload, module path, forward or backward,
     the user's lines) whose floating results hold a NaN or an Inf (float16 and bfloat16 overflow too).
     check_every: ops between host reads of the device flags (the error comes at the read, for the first
-    op). skip: ops ("aten::masked_fill" or "aten::masked_fill.Scalar") allowed to make infinities, such
-    as the -inf of an attention mask."""
+    op). An op given a non-finite number (masked_fill(mask, float("-inf")) for an attention mask) is not
+    checked, nor are the ops in `skip` ("aten::masked_fill" or "aten::masked_fill.Scalar")."""
 
     def __init__(self, *, check_every: int = 512, skip=()):
         self.check_every, self.skip = check_every, set(skip)
@@ -94,6 +95,10 @@ class detect_nonfinite(contextlib.ContextDecorator):
         self._entries.append((op, result, where, from_input))
 
 
+def _nonfinite_scalar(args, kwargs) -> bool:
+    return any(isinstance(v, float) and not math.isfinite(v) for v in (*args, *kwargs.values()))
+
+
 def _floating_rbln(t) -> bool:
     return _is_rbln(t) and (t.is_floating_point() or t.is_complex()) and t.numel() > 0
 
@@ -110,7 +115,8 @@ class _NonFiniteMode(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         owner = self.owner
-        if owner._skips(func):  # its results are taken as they are, also as later ops' inputs
+        if owner._skips(func) or _nonfinite_scalar(args, kwargs):  # its results are taken as they are, also as
+            # later ops' inputs: an op told to write an infinity (masked_fill(mask, -inf)) is no origin
             out = func(*args, **kwargs)
             owner._known.update(_key(t) for t in results(out) if _floating_rbln(t))
             return out
