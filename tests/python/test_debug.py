@@ -299,12 +299,12 @@ def test_dumps_and_the_command_line_comparison(tmp_path, capsys):
     dump_run("rbln", tmp_path / "rbln")
     dump_run("rbln", tmp_path / "faulty", fault="aten::relu")
     index = json.loads((tmp_path / "rbln" / "index.json").read_text())
-    assert index["tied"] == {"lm_head.weight": "embed.weight"}
+    assert index["tied"] == {"lm_head.weight": "embed.weight"} and index["device"] == "rbln:0"
     kinds = {(e["module"], e["kind"]) for e in index["entries"]}
     assert {("block.down_proj", "forward"), ("(model)", "forward"), ("block", "backward"),
             ("(parameters)", "parameter_grad")} <= kinds
     model_entry = next(e for e in index["entries"] if e["module"] == "(model)" and e["kind"] == "forward")
-    assert set(model_entry["tensors"]) == {"input[0][0]", "output['logits']", "output['pair'][0]",
+    assert set(model_entry["tensors"]) == {"input[0]", "output['logits']", "output['pair'][0]",
                                            "output['pair'][1]"}
     assert model_entry["tensors"]["output['logits']"]["shape"] == [2, 3, 10]
 

@@ -87,13 +87,17 @@ class Divergence:
             what = f["statistics"]
         else:
             what = (f"max abs error {f['max_abs']:.4g}, max rel error {f['max_rel']:.4g} at index {f['index']} "
-                    f"(rbln {f['actual']}, reference {f['expected']}); {f['count']} of {f['numel']} elements off "
+                    f"(rbln {_g(f['actual'])}, reference {_g(f['expected'])}); {f['count']} of {f['numel']} elements off "
                     f"(atol {self.atol:g}, rtol {self.rtol:g})")
         text = f"{self.op}: {self.result} ({str(self.dtype).removeprefix('torch.')}{list(self.shape)}) diverges: {what}\n"
         text += describe(self.where)
         if self.reproducer:
             text += f"\n  reproducer: python {self.reproducer}"
         return text
+
+
+def _g(value) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
 class DivergenceError(RuntimeError):
@@ -247,7 +251,7 @@ class compare(contextlib.ContextDecorator):
             raise DivergenceError(divergence)
 
     def _write_reproducer(self, divergence: Divergence, func, saved) -> str:
-        directory = self.repro_dir or tempfile.mkdtemp(prefix="rbln_compare_")
+        directory = os.path.abspath(self.repro_dir or tempfile.mkdtemp(prefix="rbln_compare_"))
         os.makedirs(directory, exist_ok=True)
         stem = divergence.op.replace("::", "_").replace(".", "_")
         inputs = os.path.join(directory, f"{stem}.pt")

@@ -73,15 +73,17 @@ class dump_step(contextlib.ContextDecorator):
         if grads:
             self._write("(parameters)", "parameter_grad", grads)
         with open(os.path.join(self.directory, INDEX), "w") as f:
-            json.dump({"format": FORMAT, "torch": torch.__version__, "entries": self.entries, "tied": tied}, f,
-                      indent=1)
+            device = next((str(p.device) for p in self.model.parameters()), None)
+            json.dump({"format": FORMAT, "torch": torch.__version__, "device": device, "entries": self.entries,
+                       "tied": tied}, f, indent=1)
         return False
 
     def _forward(self, name, module, args, kwargs, output):
         call = self._calls.get(name, 0)
         self._calls[name] = call + 1
         key = (name or "(model)") + (f"#{call}" if call else "")
-        self._write(key, "forward", {**_tensors("input", (args, kwargs)), **_tensors("output", output)})
+        self._write(key, "forward", {**_tensors("input", args), **_tensors("input", kwargs),
+                                     **_tensors("output", output)})
         if self.grads and torch.is_grad_enabled():
             for path, t in tree_flatten_with_path(output)[0]:
                 if isinstance(t, torch.Tensor) and t.requires_grad:
@@ -145,7 +147,7 @@ def format_rows(rows: list[dict], top: int = 20) -> str:
     f = first["figures"]
     lines = [f"first diverging module: {first['module']} ({first['kind']}), {first['tensor']}: "
              + (f["mismatch"] or f"max abs error {f['max_abs']:.4g}, max rel error {f['max_rel']:.4g} "
-                                 f"at index {f['index']} ({f['actual']} vs {f['expected']})"),
+                                 f"at index {f['index']} ({f['actual']:.6g} vs {f['expected']:.6g})"),
              f"{len(rows)} diverging tensor(s); worst (error over tolerance) first:",
              f"{'module':<40} {'kind':<15} {'tensor':<28} {'max abs':>10} {'max rel':>10} {'x tol':>8}"]
     for r in sorted(rows, key=lambda r: -r["figures"]["ratio"])[:top]:
