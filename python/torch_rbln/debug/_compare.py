@@ -13,11 +13,10 @@ import textwrap
 from dataclasses import dataclass, field
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_map
 
 from ._errors import error, tolerance
-from ._location import Locator, describe
+from ._location import Locator, OpMode, describe
 from ._references import REFERENCES
 
 # Ops whose result is not a function of their inputs (uninitialized memory) or that only move metadata.
@@ -149,7 +148,7 @@ class compare(contextlib.ContextDecorator):
         self._locator = self._stack.enter_context(Locator())
         if self.backward_stacks:
             self._stack.enter_context(torch.autograd.detect_anomaly(check_nan=False))
-        self._stack.enter_context(_CompareMode(self))
+        self._stack.enter_context(OpMode(self))
         return self
 
     def __exit__(self, *exc):
@@ -181,7 +180,12 @@ class compare(contextlib.ContextDecorator):
             return x.to(self.dtype)
         return x
 
-    def _check(self, func, args, kwargs):
+    def _dispatch(self, func, args, kwargs):
+        device = kwargs.get("device")
+        on_rbln = any(_is_rbln(t) for t in tensors_in((*args, *kwargs.values()))) or (
+            device is not None and torch.device(device).type == "rbln")
+        if not on_rbln:
+            return func(*args, **kwargs)
         name = op_name(func)
         if name.rsplit(".", 1)[0] in _UNCOMPARABLE or func.is_view:
             return func(*args, **kwargs)
@@ -266,22 +270,7 @@ class compare(contextlib.ContextDecorator):
 
 def _flat(out) -> list:
     """An op's results: tensors and numbers (`.item()`'s), in order."""
-    return [v for v in (out if isinstance(out, (list, tuple)) else (out,))]
-
-
-class _CompareMode(TorchDispatchMode):
-    def __init__(self, owner: compare):
-        super().__init__()
-        self.owner = owner
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        device = kwargs.get("device")
-        on_rbln = any(_is_rbln(t) for t in tensors_in((*args, *kwargs.values()))) or (
-            device is not None and torch.device(device).type == "rbln")
-        if not on_rbln:
-            return func(*args, **kwargs)
-        return self.owner._check(func, args, kwargs)
+    return list(out) if isinstance(out, (list, tuple)) else [out]
 
 
 REPRODUCER = textwrap.dedent('''\

@@ -6,6 +6,7 @@ import re
 import sys
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.module_tracker import ModuleTracker
 
 from .._observe import _PACKAGE_DIRS
@@ -60,3 +61,15 @@ def describe(where: dict) -> str:
     module = where["module"] or "(no module)"
     lines = "\n".join(f"    {line}" for line in where["stack"]) or "    (no Python frames)"
     return f"  in {module} ({where['phase']})\n{lines}"
+
+
+class OpMode(TorchDispatchMode):
+    """A dispatch mode handing every op to its owner's `_dispatch(func, args, kwargs)` (compare mode, the
+    non-finite check): it sees the ops of the thread that entered it and of autograd's threads."""
+
+    def __init__(self, owner):
+        super().__init__()
+        self.owner = owner
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return self.owner._dispatch(func, args, kwargs or {})

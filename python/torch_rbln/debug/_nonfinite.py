@@ -12,9 +12,8 @@ import contextlib
 import math
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 from ._compare import _is_rbln, _written, op_name, results, tensors_in
-from ._location import Locator, describe
+from ._location import Locator, OpMode, describe
 
 
 class NonFiniteError(RuntimeError):
@@ -45,7 +44,7 @@ class detect_nonfinite(contextlib.ContextDecorator):
         self._known: set[int] = set()  # storages whose finiteness is already checked
         self._stack = contextlib.ExitStack()
         self._locator = self._stack.enter_context(Locator())
-        self._stack.enter_context(_NonFiniteMode(self))
+        self._stack.enter_context(OpMode(self))
         return self
 
     def __exit__(self, exc_type, *exc):
@@ -64,6 +63,17 @@ class detect_nonfinite(contextlib.ContextDecorator):
         if len(bad):
             op, result, where, from_input = entries[int(bad[0])]
             raise NonFiniteError(op, result, where, from_input)
+
+    def _dispatch(self, func, args, kwargs):
+        if self._skips(func) or _nonfinite_scalar(args, kwargs):  # its results are taken as they are, also as
+            # later ops' inputs: an op told to write an infinity (masked_fill(mask, -inf)) is no origin
+            out = func(*args, **kwargs)
+            self._known.update(_key(t) for t in results(out) if _floating_rbln(t))
+            return out
+        where = self._inputs(func, args, kwargs)
+        out = func(*args, **kwargs)
+        self._results(func, args, kwargs, out, where)
+        return out
 
     def _skips(self, func) -> bool:
         name = op_name(func)
@@ -105,22 +115,3 @@ def _floating_rbln(t) -> bool:
 
 def _key(t: torch.Tensor) -> int:
     return t.untyped_storage().data_ptr()
-
-
-class _NonFiniteMode(TorchDispatchMode):
-    def __init__(self, owner: detect_nonfinite):
-        super().__init__()
-        self.owner = owner
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        owner = self.owner
-        if owner._skips(func) or _nonfinite_scalar(args, kwargs):  # its results are taken as they are, also as
-            # later ops' inputs: an op told to write an infinity (masked_fill(mask, -inf)) is no origin
-            out = func(*args, **kwargs)
-            owner._known.update(_key(t) for t in results(out) if _floating_rbln(t))
-            return out
-        where = owner._inputs(func, args, kwargs)
-        out = func(*args, **kwargs)
-        owner._results(func, args, kwargs, out, where)
-        return out
