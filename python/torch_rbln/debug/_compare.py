@@ -147,7 +147,7 @@ class compare(contextlib.ContextDecorator):
         self._stack = contextlib.ExitStack()
         self._locator = self._stack.enter_context(Locator())
         if self.backward_stacks:
-            self._stack.enter_context(torch.autograd.detect_anomaly(check_nan=False))
+            self._stack.enter_context(torch.autograd.set_detect_anomaly(True, check_nan=False))
         self._stack.enter_context(OpMode(self))
         return self
 
