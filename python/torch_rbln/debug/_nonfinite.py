@@ -41,7 +41,7 @@ class detect_nonfinite(contextlib.ContextDecorator):
     def __enter__(self):
         self._flags: list[torch.Tensor] = []
         self._entries: list[tuple] = []  # (op, result, where or a callable making it, from_input)
-        self._known: set[int] = set()  # storages whose finiteness is already checked
+        self._known: set[int] = set()  # data pointers of tensors whose finiteness is already checked
         self._stack = contextlib.ExitStack()
         self._locator = self._stack.enter_context(Locator())
         self._stack.enter_context(OpMode(self))
@@ -114,4 +114,4 @@ def _floating_rbln(t) -> bool:
 
 
 def _key(t: torch.Tensor) -> int:
-    return t.untyped_storage().data_ptr()
+    return t.data_ptr()  # a view at an offset of a checked result is checked again: harmless, and cheaper
