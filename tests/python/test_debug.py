@@ -160,6 +160,10 @@ def test_compare_random_ops_by_statistics_or_skips_them_with_a_reason():
         with debug.compare():
             torch.empty(4000, device="rbln").normal_()
     assert info.value.divergence.op == "aten::normal_.default" and "std" in info.value.divergence.figures["statistics"]
+    # Dropout with p == 0 (attention's dropout_p=0.0) is not random: compared element by element.
+    with inject_fault("aten::native_dropout"), pytest.raises(DivergenceError) as info, debug.compare():
+        torch.ops.aten.native_dropout(torch.ones(4000, device="rbln"), 0.0, True)
+    assert info.value.divergence.figures["index"] == (0,)
 
 
 def test_compare_all_mode_ranks_every_divergence_and_tolerances_are_overridable(net, capsys):

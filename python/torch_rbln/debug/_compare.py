@@ -95,6 +95,18 @@ class Divergence:
         return text
 
 
+def _random(func, args, kwargs) -> bool:
+    """A random op, unless its randomness is off for this call: dropout with p == 0 or not training
+    (attention with dropout_p=0.0, native_dropout(train=False))."""
+    if torch.Tag.nondeterministic_seeded not in func.tags:
+        return False
+    for i, a in enumerate(func._schema.arguments):
+        value = args[i] if i < len(args) else kwargs.get(a.name, a.default_value)
+        if (a.name in ("p", "dropout_p") and value == 0) or (a.name == "train" and value is False):
+            return False
+    return True
+
+
 def _g(value) -> str:
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
@@ -209,7 +221,7 @@ class compare(contextlib.ContextDecorator):
         written, ref_written = _written(func, args, kwargs), _written(func, ref_args, ref_kwargs)
         pairs = [p for p in pairs if not any(p[1] is w for w in written)]  # an in-place op returns what it wrote
         pairs += [(f"argument written {i}", a, e) for i, (a, e) in enumerate(zip(written, ref_written))]
-        random = torch.Tag.nondeterministic_seeded in func.tags
+        random = _random(func, args, kwargs)
         for result, actual, expected in pairs:
             if not isinstance(actual, torch.Tensor) or not isinstance(expected, torch.Tensor):
                 if isinstance(actual, (int, float, bool)) and isinstance(expected, (int, float, bool)):
