@@ -33,14 +33,14 @@ class Locator(ModuleTracker):
     are those of the forward op whose gradient is being computed when anomaly mode recorded them
     (compare(backward_stacks=True)), else the autograd node's name."""
 
-    def where(self) -> dict:
+    def where(self, lines: int = 4) -> dict:
         names = self.parents - {"Global"}
         module = None
         if names:
             innermost = max(names, key=len)  # nested paths: the innermost is the longest
             module = innermost.split(".", 1)[1] if "." in innermost else innermost
         backward = self.is_bw
-        stack = [] if backward else user_stack()
+        stack = [] if backward else user_stack(lines)
         node = torch._C._current_autograd_node() if backward else None
         if node is not None:
             traceback = node.metadata.get("traceback_")

@@ -12,8 +12,13 @@ import contextlib
 import math
 
 import torch
-from ._compare import _is_rbln, _written, op_name, results, tensors_in
+from ._compare import _written, op_name, results, tensors_in
 from ._location import Locator, OpMode, describe
+
+
+# The user's lines kept per op: each op's are taken before the host knows whether they are needed, and
+# walking Python's stack is most of this check's host cost.
+_LINES = 2
 
 
 class NonFiniteError(RuntimeError):
@@ -84,7 +89,7 @@ class detect_nonfinite(contextlib.ContextDecorator):
         where = None
         for i, t in enumerate(tensors_in((*args, *kwargs.values()))):
             if _floating_rbln(t) and _key(t) not in self._known:
-                where = where or self._locator.where()
+                where = where or self._locator.where(_LINES)
                 self._queue(t, op_name(func), f"input {i}", where, True)
         return where
 
@@ -93,7 +98,7 @@ class detect_nonfinite(contextlib.ContextDecorator):
         written += [t for t in _written(func, args, kwargs) if not any(t is r for r in written)]
         for i, t in enumerate(written):
             if _floating_rbln(t):
-                where = where or self._locator.where()
+                where = where or self._locator.where(_LINES)
                 self._queue(t, op_name(func), f"output {i}", where, False)
         if len(self._entries) >= self.check_every:
             self.check()
@@ -110,7 +115,9 @@ def _nonfinite_scalar(args, kwargs) -> bool:
 
 
 def _floating_rbln(t) -> bool:
-    return _is_rbln(t) and (t.is_floating_point() or t.is_complex()) and t.numel() > 0
+    # cheapest tests first: this runs for every argument and result of every op
+    return (isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex()) and not t.is_cpu
+            and t.device.type == "rbln" and t.numel() > 0)
 
 
 def _key(t: torch.Tensor) -> int:
