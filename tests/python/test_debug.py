@@ -311,9 +311,9 @@ def test_dumps_and_the_command_line_comparison(tmp_path, capsys):
     index = json.loads((tmp_path / "rbln" / "index.json").read_text())
     assert index["tied"] == {"lm_head.weight": "embed.weight"} and index["device"] == "rbln:0"
     kinds = {(e["module"], e["kind"]) for e in index["entries"]}
-    assert {("block.down_proj", "forward"), ("(model)", "forward"), ("block", "backward"),
+    assert {("block.down_proj", "forward"), ("TiedTwoHeads", "forward"), ("block", "backward"),
             ("(parameters)", "parameter_grad")} <= kinds
-    model_entry = next(e for e in index["entries"] if e["module"] == "(model)" and e["kind"] == "forward")
+    model_entry = next(e for e in index["entries"] if e["module"] == "TiedTwoHeads" and e["kind"] == "forward")
     assert set(model_entry["tensors"]) == {"input[0]", "output['logits']", "output['pair'][0]",
                                            "output['pair'][1]"}
     assert model_entry["tensors"]["output['logits']"]["shape"] == [2, 3, 10]
@@ -334,5 +334,5 @@ def test_dump_forward_only(tmp_path):
     model = Net().rbln()
     out = debug.dump(model, (torch.randn(2, 8).rbln(),), str(tmp_path))
     index = json.loads((tmp_path / "index.json").read_text())
-    assert out.shape == (2, 4) and [e["module"] for e in index["entries"]][-1] == "(model)"
+    assert out.shape == (2, 4) and [e["module"] for e in index["entries"]][-1] == "Net"
     assert all(e["kind"] == "forward" for e in index["entries"])

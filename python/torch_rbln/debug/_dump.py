@@ -81,7 +81,7 @@ class dump_step(contextlib.ContextDecorator):
     def _forward(self, name, module, args, kwargs, output):
         call = self._calls.get(name, 0)
         self._calls[name] = call + 1
-        key = (name or "(model)") + (f"#{call}" if call else "")
+        key = (name or type(module).__name__) + (f"#{call}" if call else "")  # the root: its class, as in compare mode
         self._write(key, "forward", {**_tensors("input", args), **_tensors("input", kwargs),
                                      **_tensors("output", output)})
         if self.grads and torch.is_grad_enabled():
