@@ -328,6 +328,10 @@ def test_dumps_and_the_command_line_comparison(tmp_path, capsys):
     assert wrong.returncode == 1, wrong.stdout + wrong.stderr
     # relu is no module: the first to see its wrong result is down_proj, as its input
     assert wrong.stdout.startswith("first diverging module: block.down_proj (forward), input"), wrong.stdout
+    assert main(["compare", str(tmp_path / "faulty"), str(tmp_path / "cpu"), "--atol", "2"]) == 0  # within 2
+    (tmp_path / "faulty" / "index.json").write_text(json.dumps({**index, "entries": index["entries"][:1]}))
+    assert main(["compare", str(tmp_path / "cpu"), str(tmp_path / "faulty")]) == 1  # modules missing in B
+    assert "not in" in capsys.readouterr().out
 
 
 def test_dump_forward_only(tmp_path):
