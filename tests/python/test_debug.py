@@ -131,7 +131,7 @@ def test_compare_backward_divergence_names_the_module_and_forward_line():
     assert d.where["stack"][1].startswith(f"forward: {HERE}:{here} in "), d.where["stack"]
 
 
-def test_compare_in_place_and_out_ops_compare_the_written_argument():
+def test_compare_in_place_out_and_factory_ops():
     a, b = torch.randn(300), torch.randn(300)
     with inject_fault("aten::add_.Tensor"), pytest.raises(DivergenceError) as info, debug.compare():
         a.rbln().add_(b.rbln())
@@ -146,6 +146,9 @@ def test_compare_in_place_and_out_ops_compare_the_written_argument():
         add_into(torch.empty(300).rbln())
     assert info.value.divergence.op == "aten::add.out" and info.value.divergence.result == "argument written 0"
     add_into(torch.empty(300).rbln())  # the right kernel again: no divergence
+    with inject_fault("aten::full"), pytest.raises(DivergenceError) as info, debug.compare():  # a factory
+        torch.full((3, 4), 2.0, device="rbln")
+    assert info.value.divergence.op == "aten::full.default" and info.value.divergence.figures["expected"] == 2.0
 
 
 def test_compare_random_ops_by_statistics_or_skips_them_with_a_reason():

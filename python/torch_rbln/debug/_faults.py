@@ -46,8 +46,10 @@ def inject_fault(op, perturb=None):
     mutated = [i for i, a in enumerate(overload._schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
 
     def kernel(*args, **kwargs):
-        device = next(t.device for t in _tensors((args, kwargs)) if t.device.type == "rbln")
+        device = next((t.device for t in _tensors((args, kwargs)) if t.device.type == "rbln"), None)
         cpu_args, cpu_kwargs = tree_map(_to_cpu, (args, kwargs))
+        if device is None:  # a factory: device= names it
+            device, cpu_kwargs["device"] = kwargs["device"], torch.device("cpu")
         result = overload(*cpu_args, **cpu_kwargs)
         if not mutated:
             return tree_map(lambda t: perturb(t).to(device) if isinstance(t, torch.Tensor) else t, result)
