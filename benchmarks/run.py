@@ -391,6 +391,46 @@ def main() -> int:
         rows.append(value_row("compiles in a second process (plans on disk)", "compiled ops",
                               lambda: cold["second_process_compiles"], 0, reference="count"))
 
+    # ---- accuracy debugging (docs/debugging.md): torch_rbln.debug's modes on a transformer ----
+    def nonfinite_check():
+        from torch_rbln import debug
+
+        torch.manual_seed(0)
+        model = TinyLlama().to("rbln")
+        opt = torch.optim.AdamW(model.parameters(), foreach=True)
+        tokens = torch.randint(0, 512, (4, 64), device="rbln")
+
+        def step():
+            opt.zero_grad()
+            F.cross_entropy(model(tokens)[0].flatten(0, 1), tokens.flatten()).backward()
+            opt.step()
+
+        def checked():
+            with debug.detect_nonfinite():
+                step()
+        return {"plain": step, "checked": checked}
+    rows.append(compare_fns("TinyLlama training step: detect_nonfinite / without", "debug", nonfinite_check, reps,
+                            1.5, "the step without it", labels=("plain", "checked")))
+
+    def compare_mode():
+        from torch_rbln import debug
+
+        torch.manual_seed(0)
+        cpu_model, tokens = TinyLlama().eval(), torch.randint(0, 512, (4, 64))
+        dev_model, dev_tokens = TinyLlama().eval().to("rbln"), tokens.to("rbln")
+        dev_model.load_state_dict(cpu_model.state_dict())
+
+        def both():
+            with torch.no_grad():
+                cpu_model(tokens), dev_model(dev_tokens)
+
+        def compared():
+            with torch.no_grad(), debug.compare():
+                dev_model(dev_tokens)
+        return {"both": both, "compared": compared}
+    rows.append(compare_fns("TinyLlama forward: debug.compare / (CPU forward + rbln forward)", "debug", compare_mode,
+                            reps, 3, "CPU forward + rbln forward", labels=("both", "compared")))
+
     # ---- profiler (docs/debugging.md): its cost while on, and none left once it is off ----
     def add_chain(device, length):
         y = torch.randn(1, device=device)
