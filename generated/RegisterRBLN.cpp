@@ -456,7 +456,7 @@ bool wrapper__has_compatible_shallow_copy_type(const at::Tensor & self, const at
 
 at::Tensor & wrapper_fill__Scalar(at::Tensor & self, const at::Scalar & value) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fill__Scalar>::call(self, value);
   }
@@ -466,7 +466,7 @@ at::Tensor & wrapper_fill__Scalar(at::Tensor & self, const at::Scalar & value) {
 
 at::Tensor & wrapper_fill__Tensor(at::Tensor & self, const at::Tensor & value) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()) && dtype_ok(value.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fill__Tensor>::call(self, value);
   }
@@ -476,7 +476,7 @@ at::Tensor & wrapper_fill__Tensor(at::Tensor & self, const at::Tensor & value) {
 
 at::Tensor & wrapper_zero_(at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::zero_>::call(self);
   }
@@ -538,7 +538,7 @@ at::Tensor & wrapper_eye_out(c10::SymInt n, at::Tensor & out) {
 
 at::Tensor wrapper_where_self(const at::Tensor & condition, const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(condition));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()) && dtype_ok(other.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::where_self>::call(condition, self, other);
   }
@@ -549,7 +549,7 @@ at::Tensor wrapper_where_self(const at::Tensor & condition, const at::Tensor & s
 
 at::Tensor & wrapper_where_self_out(const at::Tensor & condition, const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(condition));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()) && dtype_ok(other.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::where_self_out>::call(condition, self, other, out);
   }
@@ -844,7 +844,7 @@ at::Tensor wrapper_min(const at::Tensor & self) {
 
 at::Tensor wrapper_all_dim(const at::Tensor & self, int64_t dim, bool keepdim) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::all_dim>::call(self, dim, keepdim);
   }
@@ -855,7 +855,7 @@ at::Tensor wrapper_all_dim(const at::Tensor & self, int64_t dim, bool keepdim) {
 
 at::Tensor & wrapper_all_out(const at::Tensor & self, int64_t dim, bool keepdim, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::all_out>::call(self, dim, keepdim, out);
   }
@@ -865,7 +865,7 @@ at::Tensor & wrapper_all_out(const at::Tensor & self, int64_t dim, bool keepdim,
 
 at::Tensor wrapper_all_dims(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::all_dims>::call(self, dim, keepdim);
   }
@@ -876,7 +876,7 @@ at::Tensor wrapper_all_dims(const at::Tensor & self, at::OptionalIntArrayRef dim
 
 at::Tensor & wrapper_all_dims_out(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::all_dims_out>::call(self, dim, keepdim, out);
   }
@@ -886,7 +886,7 @@ at::Tensor & wrapper_all_dims_out(const at::Tensor & self, at::OptionalIntArrayR
 
 at::Tensor wrapper_all(const at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::all>::call(self);
   }
@@ -897,7 +897,7 @@ at::Tensor wrapper_all(const at::Tensor & self) {
 
 at::Tensor & wrapper_all_all_out(const at::Tensor & self, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::all_all_out>::call(self, out);
   }
@@ -907,7 +907,7 @@ at::Tensor & wrapper_all_all_out(const at::Tensor & self, at::Tensor & out) {
 
 at::Tensor wrapper_any_dim(const at::Tensor & self, int64_t dim, bool keepdim) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::any_dim>::call(self, dim, keepdim);
   }
@@ -918,7 +918,7 @@ at::Tensor wrapper_any_dim(const at::Tensor & self, int64_t dim, bool keepdim) {
 
 at::Tensor & wrapper_any_out(const at::Tensor & self, int64_t dim, bool keepdim, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::any_out>::call(self, dim, keepdim, out);
   }
@@ -928,7 +928,7 @@ at::Tensor & wrapper_any_out(const at::Tensor & self, int64_t dim, bool keepdim,
 
 at::Tensor wrapper_any_dims(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::any_dims>::call(self, dim, keepdim);
   }
@@ -939,7 +939,7 @@ at::Tensor wrapper_any_dims(const at::Tensor & self, at::OptionalIntArrayRef dim
 
 at::Tensor & wrapper_any_dims_out(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::any_dims_out>::call(self, dim, keepdim, out);
   }
@@ -949,7 +949,7 @@ at::Tensor & wrapper_any_dims_out(const at::Tensor & self, at::OptionalIntArrayR
 
 at::Tensor wrapper_any(const at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::any>::call(self);
   }
@@ -960,7 +960,7 @@ at::Tensor wrapper_any(const at::Tensor & self) {
 
 at::Tensor & wrapper_any_all_out(const at::Tensor & self, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::any_all_out>::call(self, out);
   }
@@ -1856,7 +1856,7 @@ at::Tensor wrapper_index_select(const at::Tensor & self, int64_t dim, const at::
   c10::impl::check_and_update_common_device(common_device, self, "wrapper_index_select", "self");
   c10::impl::check_and_update_common_device(common_device, index, "wrapper_index_select", "index");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_select>::call(self, dim, index);
   }
@@ -1871,7 +1871,7 @@ at::Tensor & wrapper_index_select_out(const at::Tensor & self, int64_t dim, cons
   c10::impl::check_and_update_common_device(common_device, self, "wrapper_index_select_out", "self");
   c10::impl::check_and_update_common_device(common_device, index, "wrapper_index_select_out", "index");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_select_out>::call(self, dim, index, out);
   }
@@ -1928,7 +1928,7 @@ at::Tensor wrapper_masked_select(const at::Tensor & self, const at::Tensor & mas
   c10::impl::check_and_update_common_device(common_device, self, "wrapper_masked_select", "self");
   c10::impl::check_and_update_common_device(common_device, mask, "wrapper_masked_select", "mask");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::masked_select>::call(self, mask);
   }
@@ -2411,7 +2411,7 @@ at::Tensor wrapper_max_unpool3d(const at::Tensor & self, const at::Tensor & indi
 
 at::Tensor wrapper_index_Tensor(const at::Tensor & self, const c10::List<::std::optional<at::Tensor>> & indices) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_Tensor>::call(self, indices);
   }
@@ -2422,7 +2422,7 @@ at::Tensor wrapper_index_Tensor(const at::Tensor & self, const c10::List<::std::
 
 at::Tensor & wrapper_index_Tensor_out(const at::Tensor & self, const c10::List<::std::optional<at::Tensor>> & indices, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_Tensor_out>::call(self, indices, out);
   }
@@ -2432,7 +2432,7 @@ at::Tensor & wrapper_index_Tensor_out(const at::Tensor & self, const c10::List<:
 
 at::Tensor & wrapper__index_put_impl_(at::Tensor & self, const c10::List<::std::optional<at::Tensor>> & indices, const at::Tensor & values, bool accumulate, bool unsafe) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz; };
   if (!(dtype_ok(self.scalar_type()) && dtype_ok(values.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_index_put_impl_>::call(self, indices, values, accumulate, unsafe);
   }
@@ -2577,7 +2577,7 @@ at::Tensor & wrapper_triu_out(const at::Tensor & self, c10::SymInt diagonal, at:
 
 at::Tensor wrapper_flip(const at::Tensor & self, at::IntArrayRef dims) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::flip>::call(self, dims);
   }
@@ -2587,7 +2587,7 @@ at::Tensor wrapper_flip(const at::Tensor & self, at::IntArrayRef dims) {
 
 at::Tensor wrapper_roll(const at::Tensor & self, c10::SymIntArrayRef shifts, at::IntArrayRef dims) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::roll>::call(self, shifts, dims);
   }
@@ -2597,7 +2597,7 @@ at::Tensor wrapper_roll(const at::Tensor & self, c10::SymIntArrayRef shifts, at:
 
 at::Tensor wrapper_narrow_copy(const at::Tensor & self, int64_t dim, c10::SymInt start, c10::SymInt length) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::narrow_copy>::call(self, dim, start, length);
   }
