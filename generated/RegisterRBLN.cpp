@@ -19,12 +19,15 @@
 #include <ATen/ops/_cdist_forward_ops.h>
 #include <ATen/ops/_cholesky_solve_helper_ops.h>
 #include <ATen/ops/_conj_physical_ops.h>
+#include <ATen/ops/_convert_weight_to_int4pack_for_cpu_ops.h>
 #include <ATen/ops/_copy_from_ops.h>
 #include <ATen/ops/_copy_from_and_resize_ops.h>
 #include <ATen/ops/_ctc_loss_ops.h>
 #include <ATen/ops/_ctc_loss_backward_ops.h>
 #include <ATen/ops/_cummax_helper_ops.h>
 #include <ATen/ops/_cummin_helper_ops.h>
+#include <ATen/ops/_dyn_quant_matmul_4bit_ops.h>
+#include <ATen/ops/_dyn_quant_pack_4bit_weight_ops.h>
 #include <ATen/ops/_efficientzerotensor_ops.h>
 #include <ATen/ops/_embedding_bag_ops.h>
 #include <ATen/ops/_embedding_bag_backward_ops.h>
@@ -39,6 +42,7 @@
 #include <ATen/ops/_histogramdd_from_bin_cts_ops.h>
 #include <ATen/ops/_histogramdd_from_bin_tensors_ops.h>
 #include <ATen/ops/_index_put_impl_ops.h>
+#include <ATen/ops/_int_mm_ops.h>
 #include <ATen/ops/_linalg_det_ops.h>
 #include <ATen/ops/_linalg_eigh_ops.h>
 #include <ATen/ops/_linalg_eigvals_ops.h>
@@ -57,6 +61,7 @@
 #include <ATen/ops/_reshape_alias_ops.h>
 #include <ATen/ops/_scaled_dot_product_fused_attention_overrideable_ops.h>
 #include <ATen/ops/_scaled_dot_product_fused_attention_overrideable_backward_ops.h>
+#include <ATen/ops/_scaled_mm_ops.h>
 #include <ATen/ops/_segment_reduce_backward_ops.h>
 #include <ATen/ops/_softmax_ops.h>
 #include <ATen/ops/_softmax_backward_data_ops.h>
@@ -76,6 +81,8 @@
 #include <ATen/ops/_upsample_nearest_exact2d_backward_ops.h>
 #include <ATen/ops/_upsample_nearest_exact3d_ops.h>
 #include <ATen/ops/_upsample_nearest_exact3d_backward_ops.h>
+#include <ATen/ops/_weight_int4pack_mm_for_cpu_ops.h>
+#include <ATen/ops/_weight_int8pack_mm_ops.h>
 #include <ATen/ops/adaptive_max_pool2d_ops.h>
 #include <ATen/ops/adaptive_max_pool2d_backward_ops.h>
 #include <ATen/ops/adaptive_max_pool3d_ops.h>
@@ -4741,6 +4748,155 @@ at::Tensor wrapper_bincount(const at::Tensor & self, const ::std::optional<at::T
   return rbln::kernels::bincount(self, weights, minlength);
 }
 
+at::Tensor wrapper__int_mm(const at::Tensor & self, const at::Tensor & mat2) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper__int_mm", "self");
+  c10::impl::check_and_update_common_device(common_device, mat2, "wrapper__int_mm", "mat2");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Char || t == at::ScalarType::Byte; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat2.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_int_mm>::call(self, mat2);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_int_mm");
+  at::Tensor result;
+  return rbln::kernels::int_mm_out(self, mat2, result);
+}
+
+at::Tensor & wrapper__int_mm_out(const at::Tensor & self, const at::Tensor & mat2, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper__int_mm_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper__int_mm_out", "self");
+  c10::impl::check_and_update_common_device(common_device, mat2, "wrapper__int_mm_out", "mat2");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Char || t == at::ScalarType::Byte; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat2.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_int_mm_out>::call(self, mat2, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_int_mm.out");
+  return rbln::kernels::int_mm_out(self, mat2, out);
+}
+
+at::Tensor wrapper__weight_int8pack_mm(const at::Tensor & self, const at::Tensor & mat2, const at::Tensor & scales) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper__weight_int8pack_mm", "self");
+  c10::impl::check_and_update_common_device(common_device, mat2, "wrapper__weight_int8pack_mm", "mat2");
+  c10::impl::check_and_update_common_device(common_device, scales, "wrapper__weight_int8pack_mm", "scales");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Char; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat2.scalar_type()) && dtype_ok(scales.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_weight_int8pack_mm>::call(self, mat2, scales);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_weight_int8pack_mm");
+  return rbln::kernels::_weight_int8pack_mm(self, mat2, scales);
+}
+
+at::Tensor wrapper__scaled_mm(const at::Tensor & self, const at::Tensor & mat2, const at::Tensor & scale_a, const at::Tensor & scale_b, const ::std::optional<at::Tensor> & bias, const ::std::optional<at::Tensor> & scale_result, ::std::optional<at::ScalarType> out_dtype, bool use_fast_accum) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper__scaled_mm", "self");
+  c10::impl::check_and_update_common_device(common_device, mat2, "wrapper__scaled_mm", "mat2");
+  c10::impl::check_and_update_common_device(common_device, scale_a, "wrapper__scaled_mm", "scale_a");
+  c10::impl::check_and_update_common_device(common_device, scale_b, "wrapper__scaled_mm", "scale_b");
+  c10::impl::check_and_update_common_device(common_device, bias, "wrapper__scaled_mm", "bias");
+  c10::impl::check_and_update_common_device(common_device, scale_result, "wrapper__scaled_mm", "scale_result");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Float; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat2.scalar_type()) && dtype_ok(scale_a.scalar_type()) && dtype_ok(scale_b.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_scaled_mm>::call(self, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_scaled_mm");
+  at::Tensor result;
+  return rbln::kernels::scaled_mm_out(self, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum, result);
+}
+
+at::Tensor & wrapper__scaled_mm_out(const at::Tensor & self, const at::Tensor & mat2, const at::Tensor & scale_a, const at::Tensor & scale_b, const ::std::optional<at::Tensor> & bias, const ::std::optional<at::Tensor> & scale_result, ::std::optional<at::ScalarType> out_dtype, bool use_fast_accum, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper__scaled_mm_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper__scaled_mm_out", "self");
+  c10::impl::check_and_update_common_device(common_device, mat2, "wrapper__scaled_mm_out", "mat2");
+  c10::impl::check_and_update_common_device(common_device, scale_a, "wrapper__scaled_mm_out", "scale_a");
+  c10::impl::check_and_update_common_device(common_device, scale_b, "wrapper__scaled_mm_out", "scale_b");
+  c10::impl::check_and_update_common_device(common_device, bias, "wrapper__scaled_mm_out", "bias");
+  c10::impl::check_and_update_common_device(common_device, scale_result, "wrapper__scaled_mm_out", "scale_result");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Float; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat2.scalar_type()) && dtype_ok(scale_a.scalar_type()) && dtype_ok(scale_b.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_scaled_mm_out>::call(self, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_scaled_mm.out");
+  return rbln::kernels::scaled_mm_out(self, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum, out);
+}
+
+at::Tensor wrapper__convert_weight_to_int4pack_for_cpu(const at::Tensor & self, int64_t innerKTiles) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Int; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_convert_weight_to_int4pack_for_cpu>::call(self, innerKTiles);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_convert_weight_to_int4pack_for_cpu");
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::_convert_weight_to_int4pack_for_cpu");
+  const auto r = rbln::kernels::library_op("aten::_convert_weight_to_int4pack_for_cpu", sized_by_meta, {self},
+      [innerKTiles](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::_convert_weight_to_int4pack_for_cpu::call(in[0], innerKTiles));
+      });
+  return r[0];
+}
+
+at::Tensor wrapper__weight_int4pack_mm_for_cpu(const at::Tensor & self, const at::Tensor & mat2, int64_t qGroupSize, const at::Tensor & qScaleAndZeros) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper__weight_int4pack_mm_for_cpu", "self");
+  c10::impl::check_and_update_common_device(common_device, mat2, "wrapper__weight_int4pack_mm_for_cpu", "mat2");
+  c10::impl::check_and_update_common_device(common_device, qScaleAndZeros, "wrapper__weight_int4pack_mm_for_cpu", "qScaleAndZeros");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Byte; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat2.scalar_type()) && dtype_ok(qScaleAndZeros.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_weight_int4pack_mm_for_cpu>::call(self, mat2, qGroupSize, qScaleAndZeros);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_weight_int4pack_mm_for_cpu");
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::_weight_int4pack_mm_for_cpu");
+  const auto r = rbln::kernels::library_op("aten::_weight_int4pack_mm_for_cpu", sized_by_meta, {self, mat2, qScaleAndZeros},
+      [qGroupSize](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::_weight_int4pack_mm_for_cpu::call(in[0], in[1], qGroupSize, in[2]));
+      });
+  return r[0];
+}
+
+at::Tensor wrapper__dyn_quant_pack_4bit_weight(const at::Tensor & weights, const at::Tensor & scales_zeros, const ::std::optional<at::Tensor> & bias, int64_t block_size, int64_t in_features, int64_t out_features) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, weights, "wrapper__dyn_quant_pack_4bit_weight", "weights");
+  c10::impl::check_and_update_common_device(common_device, scales_zeros, "wrapper__dyn_quant_pack_4bit_weight", "scales_zeros");
+  c10::impl::check_and_update_common_device(common_device, bias, "wrapper__dyn_quant_pack_4bit_weight", "bias");
+  const c10::OptionalDeviceGuard guard(at::device_of(weights));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Byte || t == at::ScalarType::Float || t == at::ScalarType::BFloat16; };
+  if (!(dtype_ok(weights.scalar_type()) && dtype_ok(scales_zeros.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_dyn_quant_pack_4bit_weight>::call(weights, scales_zeros, bias, block_size, in_features, out_features);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_dyn_quant_pack_4bit_weight");
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::_dyn_quant_pack_4bit_weight");
+  const auto r = rbln::kernels::library_op("aten::_dyn_quant_pack_4bit_weight", sized_by_meta, {weights, scales_zeros, bias.value_or(at::Tensor())},
+      [block_size, in_features, out_features](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::_dyn_quant_pack_4bit_weight::call(in[0], in[1], rbln::kernels::optional(in[2]), block_size, in_features, out_features));
+      });
+  return r[0];
+}
+
+at::Tensor wrapper__dyn_quant_matmul_4bit(const at::Tensor & inp, const at::Tensor & packed_weights, int64_t block_size, int64_t in_features, int64_t out_features) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, inp, "wrapper__dyn_quant_matmul_4bit", "inp");
+  c10::impl::check_and_update_common_device(common_device, packed_weights, "wrapper__dyn_quant_matmul_4bit", "packed_weights");
+  const c10::OptionalDeviceGuard guard(at::device_of(inp));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::BFloat16 || t == at::ScalarType::Half || t == at::ScalarType::Byte; };
+  if (!(dtype_ok(inp.scalar_type()) && dtype_ok(packed_weights.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_dyn_quant_matmul_4bit>::call(inp, packed_weights, block_size, in_features, out_features);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_dyn_quant_matmul_4bit");
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::_dyn_quant_matmul_4bit");
+  const auto r = rbln::kernels::library_op("aten::_dyn_quant_matmul_4bit", sized_by_meta, {inp, packed_weights},
+      [block_size, in_features, out_features](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::_dyn_quant_matmul_4bit::call(in[0], in[1], block_size, in_features, out_features));
+      });
+  return r[0];
+}
+
 ::std::tuple<at::Tensor,at::Tensor> wrapper_linalg_eig(const at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
@@ -6213,6 +6369,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mode", TORCH_FN(wrapper_mode));
   m.impl("mode.values", TORCH_FN(wrapper_mode_values));
   m.impl("bincount", TORCH_FN(wrapper_bincount));
+  m.impl("_int_mm", TORCH_FN(wrapper__int_mm));
+  m.impl("_int_mm.out", TORCH_FN(wrapper__int_mm_out));
+  m.impl("_weight_int8pack_mm", TORCH_FN(wrapper__weight_int8pack_mm));
+  m.impl("_scaled_mm", TORCH_FN(wrapper__scaled_mm));
+  m.impl("_scaled_mm.out", TORCH_FN(wrapper__scaled_mm_out));
+  m.impl("_convert_weight_to_int4pack_for_cpu", TORCH_FN(wrapper__convert_weight_to_int4pack_for_cpu));
+  m.impl("_weight_int4pack_mm_for_cpu", TORCH_FN(wrapper__weight_int4pack_mm_for_cpu));
+  m.impl("_dyn_quant_pack_4bit_weight", TORCH_FN(wrapper__dyn_quant_pack_4bit_weight));
+  m.impl("_dyn_quant_matmul_4bit", TORCH_FN(wrapper__dyn_quant_matmul_4bit));
   m.impl("linalg_eig", TORCH_FN(wrapper_linalg_eig));
   m.impl("_linalg_eigvals", TORCH_FN(wrapper__linalg_eigvals));
   m.impl("linalg_lstsq", TORCH_FN(wrapper_linalg_lstsq));
