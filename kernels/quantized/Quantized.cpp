@@ -1,14 +1,14 @@
 // Quantized matmuls: int8 x int8 -> int32 (_int_mm), int8 weight-only (_weight_int8pack_mm) and float8
-// with scales (_scaled_mm). They run on the device's matrix engine for low-precision operands: here the op
-// library (kernels/library/Library.h: libtorch's CPU kernels in stream order over device memory, as CUDA
-// calls cuBLASLt for _int_mm and _scaled_mm), so the int8 and float8 operands stay in device memory in
-// their own dtype and are read as such. CPU's argument checks run first, on the host, with CPU's words.
+// with scales (_scaled_mm). The int8 weight-only GEMV is the device's own kernel; _int_mm and _scaled_mm run
+// on the op library (kernels/library/Library.h: libtorch's CPU kernels in stream order over device memory,
+// as CUDA calls cuBLASLt for them). The int8 and float8 operands stay in device memory in their own dtype
+// and are read as such. CPU's argument checks run first, on the host, with CPU's words.
 #include <ATen/ops/_int_mm.h>
 #include <ATen/ops/_scaled_mm.h>
-#include <ATen/ops/_weight_int8pack_mm.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "generated/RBLNNativeFunctions.h"
@@ -21,6 +21,23 @@ using Tensors = std::vector<at::Tensor>;
 
 at::Tensor on_meta(const at::Tensor& t) {
   return t.defined() ? at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta)) : t;
+}
+
+// out[r * ldo] = scale * (x_r . w) for `rows` float rows x_r (ldx apart) and one int8 weight row w of length k:
+// the int8 bytes are widened in registers, 16 lanes of float sums (vectorized for the CPU's widest ISA).
+__attribute__((target_clones("avx512f", "avx2", "default"))) void int8_row_dots(
+    const float* x, int64_t rows, int64_t ldx, const int8_t* w, int64_t k, float scale, float* out, int64_t ldo) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * ldx;
+    float lanes[16] = {};
+    int64_t j = 0;
+    for (; j + 16 <= k; j += 16)
+      for (int l = 0; l < 16; ++l) lanes[l] += xr[j + l] * static_cast<float>(w[j + l]);
+    float sum = 0.f;
+    for (float v : lanes) sum += v;
+    for (; j < k; ++j) sum += xr[j] * static_cast<float>(w[j]);
+    out[r * ldo] = sum * scale;
+  }
 }
 }  // namespace
 
@@ -53,7 +70,7 @@ at::Tensor& int_mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tenso
 }
 
 // C[m, n] = (A[m] . B[n]) * scales[n], A float32/float16/bfloat16 [M, K], B int8 [N, K]: the int8 weights
-// are read as int8 (a quarter of float32's bytes).
+// are read as int8 (a quarter of float32's bytes), by the device's own GEMV below.
 at::Tensor _weight_int8pack_mm(const at::Tensor& A, const at::Tensor& B, const at::Tensor& scales) {
   constexpr const char* f = "_weight_int8pack_mm_cpu";  // CPU's checks, in CPU's order
   const int64_t M = A.size(0), N = B.size(0), K = A.size(1);
@@ -69,8 +86,20 @@ at::Tensor _weight_int8pack_mm(const at::Tensor& A, const at::Tensor& B, const a
   TORCH_CHECK(scales.scalar_type() == type, "expected scalar type ", type, " but found ", scales.scalar_type());
   auto C = at::empty({M, N}, A.options());
   if (C.numel() == 0) return C;
-  launch_library("aten::_weight_int8pack_mm", {A, B, scales}, {C},
-                 [](const Tensors& in) { return Tensors{at::_weight_int8pack_mm(in[0], in[1], in[2])}; });
+  // The device's int8 GEMV: each weight row is read once, as int8, for all M activation rows (float copies of
+  // the activations and scales: small next to the weights), summed in float and rounded once, as CPU's kernel.
+  const auto x = A.to(at::kFloat), s = scales.to(at::kFloat).contiguous();
+  auto y = type == at::kFloat ? C : at::empty({M, N}, A.options().dtype(at::kFloat));
+  const float *xp = x.const_data_ptr<float>(), *sp = s.const_data_ptr<float>();
+  const int8_t* wp = B.const_data_ptr<int8_t>();
+  float* yp = y.data_ptr<float>();
+  const int64_t ldx = x.stride(0);
+  launch_on(y, "aten::_weight_int8pack_mm", [=] {
+    at::parallel_for(0, N, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, K * M)), [&](int64_t b, int64_t e) {
+      for (int64_t n = b; n < e; ++n) int8_row_dots(xp, M, ldx, wp + n * K, K, sp[n], yp + n, N);
+    });
+  });
+  if (!y.is_same(C)) device_copy(C, y);
   return C;
 }
 
