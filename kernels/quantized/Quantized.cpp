@@ -9,6 +9,7 @@
 #include <ATen/ops/empty_strided.h>
 
 #include <algorithm>
+#include <array>
 #include <vector>
 
 #include "generated/RBLNNativeFunctions.h"
@@ -23,21 +24,21 @@ at::Tensor on_meta(const at::Tensor& t) {
   return t.defined() ? at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta)) : t;
 }
 
-// out[r * ldo] = scale * (x_r . w) for `rows` float rows x_r (ldx apart) and one int8 weight row w of length k:
-// the int8 bytes are widened in registers, 16 lanes of float sums (vectorized for the CPU's widest ISA).
-__attribute__((target_clones("avx512f", "avx2", "default"))) void int8_row_dots(
-    const float* x, int64_t rows, int64_t ldx, const int8_t* w, int64_t k, float scale, float* out, int64_t ldo) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * ldx;
-    float lanes[16] = {};
-    int64_t j = 0;
-    for (; j + 16 <= k; j += 16)
-      for (int l = 0; l < 16; ++l) lanes[l] += xr[j + l] * static_cast<float>(w[j + l]);
-    float sum = 0.f;
-    for (float v : lanes) sum += v;
-    for (; j < k; ++j) sum += xr[j] * static_cast<float>(w[j]);
-    out[r * ldo] = sum * scale;
+// sums[i] = x . w_i for a float row x and four int8 weight rows w_i of length k: the int8 bytes are widened in
+// registers and summed in float vector lanes (the CPU's widest ISA's), four independent sums per load of x.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void int8_dots4(
+    const float* x, std::array<const int8_t*, 4> w, int64_t k, float* sums) {
+  const int8_t *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
+  float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+  for (int64_t j = 0; j < k; ++j) {
+    const float v = x[j];
+    s0 += v * static_cast<float>(w0[j]);
+    s1 += v * static_cast<float>(w1[j]);
+    s2 += v * static_cast<float>(w2[j]);
+    s3 += v * static_cast<float>(w3[j]);
   }
+  sums[0] = s0, sums[1] = s1, sums[2] = s2, sums[3] = s3;
 }
 }  // namespace
 
@@ -95,8 +96,18 @@ at::Tensor _weight_int8pack_mm(const at::Tensor& A, const at::Tensor& B, const a
   float* yp = y.data_ptr<float>();
   const int64_t ldx = x.stride(0);
   launch_on(y, "aten::_weight_int8pack_mm", [=] {
-    at::parallel_for(0, N, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, K * M)), [&](int64_t b, int64_t e) {
-      for (int64_t n = b; n < e; ++n) int8_row_dots(xp, M, ldx, wp + n * K, K, sp[n], yp + n, N);
+    // Blocks of four output channels (the last one's missing rows repeat its last channel, not stored).
+    const int64_t blocks = (N + 3) / 4, grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, 4 * K * M));
+    at::parallel_for(0, blocks, grain, [&](int64_t b, int64_t e) {
+      float sums[4];
+      for (int64_t n = 4 * b; n < std::min(N, 4 * e); n += 4) {
+        std::array<const int8_t*, 4> rows;
+        for (int64_t c = 0; c < 4; ++c) rows[c] = wp + std::min(n + c, N - 1) * K;
+        for (int64_t r = 0; r < M; ++r) {
+          int8_dots4(xp + r * ldx, rows, K, sums);
+          for (int64_t c = 0; c < std::min<int64_t>(4, N - n); ++c) yp[r * N + n + c] = sums[c] * sp[n + c];
+        }
+      }
     });
   });
   if (!y.is_same(C)) device_copy(C, y);
