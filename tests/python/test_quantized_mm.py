@@ -158,3 +158,17 @@ def test_int4_weight_only_matmul_is_cpus_with_packed_weights_on_the_device(dtype
     x = torch.randn(3, k, generator=G).to(dtype)
     expected = torch._weight_int4pack_mm_for_cpu(x, packed, group, scales_zeros)
     assert torch.equal(on_device(torch._weight_int4pack_mm_for_cpu, x, packed, group, scales_zeros), expected)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_dynamically_quantized_int4_matmul_is_cpus(bias):
+    """int4 weights [N, K/2] packed with group-wise scales (CPU's reference layout on x86), activations quantized
+    per row on the fly."""
+    k, n, group = 64, 32, 32
+    weights = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, generator=G)
+    scales, b = torch.randn(n, k // group, generator=G), torch.randn(n, generator=G) if bias else None
+    packed = torch._dyn_quant_pack_4bit_weight(weights, scales, b, group, k, n)
+    assert torch.equal(on_device(torch._dyn_quant_pack_4bit_weight, weights, scales, b, group, k, n), packed)
+    x = torch.randn(3, k, generator=G)
+    expected = torch._dyn_quant_matmul_4bit(x, packed, group, k, n)
+    assert torch.equal(on_device(torch._dyn_quant_matmul_4bit, x, packed, group, k, n), expected)
