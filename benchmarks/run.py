@@ -11,6 +11,7 @@ unless --merge: then the rows measured replace theirs and the document says when
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import statistics
@@ -98,6 +99,112 @@ def value_row(name, group, measure, target, reference):
            "target": target, "higher_is_better": False, "reference": reference, "meets_target": v <= target}
     print(f"{group:10s} {name:44s} {v:8.2f}  target <= {target}", flush=True)
     return row
+
+
+class Int4Linear(torch.nn.Module):
+    """A bias-free Linear with int4 weights packed two a byte (CPU's layout, torch._weight_int4pack_mm_for_cpu),
+    asymmetric per group of 32 input channels, with tinygemm's dequantization w = (q - 8) * scale + zero."""
+
+    def __init__(self, linear, group=32):
+        super().__init__()
+        w = linear.weight.detach().float()
+        n, k = w.shape
+        g = w.view(n, k // group, group)
+        lo, hi = g.amin(-1), g.amax(-1)
+        scale = ((hi - lo) / 15).clamp(min=1e-6)
+        q = ((g - lo[..., None]) / scale[..., None]).round().clamp(0, 15).to(torch.int32).view(n, k)
+        self.group = group
+        self.register_buffer("packed", torch._convert_weight_to_int4pack_for_cpu(q, 2))
+        self.register_buffer("scales_zeros", torch.stack([scale, lo + 8 * scale], -1).transpose(0, 1).contiguous())
+
+    def forward(self, x):
+        y = torch._weight_int4pack_mm_for_cpu(x.reshape(-1, x.shape[-1]), self.packed, self.group, self.scales_zeros)
+        return y.view(*x.shape[:-1], -1)
+
+
+def int4_linears(model):
+    """model with each nn.Linear replaced by an Int4Linear of its weights."""
+    for name, child in model.named_children():
+        setattr(model, name, Int4Linear(child) if isinstance(child, torch.nn.Linear) else int4_linears(child))
+    return model
+
+
+def quantized_rows(reps):
+    """Issue 42's table: the int8 weight-only linear against CPU's and against CPU's float32 linear, _int_mm,
+    rowwise _scaled_mm, and the device memory of an int8 weight-only Llama against its float32 version."""
+    rows = []
+    gen = torch.Generator().manual_seed(0)
+    w = torch.randint(-128, 128, (4096, 4096), dtype=torch.int8, generator=gen)
+    x, scales, w_float = torch.randn(1, 4096, generator=gen), torch.rand(4096, generator=gen), torch.randn(4096, 4096)
+
+    def int8_linear(device):
+        a, b, s = x.to(device), w.to(device), scales.to(device)
+        return lambda: [torch._weight_int8pack_mm(a, b, s) for _ in range(10)]
+    rows.append(compare("int8 weight-only linear, batch 1, 4096x4096 / CPU _weight_int8pack_mm", "quantized",
+                        int8_linear, reps, 1.0))
+
+    def against_float(device):
+        if device == "cpu":
+            return lambda: [F.linear(x, w_float) for _ in range(10)]
+        return int8_linear(device)
+    rows.append(compare("int8 weight-only linear, batch 1, 4096x4096 / CPU float32 linear", "quantized",
+                        against_float, reps, 0.6, reference="CPU float32 F.linear"))
+
+    a8, b8 = (torch.randint(-128, 128, (1024, 1024), dtype=torch.int8, generator=gen) for _ in range(2))
+
+    def int_mm(device):
+        a, b = a8.to(device), b8.to(device)
+        return lambda: torch._int_mm(a, b)
+    rows.append(compare("_int_mm 1024x1024x1024", "quantized", int_mm, reps, 1.0))
+
+    f8a = torch.randn(1024, 1024, generator=gen).to(torch.float8_e4m3fn)
+    f8b = torch.randn(1024, 1024, generator=gen).to(torch.float8_e4m3fn).t()
+    sa, sb = torch.rand(1024, 1, generator=gen), torch.rand(1, 1024, generator=gen)
+
+    def scaled_mm(device):
+        args = [t.to(device) for t in (f8a, f8b, sa, sb)]
+        return lambda: torch._scaled_mm(*args, out_dtype=torch.bfloat16)
+    rows.append(compare("_scaled_mm rowwise 1024x1024x1024, bfloat16 out", "quantized", scaled_mm, reps, 1.0))
+
+    def llama_memory():
+        from demo import TinyLlama
+        from torchao.quantization import Int8WeightOnlyConfig, quantize_
+
+        def footprint(quantize):
+            torch.rbln.synchronize()
+            start = torch.rbln.memory_allocated()
+            model = TinyLlama().to("rbln")
+            if quantize:
+                quantize_(model, Int8WeightOnlyConfig())
+            torch.rbln.synchronize()
+            used = torch.rbln.memory_allocated() - start
+            del model
+            return used
+        return footprint(True) / footprint(False)
+    rows.append(value_row("device memory of an int8 weight-only TinyLlama / its float32 version", "quantized",
+                          llama_memory, 0.3, reference="the float32 model's device memory"))
+
+    def int4_decode():
+        from demo import TinyLlama
+        torch.manual_seed(0)
+        model = TinyLlama().eval()
+        int4 = int4_linears(copy.deepcopy(model)).to("rbln")  # packed on the CPU, moved packed
+        models = {"float32": model.to("rbln"), "int4": int4}
+        prompt = torch.randint(0, 512, (1, 16), device="rbln")
+        steps = {}
+        for label, model in models.items():
+            with torch.no_grad():
+                _, caches = model(prompt)
+
+            def step(model=model, caches=caches):
+                with torch.no_grad():
+                    model(prompt[:, -1:], caches)
+            steps[label] = step
+        return steps
+    rows.append(compare_fns("int4 weight-only decode step / float32 decode step, TinyLlama, batch 1", "quantized",
+                            int4_decode, reps, 0.7, reference="the float32 model's decode step on rbln",
+                            labels=("float32", "int4")))
+    return [r for r in rows if r is not None]
 
 
 def small_ops(n):
@@ -199,6 +306,9 @@ def main() -> int:
         a, b = torch.randn(8, 1024, 1024, device=device), torch.randn(8, 1024, 1024, device=device)
         return lambda: torch.bmm(a, b)
     rows.append(compare("bmm 8x1024x1024", "matmul", bmm, reps, 1.05))
+
+    # ---- quantized matmuls (docs/quantization.md) ----
+    rows.extend(quantized_rows(reps))
 
     # ---- copies: bandwidth against a host memcpy of the same bytes ----
     nbytes = 64 << 20
@@ -725,6 +835,8 @@ def render(meta, rows) -> str:
         "times of fresh processes, and counts the graphs a warm second process compiles.",
         "`serving` runs `transformers serve --continuous-batching` on rbln and on CPU under the same concurrent load",
         "(docs/serving.md): tokens/s rbln / CPU (higher is better) and request latency rbln / CPU.",
+        "`quantized` (docs/quantization.md): the int8 weight-only linear also against CPU's float32 linear of the",
+        "same shape, and the device memory of an int8 weight-only model / its float32 version (not a time).",
         "",
         "| group | workload | median | min | max | target | meets |",
         "|---|---|---|---|---|---|---|",

@@ -33,12 +33,18 @@ DTYPES = {
     "complex64": ("ComplexFloat", "c10::complex<float>"),
     "complex128": ("ComplexDouble", "c10::complex<double>"),
     "complex32": ("ComplexHalf", "c10::complex<c10::Half>"),  # CUDA's; CPU has few kernels for it
+    "float8_e4m3fn": ("Float8_e4m3fn", "c10::Float8_e4m3fn"),
+    "float8_e5m2": ("Float8_e5m2", "c10::Float8_e5m2"),
+    "float8_e4m3fnuz": ("Float8_e4m3fnuz", "c10::Float8_e4m3fnuz"),
+    "float8_e5m2fnuz": ("Float8_e5m2fnuz", "c10::Float8_e5m2fnuz"),
+    "float8_e8m0fnu": ("Float8_e8m0fnu", "c10::Float8_e8m0fnu"),
 }
 DTYPE_GROUPS = {
     "floating": ["float32", "float16", "bfloat16", "float64"],
     "integral": ["int32", "int64"],
     "all": ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"],
     "complex": ["complex64", "complex128"],
+    "float8": ["float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu"],
 }
 DTYPE_GROUPS["numeric"] = DTYPE_GROUPS["floating"] + DTYPE_GROUPS["integral"]
 

@@ -1,5 +1,5 @@
 """`make demo`: semantic search with real pretrained weights (examples/semantic_search.py), then a
-small Llama-style language model, eager on the emulated RBLN NPU.
+small Llama-style language model, eager on the emulated RBLN NPU, in float32 and with int8 weights.
 
 Builds the language model with random weights (seeded), runs the same forward pass and a
 greedy generation with a KV cache on CPU and on rbln, and prints whether the
@@ -150,6 +150,33 @@ def main():
     print(f"time: rbln {rbln_time * 1e3:.1f} ms, cpu {cpu_time * 1e3:.1f} ms (forward + generation)")
     if not (logits_match and tokens_match):
         raise SystemExit("demo: rbln results differ from CPU")
+    print()
+    int8_weight_only(model, prompt, steps)
+
+
+def int8_weight_only(model, prompt, steps):
+    """The same model with int8 weights (torchao, docs/quantization.md): generated on rbln, against CPU's int8."""
+    import copy
+
+    from torchao.quantization import Int8WeightOnlyConfig, quantize_
+
+    reference = copy.deepcopy(model)
+    quantize_(reference, Int8WeightOnlyConfig())
+    torch.rbln.synchronize()
+    start = torch.rbln.memory_allocated()
+    device_model = copy.deepcopy(model).to("rbln")
+    float_bytes = torch.rbln.memory_allocated() - start
+    quantize_(device_model, Int8WeightOnlyConfig())  # on the device: the float weights are freed
+    torch.rbln.synchronize()
+    int8_bytes = torch.rbln.memory_allocated() - start
+    with torch.rbln.explain() as ex:
+        tokens = device_model.generate(prompt.to("rbln"), steps).cpu()
+    matches = torch.equal(tokens, reference.generate(prompt, steps))
+    print(f"int8 weight-only (torchao Int8WeightOnlyConfig): device memory {int8_bytes / 2**20:.2f} MiB, "
+          f"float32 {float_bytes / 2**20:.2f} MiB ({int8_bytes / float_bytes:.2f}x)")
+    print(f"generated tokens equal the CPU's int8 model's: {matches}; CPU fallbacks: {sum(ex.fallback_ops.values())}")
+    if not matches or ex.fallback_ops:
+        raise SystemExit("demo: the int8 model on rbln differs from CPU's or fell back")
 
 
 if __name__ == "__main__":

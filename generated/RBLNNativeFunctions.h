@@ -334,5 +334,8 @@ at::Tensor fft_ihfftn(const at::Tensor & self, at::OptionalSymIntArrayRef s, at:
 ::std::tuple<at::Tensor,at::Tensor,at::Tensor> unique_dim_consecutive(const at::Tensor & self, int64_t dim, bool return_inverse, bool return_counts);
 ::std::tuple<at::Tensor &,at::Tensor &> mode_values(const at::Tensor & self, int64_t dim, bool keepdim, at::Tensor & values, at::Tensor & indices);
 at::Tensor bincount(const at::Tensor & self, const ::std::optional<at::Tensor> & weights, c10::SymInt minlength);
+at::Tensor & int_mm_out(const at::Tensor & self, const at::Tensor & mat2, at::Tensor & out);
+at::Tensor _weight_int8pack_mm(const at::Tensor & self, const at::Tensor & mat2, const at::Tensor & scales);
+at::Tensor & scaled_mm_out(const at::Tensor & self, const at::Tensor & mat2, const at::Tensor & scale_a, const at::Tensor & scale_b, const ::std::optional<at::Tensor> & bias, const ::std::optional<at::Tensor> & scale_result, ::std::optional<at::ScalarType> out_dtype, bool use_fast_accum, at::Tensor & out);
 
 }  // namespace rbln::kernels

@@ -19,12 +19,15 @@
 #include <ATen/ops/_cdist_forward_ops.h>
 #include <ATen/ops/_cholesky_solve_helper_ops.h>
 #include <ATen/ops/_conj_physical_ops.h>
+#include <ATen/ops/_convert_weight_to_int4pack_for_cpu_ops.h>
 #include <ATen/ops/_copy_from_ops.h>
 #include <ATen/ops/_copy_from_and_resize_ops.h>
 #include <ATen/ops/_ctc_loss_ops.h>
 #include <ATen/ops/_ctc_loss_backward_ops.h>
 #include <ATen/ops/_cummax_helper_ops.h>
 #include <ATen/ops/_cummin_helper_ops.h>
+#include <ATen/ops/_dyn_quant_matmul_4bit_ops.h>
+#include <ATen/ops/_dyn_quant_pack_4bit_weight_ops.h>
 #include <ATen/ops/_efficientzerotensor_ops.h>
 #include <ATen/ops/_embedding_bag_ops.h>
 #include <ATen/ops/_embedding_bag_backward_ops.h>
@@ -39,6 +42,7 @@
 #include <ATen/ops/_histogramdd_from_bin_cts_ops.h>
 #include <ATen/ops/_histogramdd_from_bin_tensors_ops.h>
 #include <ATen/ops/_index_put_impl_ops.h>
+#include <ATen/ops/_int_mm_ops.h>
 #include <ATen/ops/_linalg_det_ops.h>
 #include <ATen/ops/_linalg_eigh_ops.h>
 #include <ATen/ops/_linalg_eigvals_ops.h>
@@ -57,6 +61,7 @@
 #include <ATen/ops/_reshape_alias_ops.h>
 #include <ATen/ops/_scaled_dot_product_fused_attention_overrideable_ops.h>
 #include <ATen/ops/_scaled_dot_product_fused_attention_overrideable_backward_ops.h>
+#include <ATen/ops/_scaled_mm_ops.h>
 #include <ATen/ops/_segment_reduce_backward_ops.h>
 #include <ATen/ops/_softmax_ops.h>
 #include <ATen/ops/_softmax_backward_data_ops.h>
@@ -76,6 +81,8 @@
 #include <ATen/ops/_upsample_nearest_exact2d_backward_ops.h>
 #include <ATen/ops/_upsample_nearest_exact3d_ops.h>
 #include <ATen/ops/_upsample_nearest_exact3d_backward_ops.h>
+#include <ATen/ops/_weight_int4pack_mm_for_cpu_ops.h>
+#include <ATen/ops/_weight_int8pack_mm_ops.h>
 #include <ATen/ops/adaptive_max_pool2d_ops.h>
 #include <ATen/ops/adaptive_max_pool2d_backward_ops.h>
 #include <ATen/ops/adaptive_max_pool3d_ops.h>
@@ -456,7 +463,7 @@ bool wrapper__has_compatible_shallow_copy_type(const at::Tensor & self, const at
 
 at::Tensor & wrapper_fill__Scalar(at::Tensor & self, const at::Scalar & value) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fill__Scalar>::call(self, value);
   }
@@ -466,7 +473,7 @@ at::Tensor & wrapper_fill__Scalar(at::Tensor & self, const at::Scalar & value) {
 
 at::Tensor & wrapper_fill__Tensor(at::Tensor & self, const at::Tensor & value) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()) && dtype_ok(value.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fill__Tensor>::call(self, value);
   }
@@ -476,7 +483,7 @@ at::Tensor & wrapper_fill__Tensor(at::Tensor & self, const at::Tensor & value) {
 
 at::Tensor & wrapper_zero_(at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::zero_>::call(self);
   }
@@ -538,7 +545,7 @@ at::Tensor & wrapper_eye_out(c10::SymInt n, at::Tensor & out) {
 
 at::Tensor wrapper_where_self(const at::Tensor & condition, const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(condition));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()) && dtype_ok(other.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::where_self>::call(condition, self, other);
   }
@@ -549,7 +556,7 @@ at::Tensor wrapper_where_self(const at::Tensor & condition, const at::Tensor & s
 
 at::Tensor & wrapper_where_self_out(const at::Tensor & condition, const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(condition));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()) && dtype_ok(other.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::where_self_out>::call(condition, self, other, out);
   }
@@ -844,7 +851,7 @@ at::Tensor wrapper_min(const at::Tensor & self) {
 
 at::Tensor wrapper_all_dim(const at::Tensor & self, int64_t dim, bool keepdim) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::all_dim>::call(self, dim, keepdim);
   }
@@ -855,7 +862,7 @@ at::Tensor wrapper_all_dim(const at::Tensor & self, int64_t dim, bool keepdim) {
 
 at::Tensor & wrapper_all_out(const at::Tensor & self, int64_t dim, bool keepdim, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::all_out>::call(self, dim, keepdim, out);
   }
@@ -865,7 +872,7 @@ at::Tensor & wrapper_all_out(const at::Tensor & self, int64_t dim, bool keepdim,
 
 at::Tensor wrapper_all_dims(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::all_dims>::call(self, dim, keepdim);
   }
@@ -876,7 +883,7 @@ at::Tensor wrapper_all_dims(const at::Tensor & self, at::OptionalIntArrayRef dim
 
 at::Tensor & wrapper_all_dims_out(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::all_dims_out>::call(self, dim, keepdim, out);
   }
@@ -886,7 +893,7 @@ at::Tensor & wrapper_all_dims_out(const at::Tensor & self, at::OptionalIntArrayR
 
 at::Tensor wrapper_all(const at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::all>::call(self);
   }
@@ -897,7 +904,7 @@ at::Tensor wrapper_all(const at::Tensor & self) {
 
 at::Tensor & wrapper_all_all_out(const at::Tensor & self, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::all_all_out>::call(self, out);
   }
@@ -907,7 +914,7 @@ at::Tensor & wrapper_all_all_out(const at::Tensor & self, at::Tensor & out) {
 
 at::Tensor wrapper_any_dim(const at::Tensor & self, int64_t dim, bool keepdim) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::any_dim>::call(self, dim, keepdim);
   }
@@ -918,7 +925,7 @@ at::Tensor wrapper_any_dim(const at::Tensor & self, int64_t dim, bool keepdim) {
 
 at::Tensor & wrapper_any_out(const at::Tensor & self, int64_t dim, bool keepdim, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::any_out>::call(self, dim, keepdim, out);
   }
@@ -928,7 +935,7 @@ at::Tensor & wrapper_any_out(const at::Tensor & self, int64_t dim, bool keepdim,
 
 at::Tensor wrapper_any_dims(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::any_dims>::call(self, dim, keepdim);
   }
@@ -939,7 +946,7 @@ at::Tensor wrapper_any_dims(const at::Tensor & self, at::OptionalIntArrayRef dim
 
 at::Tensor & wrapper_any_dims_out(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::any_dims_out>::call(self, dim, keepdim, out);
   }
@@ -949,7 +956,7 @@ at::Tensor & wrapper_any_dims_out(const at::Tensor & self, at::OptionalIntArrayR
 
 at::Tensor wrapper_any(const at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::any>::call(self);
   }
@@ -960,7 +967,7 @@ at::Tensor wrapper_any(const at::Tensor & self) {
 
 at::Tensor & wrapper_any_all_out(const at::Tensor & self, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::any_all_out>::call(self, out);
   }
@@ -1856,7 +1863,7 @@ at::Tensor wrapper_index_select(const at::Tensor & self, int64_t dim, const at::
   c10::impl::check_and_update_common_device(common_device, self, "wrapper_index_select", "self");
   c10::impl::check_and_update_common_device(common_device, index, "wrapper_index_select", "index");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_select>::call(self, dim, index);
   }
@@ -1871,7 +1878,7 @@ at::Tensor & wrapper_index_select_out(const at::Tensor & self, int64_t dim, cons
   c10::impl::check_and_update_common_device(common_device, self, "wrapper_index_select_out", "self");
   c10::impl::check_and_update_common_device(common_device, index, "wrapper_index_select_out", "index");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_select_out>::call(self, dim, index, out);
   }
@@ -1928,7 +1935,7 @@ at::Tensor wrapper_masked_select(const at::Tensor & self, const at::Tensor & mas
   c10::impl::check_and_update_common_device(common_device, self, "wrapper_masked_select", "self");
   c10::impl::check_and_update_common_device(common_device, mask, "wrapper_masked_select", "mask");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::masked_select>::call(self, mask);
   }
@@ -2411,7 +2418,7 @@ at::Tensor wrapper_max_unpool3d(const at::Tensor & self, const at::Tensor & indi
 
 at::Tensor wrapper_index_Tensor(const at::Tensor & self, const c10::List<::std::optional<at::Tensor>> & indices) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_Tensor>::call(self, indices);
   }
@@ -2422,7 +2429,7 @@ at::Tensor wrapper_index_Tensor(const at::Tensor & self, const c10::List<::std::
 
 at::Tensor & wrapper_index_Tensor_out(const at::Tensor & self, const c10::List<::std::optional<at::Tensor>> & indices, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_Tensor_out>::call(self, indices, out);
   }
@@ -2432,7 +2439,7 @@ at::Tensor & wrapper_index_Tensor_out(const at::Tensor & self, const c10::List<:
 
 at::Tensor & wrapper__index_put_impl_(at::Tensor & self, const c10::List<::std::optional<at::Tensor>> & indices, const at::Tensor & values, bool accumulate, bool unsafe) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz; };
   if (!(dtype_ok(self.scalar_type()) && dtype_ok(values.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_index_put_impl_>::call(self, indices, values, accumulate, unsafe);
   }
@@ -2577,7 +2584,7 @@ at::Tensor & wrapper_triu_out(const at::Tensor & self, c10::SymInt diagonal, at:
 
 at::Tensor wrapper_flip(const at::Tensor & self, at::IntArrayRef dims) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::flip>::call(self, dims);
   }
@@ -2587,7 +2594,7 @@ at::Tensor wrapper_flip(const at::Tensor & self, at::IntArrayRef dims) {
 
 at::Tensor wrapper_roll(const at::Tensor & self, c10::SymIntArrayRef shifts, at::IntArrayRef dims) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::roll>::call(self, shifts, dims);
   }
@@ -2597,7 +2604,7 @@ at::Tensor wrapper_roll(const at::Tensor & self, c10::SymIntArrayRef shifts, at:
 
 at::Tensor wrapper_narrow_copy(const at::Tensor & self, int64_t dim, c10::SymInt start, c10::SymInt length) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::narrow_copy>::call(self, dim, start, length);
   }
@@ -4741,6 +4748,155 @@ at::Tensor wrapper_bincount(const at::Tensor & self, const ::std::optional<at::T
   return rbln::kernels::bincount(self, weights, minlength);
 }
 
+at::Tensor wrapper__int_mm(const at::Tensor & self, const at::Tensor & mat2) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper__int_mm", "self");
+  c10::impl::check_and_update_common_device(common_device, mat2, "wrapper__int_mm", "mat2");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Char || t == at::ScalarType::Byte; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat2.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_int_mm>::call(self, mat2);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_int_mm");
+  at::Tensor result;
+  return rbln::kernels::int_mm_out(self, mat2, result);
+}
+
+at::Tensor & wrapper__int_mm_out(const at::Tensor & self, const at::Tensor & mat2, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper__int_mm_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper__int_mm_out", "self");
+  c10::impl::check_and_update_common_device(common_device, mat2, "wrapper__int_mm_out", "mat2");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Char || t == at::ScalarType::Byte; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat2.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_int_mm_out>::call(self, mat2, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_int_mm.out");
+  return rbln::kernels::int_mm_out(self, mat2, out);
+}
+
+at::Tensor wrapper__weight_int8pack_mm(const at::Tensor & self, const at::Tensor & mat2, const at::Tensor & scales) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper__weight_int8pack_mm", "self");
+  c10::impl::check_and_update_common_device(common_device, mat2, "wrapper__weight_int8pack_mm", "mat2");
+  c10::impl::check_and_update_common_device(common_device, scales, "wrapper__weight_int8pack_mm", "scales");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Char; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat2.scalar_type()) && dtype_ok(scales.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_weight_int8pack_mm>::call(self, mat2, scales);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_weight_int8pack_mm");
+  return rbln::kernels::_weight_int8pack_mm(self, mat2, scales);
+}
+
+at::Tensor wrapper__scaled_mm(const at::Tensor & self, const at::Tensor & mat2, const at::Tensor & scale_a, const at::Tensor & scale_b, const ::std::optional<at::Tensor> & bias, const ::std::optional<at::Tensor> & scale_result, ::std::optional<at::ScalarType> out_dtype, bool use_fast_accum) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper__scaled_mm", "self");
+  c10::impl::check_and_update_common_device(common_device, mat2, "wrapper__scaled_mm", "mat2");
+  c10::impl::check_and_update_common_device(common_device, scale_a, "wrapper__scaled_mm", "scale_a");
+  c10::impl::check_and_update_common_device(common_device, scale_b, "wrapper__scaled_mm", "scale_b");
+  c10::impl::check_and_update_common_device(common_device, bias, "wrapper__scaled_mm", "bias");
+  c10::impl::check_and_update_common_device(common_device, scale_result, "wrapper__scaled_mm", "scale_result");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Float; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat2.scalar_type()) && dtype_ok(scale_a.scalar_type()) && dtype_ok(scale_b.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_scaled_mm>::call(self, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_scaled_mm");
+  at::Tensor result;
+  return rbln::kernels::scaled_mm_out(self, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum, result);
+}
+
+at::Tensor & wrapper__scaled_mm_out(const at::Tensor & self, const at::Tensor & mat2, const at::Tensor & scale_a, const at::Tensor & scale_b, const ::std::optional<at::Tensor> & bias, const ::std::optional<at::Tensor> & scale_result, ::std::optional<at::ScalarType> out_dtype, bool use_fast_accum, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper__scaled_mm_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper__scaled_mm_out", "self");
+  c10::impl::check_and_update_common_device(common_device, mat2, "wrapper__scaled_mm_out", "mat2");
+  c10::impl::check_and_update_common_device(common_device, scale_a, "wrapper__scaled_mm_out", "scale_a");
+  c10::impl::check_and_update_common_device(common_device, scale_b, "wrapper__scaled_mm_out", "scale_b");
+  c10::impl::check_and_update_common_device(common_device, bias, "wrapper__scaled_mm_out", "bias");
+  c10::impl::check_and_update_common_device(common_device, scale_result, "wrapper__scaled_mm_out", "scale_result");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Float; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat2.scalar_type()) && dtype_ok(scale_a.scalar_type()) && dtype_ok(scale_b.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_scaled_mm_out>::call(self, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_scaled_mm.out");
+  return rbln::kernels::scaled_mm_out(self, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum, out);
+}
+
+at::Tensor wrapper__convert_weight_to_int4pack_for_cpu(const at::Tensor & self, int64_t innerKTiles) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Int; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_convert_weight_to_int4pack_for_cpu>::call(self, innerKTiles);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_convert_weight_to_int4pack_for_cpu");
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::_convert_weight_to_int4pack_for_cpu");
+  const auto r = rbln::kernels::library_op("aten::_convert_weight_to_int4pack_for_cpu", sized_by_meta, {self},
+      [innerKTiles](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::_convert_weight_to_int4pack_for_cpu::call(in[0], innerKTiles));
+      });
+  return r[0];
+}
+
+at::Tensor wrapper__weight_int4pack_mm_for_cpu(const at::Tensor & self, const at::Tensor & mat2, int64_t qGroupSize, const at::Tensor & qScaleAndZeros) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper__weight_int4pack_mm_for_cpu", "self");
+  c10::impl::check_and_update_common_device(common_device, mat2, "wrapper__weight_int4pack_mm_for_cpu", "mat2");
+  c10::impl::check_and_update_common_device(common_device, qScaleAndZeros, "wrapper__weight_int4pack_mm_for_cpu", "qScaleAndZeros");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Byte; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat2.scalar_type()) && dtype_ok(qScaleAndZeros.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_weight_int4pack_mm_for_cpu>::call(self, mat2, qGroupSize, qScaleAndZeros);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_weight_int4pack_mm_for_cpu");
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::_weight_int4pack_mm_for_cpu");
+  const auto r = rbln::kernels::library_op("aten::_weight_int4pack_mm_for_cpu", sized_by_meta, {self, mat2, qScaleAndZeros},
+      [qGroupSize](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::_weight_int4pack_mm_for_cpu::call(in[0], in[1], qGroupSize, in[2]));
+      });
+  return r[0];
+}
+
+at::Tensor wrapper__dyn_quant_pack_4bit_weight(const at::Tensor & weights, const at::Tensor & scales_zeros, const ::std::optional<at::Tensor> & bias, int64_t block_size, int64_t in_features, int64_t out_features) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, weights, "wrapper__dyn_quant_pack_4bit_weight", "weights");
+  c10::impl::check_and_update_common_device(common_device, scales_zeros, "wrapper__dyn_quant_pack_4bit_weight", "scales_zeros");
+  c10::impl::check_and_update_common_device(common_device, bias, "wrapper__dyn_quant_pack_4bit_weight", "bias");
+  const c10::OptionalDeviceGuard guard(at::device_of(weights));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Byte || t == at::ScalarType::Float || t == at::ScalarType::BFloat16; };
+  if (!(dtype_ok(weights.scalar_type()) && dtype_ok(scales_zeros.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_dyn_quant_pack_4bit_weight>::call(weights, scales_zeros, bias, block_size, in_features, out_features);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_dyn_quant_pack_4bit_weight");
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::_dyn_quant_pack_4bit_weight");
+  const auto r = rbln::kernels::library_op("aten::_dyn_quant_pack_4bit_weight", sized_by_meta, {weights, scales_zeros, bias.value_or(at::Tensor())},
+      [block_size, in_features, out_features](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::_dyn_quant_pack_4bit_weight::call(in[0], in[1], rbln::kernels::optional(in[2]), block_size, in_features, out_features));
+      });
+  return r[0];
+}
+
+at::Tensor wrapper__dyn_quant_matmul_4bit(const at::Tensor & inp, const at::Tensor & packed_weights, int64_t block_size, int64_t in_features, int64_t out_features) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, inp, "wrapper__dyn_quant_matmul_4bit", "inp");
+  c10::impl::check_and_update_common_device(common_device, packed_weights, "wrapper__dyn_quant_matmul_4bit", "packed_weights");
+  const c10::OptionalDeviceGuard guard(at::device_of(inp));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::BFloat16 || t == at::ScalarType::Half || t == at::ScalarType::Byte; };
+  if (!(dtype_ok(inp.scalar_type()) && dtype_ok(packed_weights.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_dyn_quant_matmul_4bit>::call(inp, packed_weights, block_size, in_features, out_features);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_dyn_quant_matmul_4bit");
+  static const bool sized_by_meta = rbln::kernels::has_meta_function("aten::_dyn_quant_matmul_4bit");
+  const auto r = rbln::kernels::library_op("aten::_dyn_quant_matmul_4bit", sized_by_meta, {inp, packed_weights},
+      [block_size, in_features, out_features](const std::vector<at::Tensor>& in) {
+        return rbln::kernels::results(at::_ops::_dyn_quant_matmul_4bit::call(in[0], in[1], block_size, in_features, out_features));
+      });
+  return r[0];
+}
+
 ::std::tuple<at::Tensor,at::Tensor> wrapper_linalg_eig(const at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
@@ -6213,6 +6369,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mode", TORCH_FN(wrapper_mode));
   m.impl("mode.values", TORCH_FN(wrapper_mode_values));
   m.impl("bincount", TORCH_FN(wrapper_bincount));
+  m.impl("_int_mm", TORCH_FN(wrapper__int_mm));
+  m.impl("_int_mm.out", TORCH_FN(wrapper__int_mm_out));
+  m.impl("_weight_int8pack_mm", TORCH_FN(wrapper__weight_int8pack_mm));
+  m.impl("_scaled_mm", TORCH_FN(wrapper__scaled_mm));
+  m.impl("_scaled_mm.out", TORCH_FN(wrapper__scaled_mm_out));
+  m.impl("_convert_weight_to_int4pack_for_cpu", TORCH_FN(wrapper__convert_weight_to_int4pack_for_cpu));
+  m.impl("_weight_int4pack_mm_for_cpu", TORCH_FN(wrapper__weight_int4pack_mm_for_cpu));
+  m.impl("_dyn_quant_pack_4bit_weight", TORCH_FN(wrapper__dyn_quant_pack_4bit_weight));
+  m.impl("_dyn_quant_matmul_4bit", TORCH_FN(wrapper__dyn_quant_matmul_4bit));
   m.impl("linalg_eig", TORCH_FN(wrapper_linalg_eig));
   m.impl("_linalg_eigvals", TORCH_FN(wrapper__linalg_eigvals));
   m.impl("linalg_lstsq", TORCH_FN(wrapper_linalg_lstsq));

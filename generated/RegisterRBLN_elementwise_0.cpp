@@ -78,6 +78,11 @@ at::Tensor wrapper_isnan(const at::Tensor & self) {
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::isnan", rbln::functors::isnan<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::isnan", rbln::functors::isnan<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::isnan", rbln::functors::isnan<bool>()); break;
+    case at::ScalarType::Float8_e4m3fn: rbln::kernels::launch_elementwise<c10::Float8_e4m3fn, 2>(iter, "aten::isnan", rbln::functors::isnan<c10::Float8_e4m3fn>()); break;
+    case at::ScalarType::Float8_e5m2: rbln::kernels::launch_elementwise<c10::Float8_e5m2, 2>(iter, "aten::isnan", rbln::functors::isnan<c10::Float8_e5m2>()); break;
+    case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 2>(iter, "aten::isnan", rbln::functors::isnan<c10::Float8_e4m3fnuz>()); break;
+    case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 2>(iter, "aten::isnan", rbln::functors::isnan<c10::Float8_e5m2fnuz>()); break;
+    case at::ScalarType::Float8_e8m0fnu: rbln::kernels::launch_elementwise<c10::Float8_e8m0fnu, 2>(iter, "aten::isnan", rbln::functors::isnan<c10::Float8_e8m0fnu>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::isnan>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::isnan");
@@ -96,6 +101,11 @@ at::Tensor & wrapper_isnan_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::isnan.out", rbln::functors::isnan<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::isnan.out", rbln::functors::isnan<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::isnan.out", rbln::functors::isnan<bool>()); break;
+    case at::ScalarType::Float8_e4m3fn: rbln::kernels::launch_elementwise<c10::Float8_e4m3fn, 2>(iter, "aten::isnan.out", rbln::functors::isnan<c10::Float8_e4m3fn>()); break;
+    case at::ScalarType::Float8_e5m2: rbln::kernels::launch_elementwise<c10::Float8_e5m2, 2>(iter, "aten::isnan.out", rbln::functors::isnan<c10::Float8_e5m2>()); break;
+    case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 2>(iter, "aten::isnan.out", rbln::functors::isnan<c10::Float8_e4m3fnuz>()); break;
+    case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 2>(iter, "aten::isnan.out", rbln::functors::isnan<c10::Float8_e5m2fnuz>()); break;
+    case at::ScalarType::Float8_e8m0fnu: rbln::kernels::launch_elementwise<c10::Float8_e8m0fnu, 2>(iter, "aten::isnan.out", rbln::functors::isnan<c10::Float8_e8m0fnu>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::isnan_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::isnan.out");

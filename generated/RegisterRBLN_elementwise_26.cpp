@@ -214,6 +214,11 @@ at::Tensor wrapper_eq_Scalar(const at::Tensor & self, const at::Scalar & other) 
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<bool>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<c10::complex<double>>()); break;
+    case at::ScalarType::Float8_e4m3fn: rbln::kernels::launch_elementwise<c10::Float8_e4m3fn, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<c10::Float8_e4m3fn>()); break;
+    case at::ScalarType::Float8_e5m2: rbln::kernels::launch_elementwise<c10::Float8_e5m2, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<c10::Float8_e5m2>()); break;
+    case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<c10::Float8_e4m3fnuz>()); break;
+    case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<c10::Float8_e5m2fnuz>()); break;
+    case at::ScalarType::Float8_e8m0fnu: rbln::kernels::launch_elementwise<c10::Float8_e8m0fnu, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<c10::Float8_e8m0fnu>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq_Scalar>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::eq.Scalar");
@@ -235,6 +240,11 @@ at::Tensor & wrapper_eq__Scalar(at::Tensor & self, const at::Scalar & other) {
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<bool>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<c10::complex<double>>()); break;
+    case at::ScalarType::Float8_e4m3fn: rbln::kernels::launch_elementwise<c10::Float8_e4m3fn, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<c10::Float8_e4m3fn>()); break;
+    case at::ScalarType::Float8_e5m2: rbln::kernels::launch_elementwise<c10::Float8_e5m2, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<c10::Float8_e5m2>()); break;
+    case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<c10::Float8_e4m3fnuz>()); break;
+    case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<c10::Float8_e5m2fnuz>()); break;
+    case at::ScalarType::Float8_e8m0fnu: rbln::kernels::launch_elementwise<c10::Float8_e8m0fnu, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<c10::Float8_e8m0fnu>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq__Scalar>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::eq_.Scalar");
@@ -256,6 +266,11 @@ at::Tensor & wrapper_eq_Scalar_out(const at::Tensor & self, const at::Scalar & o
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<bool>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<c10::complex<double>>()); break;
+    case at::ScalarType::Float8_e4m3fn: rbln::kernels::launch_elementwise<c10::Float8_e4m3fn, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<c10::Float8_e4m3fn>()); break;
+    case at::ScalarType::Float8_e5m2: rbln::kernels::launch_elementwise<c10::Float8_e5m2, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<c10::Float8_e5m2>()); break;
+    case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<c10::Float8_e4m3fnuz>()); break;
+    case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<c10::Float8_e5m2fnuz>()); break;
+    case at::ScalarType::Float8_e8m0fnu: rbln::kernels::launch_elementwise<c10::Float8_e8m0fnu, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<c10::Float8_e8m0fnu>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq_Scalar_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::eq.Scalar_out");

@@ -86,6 +86,11 @@ at::Tensor wrapper_ne_Tensor(const at::Tensor & self, const at::Tensor & other) 
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<bool>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<c10::complex<double>>()); break;
+    case at::ScalarType::Float8_e4m3fn: rbln::kernels::launch_elementwise<c10::Float8_e4m3fn, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<c10::Float8_e4m3fn>()); break;
+    case at::ScalarType::Float8_e5m2: rbln::kernels::launch_elementwise<c10::Float8_e5m2, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<c10::Float8_e5m2>()); break;
+    case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<c10::Float8_e4m3fnuz>()); break;
+    case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<c10::Float8_e5m2fnuz>()); break;
+    case at::ScalarType::Float8_e8m0fnu: rbln::kernels::launch_elementwise<c10::Float8_e8m0fnu, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<c10::Float8_e8m0fnu>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne_Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::ne.Tensor");
@@ -106,6 +111,11 @@ at::Tensor & wrapper_ne__Tensor(at::Tensor & self, const at::Tensor & other) {
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<bool>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<c10::complex<double>>()); break;
+    case at::ScalarType::Float8_e4m3fn: rbln::kernels::launch_elementwise<c10::Float8_e4m3fn, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<c10::Float8_e4m3fn>()); break;
+    case at::ScalarType::Float8_e5m2: rbln::kernels::launch_elementwise<c10::Float8_e5m2, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<c10::Float8_e5m2>()); break;
+    case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<c10::Float8_e4m3fnuz>()); break;
+    case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<c10::Float8_e5m2fnuz>()); break;
+    case at::ScalarType::Float8_e8m0fnu: rbln::kernels::launch_elementwise<c10::Float8_e8m0fnu, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<c10::Float8_e8m0fnu>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne__Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::ne_.Tensor");
@@ -126,6 +136,11 @@ at::Tensor & wrapper_ne_Tensor_out(const at::Tensor & self, const at::Tensor & o
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<bool>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<c10::complex<double>>()); break;
+    case at::ScalarType::Float8_e4m3fn: rbln::kernels::launch_elementwise<c10::Float8_e4m3fn, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<c10::Float8_e4m3fn>()); break;
+    case at::ScalarType::Float8_e5m2: rbln::kernels::launch_elementwise<c10::Float8_e5m2, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<c10::Float8_e5m2>()); break;
+    case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<c10::Float8_e4m3fnuz>()); break;
+    case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<c10::Float8_e5m2fnuz>()); break;
+    case at::ScalarType::Float8_e8m0fnu: rbln::kernels::launch_elementwise<c10::Float8_e8m0fnu, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<c10::Float8_e8m0fnu>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne_Tensor_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::ne.Tensor_out");

@@ -9,6 +9,7 @@
 
 #include "generated/RBLNNativeFunctions.h"
 #include "kernels/common/Common.h"
+#include "kernels/common/Dispatch.h"
 #include "kernels/elementwise/Elementwise.h"
 #include "kernels/vec/VecKernels.h"
 
@@ -85,13 +86,26 @@ void copy_kernel(const at::Tensor& dst, const at::Tensor& src) {
       default: break;
     }
   }
+  if (at::isFloat8Type(src.scalar_type()) && dst.scalar_type() == at::kHalf) {
+    // CPU's float8 -> float16 goes through float32 with F16C, which keeps a NaN's payload: here the vector
+    // conversion of a float32 copy (exact) does.
+    auto wide = at::empty(dst.sizes(), dst.options().dtype(at::kFloat));
+    copy_kernel(wide, src);
+    return copy_kernel(dst, wide);
+  }
+  if (dst.scalar_type() == at::kFloat4_e2m1fn_x2 && src.scalar_type() == dst.scalar_type()) {
+    // Two float4 values a byte, with no arithmetic: the bytes move (a cast raises CPU's error below).
+    return copy_kernel(dst.view(at::kByte), src.view(at::kByte));
+  }
   auto iter = at::TensorIteratorConfig()
                   .add_output(dst)
                   .add_const_input(src)
                   .resize_outputs(false)
                   .check_all_same_dtype(false)
                   .build();
-  AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND4(at::kHalf, at::kBFloat16, at::kBool, at::kComplexHalf, dst.scalar_type(), "copy_", [&] {
+  // A source dtype the loop cannot read (float4_e2m1fn_x2, the bare unsigned types) raises CPU's error here.
+  RBLN_DISPATCH_ALL_AND_COMPLEX32_AND_FLOAT8(src.scalar_type(), "copy_kernel", [] {});
+  RBLN_DISPATCH_ALL_AND_COMPLEX32_AND_FLOAT8(dst.scalar_type(), "copy_kernel", [&] {
     launch_elementwise<scalar_t, 2>(iter, "aten::copy_", identity<at::opmath_type<scalar_t>>());
   });
 }

@@ -16,6 +16,7 @@
 
 #include "generated/RBLNNativeFunctions.h"
 #include "kernels/common/Common.h"
+#include "kernels/common/Dispatch.h"
 #include "kernels/elementwise/Elementwise.h"
 #include "kernels/elementwise/Functors.h"
 #include "kernels/vec/VecKernels.h"
@@ -79,10 +80,12 @@ at::Scalar scalar_of(const at::Tensor& value, const char* op) {
 }  // namespace
 
 at::Tensor& fill_Scalar(at::Tensor& self, const at::Scalar& value) {
+  // CPU's checked conversion: a value the dtype cannot hold (1e6 in float16 or float8, 300 in int8) raises.
+  RBLN_DISPATCH_ALL_AND_COMPLEX32_AND_FLOAT8(self.scalar_type(), "fill_", [&] { (void)value.to<scalar_t>(); });
   if (self.is_non_overlapping_and_dense() && self.numel() > 0) {
     // Dense memory (any strides, no gaps): fill the storage range directly, as
     // CPU's fill_ does for its fast cases, with no TensorIterator.
-    RBLN_DISPATCH_ALL_AND_COMPLEX32(self.scalar_type(), "fill_", [&] {
+    RBLN_DISPATCH_ALL_AND_COMPLEX32_AND_FLOAT8(self.scalar_type(), "fill_", [&] {
       const auto v = static_cast<scalar_t>(functors::fill<scalar_t>(value)());
       auto* p = self.data_ptr<scalar_t>();
       const int64_t n = self.numel();
@@ -102,7 +105,7 @@ at::Tensor& fill_Scalar(at::Tensor& self, const at::Scalar& value) {
                   .add_output(self)
                   .resize_outputs(false)
                   .build();
-  RBLN_DISPATCH_ALL_AND_COMPLEX32(self.scalar_type(), "fill_", [&] {
+  RBLN_DISPATCH_ALL_AND_COMPLEX32_AND_FLOAT8(self.scalar_type(), "fill_", [&] {
     launch_elementwise<scalar_t, 1>(iter, "aten::fill_", functors::fill<scalar_t>(value));
   });
   return self;
@@ -226,7 +229,7 @@ at::Tensor& where_self_out(const at::Tensor& condition, const at::Tensor& self, 
                   .add_const_input(a)
                   .add_const_input(b)
                   .build();
-  RBLN_DISPATCH_ALL_AND_COMPLEX32(dtype, "where", [&] {
+  RBLN_DISPATCH_ALL_AND_COMPLEX32_AND_FLOAT8(dtype, "where", [&] {
     launch_elementwise<scalar_t, 4>(iter, "aten::where.self", select<at::opmath_type<scalar_t>>());
   });
   return out;

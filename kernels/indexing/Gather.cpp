@@ -24,6 +24,7 @@
 
 #include "generated/RBLNNativeFunctions.h"
 #include "kernels/common/Common.h"
+#include "kernels/common/Dispatch.h"
 #include "kernels/common/Positions.h"
 #include "runtime/observability/RBLNObserve.h"
 
@@ -569,7 +570,7 @@ at::Tensor& _index_put_impl_(at::Tensor& self, const c10::List<std::optional<at:
   auto v = at::empty(ix.result_shape, self.options());
   device_copy(v, values.to(self.device()).expand(ix.result_shape));  // raises CPU's broadcast error
   OffsetWalker walk(ix);
-  RBLN_DISPATCH_ALL(self.scalar_type(), "index_put_", [&] {
+  RBLN_DISPATCH_ALL_AND_COMPLEX32_AND_FLOAT8(self.scalar_type(), "index_put_", [&] {
     using opmath = at::opmath_type<scalar_t>;
     scalar_t* dp = static_cast<scalar_t*>(ix.src.data_ptr());
     const scalar_t* vp = v.const_data_ptr<scalar_t>();

@@ -13,6 +13,7 @@
 
 #include "generated/RBLNNativeFunctions.h"
 #include "kernels/common/Common.h"
+#include "kernels/common/Dispatch.h"
 #include "kernels/reduction/Reduce.h"
 #include "kernels/vec/VecKernels.h"
 
@@ -40,9 +41,10 @@ at::Tensor& logical_reduce(const at::Tensor& self, at::OptionalIntArrayRef dims,
   const char* name = is_all ? "aten::all" : "aten::any";
   auto p = plan(self, dims, keepdim, self.scalar_type(), /*empty_reduces_all=*/false);
   return reduce_to(out, p, dtype, self, is_all ? "all" : "any", [&](const at::Tensor& target) {
-    RBLN_DISPATCH_ALL(self.scalar_type(), "all_any", [&] {
+    RBLN_DISPATCH_ALL_AND_COMPLEX32_AND_FLOAT8(self.scalar_type(), "all_any", [&] {
+      using C = at::opmath_type<scalar_t>;  // compared as a number: float8_e8m0fnu has no zero of its own
       auto step = [is_all](bool a, scalar_t x, int64_t) {
-        return is_all ? a && x != scalar_t(0) : a || x != scalar_t(0);
+        return is_all ? a && static_cast<C>(x) != C(0) : a || static_cast<C>(x) != C(0);
       };
       if (dtype == at::kByte) {
         launch_lines<scalar_t>(p, target, name, is_all, step,

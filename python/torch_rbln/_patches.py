@@ -222,6 +222,30 @@ PATCHES: tuple[Patch, ...] = (
         upstream="accelerate: the device type from `torch.accelerator.current_accelerator()` (the same change as "
                  "`_prepare_backend`'s)",
     ),
+    Patch(
+        target="torch._higher_order_ops.out_dtype.is_int_mm",
+        scope=RBLN_OPERANDS,
+        replacement="torch_rbln._quantization:int_mm_on_rbln",
+        applies="torch_rbln._quantization:rbln_operands",
+        why="`out_dtype(aten.mm, torch.int32, a, b)` (torchao's int8 x int8 matmul) runs `torch._int_mm` only for "
+            "CUDA and XPU operands, else it casts both to int32 and runs a general int32 matmul; rbln has "
+            "`_int_mm` (kernels/quantized), so int8 operands on rbln take it",
+        upstream="ask whether the operands' device has an `_int_mm` kernel (the dispatcher knows) instead of "
+                 "listing CUDA and XPU",
+    ),
+    Patch(
+        target="torchao.quantization.quant_api._check_hardware_support",
+        after_import="torchao.quantization.quant_api",
+        scope=RBLN_ACCELERATOR,
+        replacement="torch_rbln._quantization:float8_hardware_check",
+        applies="torch_rbln._huggingface:rbln_without_cuda",
+        why="torchao's `Float8DynamicActivationFloat8WeightConfig` asserts a CUDA capability >= 8.9, MI300 or XPU "
+            "before quantizing, whatever the weights' device; its per-tensor and per-row recipes run "
+            "`torch._scaled_mm`, which rbln computes (kernels/quantized). Where the process's accelerator is rbln "
+            "those two granularities pass; others get torchao's check",
+        upstream="torchao: ask the weight's device whether it has `_scaled_mm` for the granularity (e.g. try the op "
+                 "once, or a per-device capability table a backend can register into)",
+    ),
 )
 
 # When each patch is installed: at import, when the Inductor backend registers, or (a library's) when the module

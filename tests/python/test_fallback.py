@@ -89,23 +89,21 @@ def test_explain_counts_repeated_fallbacks_only_inside_the_block(cpu_rand):
 
 
 def test_fallback_warns_once_per_op(cpu_rand):
-    # aten::_weight_int8pack_mm (int8 weight-only matmul, unlisted) falls back in this test only, so its first
-    # fallback happens here.
-    assert "aten::_weight_int8pack_mm" not in torch_rbln._C._fallback_counts()
-    x, scales = cpu_rand(2, 8), cpu_rand(3) + 0.5
-    w = torch.randint(-100, 100, (3, 8), dtype=torch.int8, generator=torch.Generator().manual_seed(0))
-    d = (x.rbln(), w.rbln(), scales.rbln())
+    # aten::_compute_linear_combination (unlisted) falls back in this test only, so its first fallback happens here.
+    assert "aten::_compute_linear_combination" not in torch_rbln._C._fallback_counts()
+    x, coefficients = cpu_rand(3, 8), cpu_rand(2, 3)
+    d = (x.rbln(), coefficients.rbln())
     with warnings.catch_warnings(record=True) as first:
         warnings.simplefilter("always")
-        torch._weight_int8pack_mm(*d)
+        torch._compute_linear_combination(*d)
     with warnings.catch_warnings(record=True) as again:
         warnings.simplefilter("always")
-        out = torch._weight_int8pack_mm(*d)
+        out = torch._compute_linear_combination(*d)
     assert [w.category for w in first] == [UserWarning]
-    assert "aten::_weight_int8pack_mm" in str(first[0].message) and NOT_LISTED in str(first[0].message)
+    assert "aten::_compute_linear_combination" in str(first[0].message) and NOT_LISTED in str(first[0].message)
     assert again == []
     assert out.device.type == "rbln"
-    torch.testing.assert_close(out.cpu(), torch._weight_int8pack_mm(x, w, scales))
+    torch.testing.assert_close(out.cpu(), torch._compute_linear_combination(x, coefficients))
 
 
 def test_disabled_fallback_raises_naming_the_op(run_python):

@@ -137,6 +137,7 @@ FOLDER_RULES = {
     "kernels/indexing": KERNEL_BASE,
     "kernels/random": KERNEL_BASE,
     "kernels/spectral": KERNEL_BASE,
+    "kernels/quantized": KERNEL_BASE,
     # The Python module binds the glue, and reaches the kernels only through the contract.
     "python/csrc": tuple(f"runtime/{c}/" for c in ("device", "memory", "streams", "distributed", "observability",
                                                      "compiled", "fallback")) + (DECLARATIONS,),

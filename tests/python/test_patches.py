@@ -162,7 +162,9 @@ def test_importing_torch_rbln_changes_only_what_patches_lists_in_libraries():
     # transformers and accelerate loaded first: torch_rbln's import installs their patches at once.
     result = run(LIBRARY_COMPARE, json.dumps(LIBRARY_MODULES), json.dumps(LIBRARIES))
     listed = {name for patch in _patches.PATCHES if patch.after_import for name in patch.names}
-    unlisted = [c for c in result["changes"] if not listed & set(c["names"])]
+    # torch's own objects a library's modules reach (torchao's `Tensor`) are the other test's
+    unlisted = [c for c in result["changes"] if not listed & set(c["names"])
+                and not any(name.startswith("torch.") for name in c["names"])]
     assert not unlisted, f"torch_rbln changes {LIBRARIES} where torch_rbln._patches does not say: {unlisted}"
     seen = {name for c in result["changes"] for name in c["names"]}
     assert listed <= seen, f"listed but not changed: {listed - seen}"

@@ -1,0 +1,114 @@
+"""torchao's quantization configs and Hugging Face's TorchAoConfig on rbln (docs/quantization.md): a model quantized
+on the device runs with no CPU fallback, gives what the same config gives on CPU, and stays close to the float
+model; the quantized weights stay small in device memory."""
+import copy
+
+import pytest
+import torch
+from torchao.quantization import (Float8DynamicActivationFloat8WeightConfig, Float8WeightOnlyConfig,
+                                  Int8DynamicActivationInt8WeightConfig, Int8WeightOnlyConfig, PerRow, PerTensor,
+                                  quantize_)
+from torchao.quantization.utils import compute_error
+
+CONFIGS = {  # name -> (config, the model's dtype, torchao's SQNR bound against the float model in dB, its matmul)
+    "int8-weight-only": (Int8WeightOnlyConfig, torch.float32, 35, "aten::mm"),
+    "int8-dynamic": (Int8DynamicActivationInt8WeightConfig, torch.float32, 30, "aten::_int_mm"),
+    "float8-weight-only": (Float8WeightOnlyConfig, torch.bfloat16, 25, "aten::mm"),
+    "float8-dynamic-tensorwise": (lambda: Float8DynamicActivationFloat8WeightConfig(granularity=PerTensor()),
+                                  torch.bfloat16, 20, "aten::_scaled_mm"),
+    "float8-dynamic-rowwise": (lambda: Float8DynamicActivationFloat8WeightConfig(granularity=PerRow()),
+                               torch.bfloat16, 20, "aten::_scaled_mm"),
+}
+
+
+def mlp(dtype):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.SiLU(), torch.nn.Linear(512, 128)).to(dtype).eval()
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_torchao_config_quantizes_and_runs_on_rbln_as_on_cpu(name):
+    make, dtype, sqnr, matmul = CONFIGS[name]
+    model = mlp(dtype)
+    x = torch.randn(8, 256, generator=torch.Generator().manual_seed(1)).to(dtype)
+    on_cpu = copy.deepcopy(model)
+    quantize_(on_cpu, make())
+    on_rbln = copy.deepcopy(model).to("rbln")
+    quantize_(on_rbln, make())  # quantized on the device
+    assert type(on_rbln[0].weight) is type(on_cpu[0].weight) and on_rbln[0].weight.device.type == "rbln"
+    with torch.no_grad(), torch.rbln.explain() as ex:
+        y = on_rbln(x.rbln())
+    assert not ex.fallback_ops, ex.fallback_ops
+    assert ex.device_ops[matmul] == 2, ex.device_ops  # one per Linear
+    with torch.no_grad():
+        expected, reference = on_cpu(x), model(x)
+    assert y.dtype == expected.dtype
+    torch.testing.assert_close(y.cpu(), expected, atol=2e-2, rtol=2e-2)  # CPU's quantized numerics
+    assert compute_error(reference.float(), y.cpu().float()) > sqnr  # torchao's accuracy against the float model
+
+
+def test_int8_weights_take_a_quarter_of_float32_device_memory():
+    torch.rbln.synchronize()
+    start = torch.rbln.memory_allocated()
+    model = mlp(torch.float32).to("rbln")
+    weights = sum(m.weight.numel() for m in model if isinstance(m, torch.nn.Linear))
+    full = torch.rbln.memory_allocated() - start
+    quantize_(model, Int8WeightOnlyConfig())
+    torch.rbln.synchronize()
+    int8 = torch.rbln.memory_allocated() - start
+    assert full >= 4 * weights and int8 <= full - 3 * weights + 4 * 1024  # the int8 bytes, a scale per row, biases
+
+
+def test_hugging_face_torchao_config_loads_on_rbln_and_generates_cpus_tokens(tmp_path):
+    from transformers import LlamaConfig, LlamaForCausalLM, TorchAoConfig
+
+    config = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(tmp_path)
+    prompt = torch.randint(0, 256, (1, 8), generator=torch.Generator().manual_seed(2))
+    for quant in (Int8WeightOnlyConfig(), Int8DynamicActivationInt8WeightConfig()):
+        loaded = {device: LlamaForCausalLM.from_pretrained(tmp_path, quantization_config=TorchAoConfig(quant),
+                                                           device_map=device) for device in ("cpu", "rbln")}
+        layer = loaded["rbln"].model.layers[0].mlp.up_proj.weight
+        assert layer.device.type == "rbln" and layer.qdata.dtype == torch.int8
+        expected = loaded["cpu"].generate(prompt, max_new_tokens=8, do_sample=False)
+        with torch.rbln.explain() as ex:
+            tokens = loaded["rbln"].generate(prompt.rbln(), max_new_tokens=8, do_sample=False)
+        assert torch.equal(tokens.cpu(), expected), type(quant).__name__
+        assert not ex.fallback_ops, ex.fallback_ops
+
+
+def test_quantized_llm_example_runs_as_a_user_runs_it():
+    """examples/quantized_llm.py in its own interpreter: exit status 0 (it checks CPU's tokens and no fallback
+    itself), and the int8 model takes at most 0.3 of the float model's device memory."""
+    import re
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "quantized_llm.py"), "--tokens", "4"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "equal to the CPU's quantized model's: True" in proc.stdout
+    ratio = float(re.search(r"\((\d+\.\d+)x\)", proc.stdout).group(1))
+    assert ratio <= 0.3, proc.stdout
+
+
+def test_demo_int8_generation_matches_cpu(capsys):
+    """make demo's last part (examples/demo.py int8_weight_only): it raises SystemExit on a mismatch or fallback."""
+    import sys
+
+    from conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        import demo
+    finally:
+        sys.path.remove(str(ROOT / "examples"))
+    torch.manual_seed(0)
+    demo.int8_weight_only(demo.TinyLlama().eval(), torch.randint(0, 512, (2, 8)), 4)
+    out = capsys.readouterr().out
+    assert "equal the CPU's int8 model's: True" in out
+    assert float(out.split("MiB (")[1].split("x)")[0]) <= 0.35

@@ -1,0 +1,174 @@
+"""PyTorch's quantized matmuls on the device (kernels/quantized): _int_mm, _weight_int8pack_mm, _scaled_mm and
+the int4 weight-only ops, with CPU's values, CPU's (or CUDA's) errors, and no CPU fallback."""
+import pytest
+import torch
+
+G = torch.Generator().manual_seed(0)
+
+
+def int8(*shape):
+    return torch.randint(-128, 128, shape, dtype=torch.int8, generator=G)
+
+
+def on_device(fn, *args, **kwargs):
+    """fn on the rbln copies of args: its result on CPU, and that it ran with no fallback."""
+    moved = [a.rbln() if isinstance(a, torch.Tensor) else a for a in args]
+    with torch.rbln.explain() as ex:
+        out = fn(*moved, **{k: v.rbln() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()})
+    assert out.device.type == "rbln"
+    assert not ex.fallback_ops, ex.fallback_ops
+    return out.cpu()
+
+
+@pytest.mark.parametrize("m,k,n", [(3, 5, 7), (32, 64, 48), (17, 128, 1)])
+def test_int_mm_is_cpus_exactly(m, k, n):
+    a, b = int8(m, k), int8(k, n)
+    expected = torch._int_mm(a, b)
+    assert torch.equal(on_device(torch._int_mm, a, b), expected)
+    assert torch.equal(on_device(torch._int_mm, a.to(torch.uint8), b), torch._int_mm(a.to(torch.uint8), b))
+    assert torch.equal(on_device(lambda x, y: torch._int_mm(x.t().contiguous().t(), y), a, b), expected)  # strided
+    out = torch.empty(m, n, dtype=torch.int32, device="rbln")
+    with torch.rbln.explain() as ex:
+        torch._int_mm(a.rbln(), b.rbln(), out=out)
+    assert torch.equal(out.cpu(), expected) and not ex.fallback_ops
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: torch._int_mm(int8(4, 3).to(d), int8(4, 4).to(d)),
+    lambda d: torch._int_mm(int8(4).to(d).float(), int8(4, 4).to(d)),
+    lambda d: torch._int_mm(int8(4, 3, 2).to(d), int8(4, 4).to(d)),
+    lambda d: torch._int_mm(int8(4, 4).to(d), int8(4, 4).to(d), out=torch.empty(4, 4, device=d)),
+    lambda d: torch._int_mm(int8(4, 4).to(d), int8(4, 4).to(d), out=torch.empty(4, 3, dtype=torch.int32, device=d)),
+    lambda d: torch._int_mm(int8(4, 4).to(d), int8(4, 4).to(d), out=torch.empty(4, 8, dtype=torch.int32, device=d)[:, ::2]),
+    lambda d: torch._int_mm(int8(4, 4).to(d), int8(4).to(d)),
+], ids=["sizes", "dim", "dim3", "out-dtype", "out-size", "out-strided", "mat2-1d"])
+def test_int_mm_errors_are_cpus(call):
+    with pytest.raises((RuntimeError, IndexError)) as cpu:
+        call("cpu")
+    with pytest.raises(type(cpu.value)) as rbln:
+        call("rbln")
+    assert str(rbln.value) == str(cpu.value)
+    a, b = int8(3, 4), int8(4, 5)
+    assert torch.equal(torch._int_mm(a.rbln(), b.rbln()).cpu(), torch._int_mm(a, b))  # the device still computes
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("m,k,n", [(1, 96, 43), (5, 100, 2), (3, 1024, 40)])  # blocks of 4 channels, and the rest
+def test_weight_int8pack_mm_is_cpus(dtype, m, k, n):
+    """The device's int8 GEMV sums in float in its own order: CPU's values to float32's (or the dtype's) rounding."""
+    if k % 32 and dtype != torch.float32:
+        pytest.skip("CPU's float16/bfloat16 kernel crashes (SIGSEGV) for K not a multiple of 32 in torch 2.13")
+    x, w, s = torch.randn(m, k, generator=G).to(dtype), int8(n, k), torch.rand(n, generator=G).to(dtype)
+    expected = torch._weight_int8pack_mm(x, w, s)
+    actual = on_device(torch._weight_int8pack_mm, x, w, s)
+    assert actual.dtype == dtype
+    torch.testing.assert_close(actual, expected, atol=1e-3 * k ** 0.5, rtol=1e-5 if dtype == torch.float32 else 1e-2)
+    rows = x.float().view(m, 1, k).expand(m, 2, k).reshape(2 * m, k)[::2].to(dtype)  # rows with a stride of 2k
+    assert torch.equal(on_device(torch._weight_int8pack_mm, rows, w, s), actual)
+
+
+def test_int8_weights_stay_int8_in_device_memory():
+    """The packed weight takes a byte a value on the device, a quarter of float32's."""
+    torch.rbln.synchronize()
+    before = torch.rbln.memory_allocated()
+    w = int8(1024, 1024).rbln()
+    assert torch.rbln.memory_allocated() - before == 1024 * 1024
+    y = torch._weight_int8pack_mm(torch.randn(1, 1024, device="rbln"), w, torch.ones(1024, device="rbln"))
+    assert y.shape == (1, 1024)
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: torch._weight_int8pack_mm(torch.randn(2, 32, device=d).double(), int8(16, 32).to(d), torch.randn(16, device=d)),
+    lambda d: torch._weight_int8pack_mm(torch.randn(2, 32, device=d), int8(16, 31).to(d), torch.randn(16, device=d)),
+    lambda d: torch._weight_int8pack_mm(torch.randn(2, 32, device=d), int8(16, 32).to(d), torch.randn(15, device=d)),
+    lambda d: torch._weight_int8pack_mm(torch.randn(2, 32, device=d), torch.randn(16, 32, device=d), torch.randn(16, device=d)),
+    lambda d: torch._weight_int8pack_mm(torch.randn(32, 2, device=d).t(), int8(16, 32).to(d), torch.randn(16, device=d)),
+    lambda d: torch._weight_int8pack_mm(torch.randn(2, 32, device=d), int8(32, 16).to(d).t(), torch.randn(16, device=d)),
+    lambda d: torch._weight_int8pack_mm(torch.randn(2, 32, device=d), int8(16, 32).to(d), torch.randn(16, device=d).half()),
+    lambda d: torch._weight_int8pack_mm(torch.randn(2, 3, 32, device=d), int8(16, 32).to(d), torch.randn(16, device=d)),
+], ids=["A-dtype", "K", "scales", "B-dtype", "A-strided", "B-strided", "scales-dtype", "A-3d"])
+def test_weight_int8pack_mm_errors_are_cpus(call):
+    with pytest.raises(RuntimeError) as cpu:
+        call("cpu")
+    with pytest.raises(RuntimeError) as rbln:
+        call("rbln")
+    assert str(rbln.value) == str(cpu.value)
+
+
+def fp8(*shape, dtype=torch.float8_e4m3fn):
+    return (torch.randn(*shape, generator=G) * 4).to(dtype)
+
+
+@pytest.mark.parametrize("out_dtype", [None, torch.bfloat16, torch.float16, torch.float32], ids=str)
+@pytest.mark.parametrize("scaling", ["tensorwise", "rowwise"])
+def test_scaled_mm_is_cpus(out_dtype, scaling):
+    a, b = fp8(16, 64), fp8(32, 64).t()
+    if scaling == "tensorwise":
+        sa, sb = torch.tensor(0.5), torch.tensor(1.5)
+    else:
+        sa, sb = torch.rand(16, 1, generator=G) + 0.5, torch.rand(1, 32, generator=G) + 0.5
+    kwargs = {} if out_dtype is None else {"out_dtype": out_dtype}
+    expected = torch._scaled_mm(a, b, sa, sb, **kwargs)
+    actual = on_device(lambda *t, **kw: torch._scaled_mm(*t, **kw), a, b, sa, sb, **kwargs)
+    assert actual.dtype == expected.dtype
+    if actual.element_size() == 1:  # a float8 result (no out_dtype): compare its bits
+        actual, expected = actual.view(torch.uint8), expected.view(torch.uint8)
+    assert torch.equal(actual, expected)
+    bias = torch.randn(32, generator=G).to(out_dtype or torch.float32)
+    if out_dtype is not None:  # with a bias of the output's dtype, and use_fast_accum
+        expected = torch._scaled_mm(a, b, sa, sb, bias=bias, out_dtype=out_dtype, use_fast_accum=True)
+        actual = on_device(lambda *t, **kw: torch._scaled_mm(*t, **kw), a, b, sa, sb, bias=bias,
+                           out_dtype=out_dtype, use_fast_accum=True)
+        assert torch.equal(actual, expected)
+
+
+def test_scaled_mm_out_and_e5m2():
+    a, b = fp8(16, 32, dtype=torch.float8_e5m2), fp8(16, 32).t()
+    sa, sb = torch.tensor(2.0), torch.tensor(0.25)
+    expected = torch._scaled_mm(a, b, sa, sb, out_dtype=torch.float16)
+    out = torch.empty(0, dtype=torch.float16, device="rbln")
+    with torch.rbln.explain() as ex:
+        torch._scaled_mm(a.rbln(), b.rbln(), sa.rbln(), sb.rbln(), out_dtype=torch.float16, out=out)
+    assert torch.equal(out.cpu(), expected) and not ex.fallback_ops
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: torch._scaled_mm(fp8(16, 32).to(d), fp8(16, 32).to(d).t(), torch.ones(3, device=d), torch.tensor(2., device=d)),
+    lambda d: torch._scaled_mm(fp8(16, 32).to(d), fp8(16, 32).to(d).t(), torch.tensor(1., device=d).half(), torch.tensor(2., device=d)),
+    lambda d: torch._scaled_mm(torch.randn(16, 32, device=d), fp8(16, 32).to(d).t(), torch.tensor(1., device=d), torch.tensor(2., device=d)),
+], ids=["scale-shape", "scale-dtype", "operand-dtype"])
+def test_scaled_mm_bad_scales_raise_and_the_device_stays_usable(call):
+    with pytest.raises((RuntimeError, ValueError)):
+        call("cpu")
+    with pytest.raises((RuntimeError, ValueError)):
+        call("rbln")
+    a, b, one = fp8(16, 32), fp8(16, 32).t(), torch.tensor(1.0)
+    expected = torch._scaled_mm(a, b, one, one, out_dtype=torch.float32)
+    assert torch.equal(on_device(torch._scaled_mm, a, b, one, one, out_dtype=torch.float32), expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_int4_weight_only_matmul_is_cpus_with_packed_weights_on_the_device(dtype):
+    n, k, group = 48, 128, 32
+    w = torch.randint(0, 16, (n, k), dtype=torch.int32, generator=G)
+    packed = on_device(torch._convert_weight_to_int4pack_for_cpu, w, 2)
+    assert torch.equal(packed, torch._convert_weight_to_int4pack_for_cpu(w, 2)) and packed.dtype == torch.uint8
+    assert packed.numel() == n * k // 2  # two values a byte in device memory
+    scales_zeros = torch.randn(k // group, n, 2, generator=G).to(dtype)
+    x = torch.randn(3, k, generator=G).to(dtype)
+    expected = torch._weight_int4pack_mm_for_cpu(x, packed, group, scales_zeros)
+    assert torch.equal(on_device(torch._weight_int4pack_mm_for_cpu, x, packed, group, scales_zeros), expected)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_dynamically_quantized_int4_matmul_is_cpus(bias):
+    """int4 weights [N, K/2] packed with group-wise scales (CPU's reference layout on x86), activations quantized
+    per row on the fly."""
+    k, n, group = 64, 32, 32
+    weights = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, generator=G)
+    scales, b = torch.randn(n, k // group, generator=G), torch.randn(n, generator=G) if bias else None
+    packed = torch._dyn_quant_pack_4bit_weight(weights, scales, b, group, k, n)
+    assert torch.equal(on_device(torch._dyn_quant_pack_4bit_weight, weights, scales, b, group, k, n), packed)
+    x = torch.randn(3, k, generator=G)
+    expected = torch._dyn_quant_matmul_4bit(x, packed, group, k, n)
+    assert torch.equal(on_device(torch._dyn_quant_matmul_4bit, x, packed, group, k, n), expected)
