@@ -279,3 +279,35 @@ def test_whole_training_step_with_capturable_adamw_replays_like_eager(cpu_rand):
     for a, b in zip(eager.parameters(), graphed.parameters()):
         torch.testing.assert_close(b.cpu(), a.cpu(), rtol=1e-4, atol=1e-5)
 
+
+def test_reduce_overhead_compile_replays_graphs_and_recaptures_on_new_shapes(cpu_rand):
+    torch.manual_seed(0)
+    cpu = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 8)).eval()
+    dev = copy.deepcopy(cpu).to("rbln")
+    compiled = torch.compile(dev, backend="rbln", mode="reduce-overhead")
+    before = torch.rbln.compile_stats()
+    with torch.no_grad():
+        for shape in ((4, 16), (4, 16), (4, 16), (6, 16), (6, 16)):
+            x = cpu_rand(*shape) / 10
+            torch.testing.assert_close(compiled(x.to("rbln")).cpu(), cpu(x), rtol=1e-4, atol=1e-5)
+    stats = torch.rbln.compile_stats()
+    assert stats.graph_captures - before.graph_captures == 2  # one per input shape
+    assert stats.graph_replays - before.graph_replays == 3  # the other calls
+
+
+def test_hf_static_cache_generate_with_reduce_overhead_forward_gives_cpus_tokens():
+    from side_by_side import twin
+    from test_models import tiny_llama
+
+    torch.manual_seed(0)
+    cpu, dev = twin(tiny_llama)
+    cpu.eval(), dev.eval()
+    prompt = torch.randint(3, 128, (1, 8))
+    kwargs = dict(do_sample=False, max_new_tokens=8, cache_implementation="static")
+    expected = cpu.generate(prompt, **kwargs)
+    dev.forward = torch.compile(dev.forward, backend="rbln", mode="reduce-overhead")
+    before = torch.rbln.compile_stats()
+    tokens = dev.generate(prompt.to("rbln"), **kwargs)
+    stats = torch.rbln.compile_stats()
+    assert torch.equal(tokens.cpu(), expected)
+    assert stats.graph_captures > before.graph_captures and stats.graph_replays > before.graph_replays
