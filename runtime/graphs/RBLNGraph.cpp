@@ -8,6 +8,7 @@
 #include "runtime/graphs/RBLNGraph.h"
 
 #include <ATen/core/GraphImplInterface.h>
+#include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 
 #include <array>
@@ -111,6 +112,8 @@ struct RBLNGraphImpl final : at::GraphImplInterface {
 
   void replay() override {
     TORCH_CHECK(graph_, "Called RBLNGraph::replay without a preceding successful capture.");
+    // A profiler sees the call, and the replayed kernels and copies carry its correlation id.
+    RECORD_FUNCTION("rbln::graph_replay", std::vector<c10::IValue>());
     if (rng_increment_) {  // where this replay's random ops start, set in stream order before its work
       std::array<uint64_t, 2> state;
       {

@@ -311,3 +311,22 @@ def test_hf_static_cache_generate_with_reduce_overhead_forward_gives_cpus_tokens
     stats = torch.rbln.compile_stats()
     assert torch.equal(tokens.cpu(), expected)
     assert stats.graph_captures > before.graph_captures and stats.graph_replays > before.graph_replays
+
+
+def test_profiler_shows_replayed_kernels_linked_to_the_replay(cpu_x):
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    static_x = cpu_x.to("rbln")
+    g = torch.rbln.RBLNGraph()
+    with torch.rbln.graph(g):
+        y = (static_x @ static_x) + 1
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        for _ in range(2):
+            g.replay()
+        torch.rbln.synchronize()
+    kernels = [e for e in prof.events() if e.device_type == DeviceType.PrivateUse1]
+    assert [e.name for e in kernels].count("aten::mm") == 2 and [e.name for e in kernels].count("aten::add.Tensor") == 2
+    replay = next(e for e in prof.key_averages() if e.key == "rbln::graph_replay")
+    assert replay.count == 2 and replay.device_time_total > 0  # the kernels are linked to the replay call
+    torch.testing.assert_close(y.cpu(), cpu_x @ cpu_x + 1)
