@@ -886,17 +886,19 @@ TEST(Capture, SynchronizingCallsFailAndInvalidateTheCapture) {
 TEST(Capture, ModesDecideWhichThreadsMaySynchronize) {
   Stream* stream = create_stream(0);
   Stream* other = create_stream(0);
-  auto sync_other_from_thread = [&] {
+  // The message of the Error that f() throws on another thread; empty if none.
+  auto on_thread = [](const std::function<void()>& f) {
     std::string error;
     std::thread([&] {
       try {
-        stream_synchronize(other);
+        f();
       } catch (const Error& e) {
         error = e.what();
       }
     }).join();
     return error;
   };
+  auto sync_other_from_thread = [&] { return on_thread([&] { stream_synchronize(other); }); };
   // relaxed: only calls on the capture itself fail.
   stream_begin_capture(stream, CaptureMode::kRelaxed);
   EXPECT_NO_THROW(stream_synchronize(other));
@@ -918,15 +920,8 @@ TEST(Capture, ModesDecideWhichThreadsMaySynchronize) {
   EXPECT_THROW(stream_end_capture(stream), Error);
   // thread_local captures end on their own thread only.
   stream_begin_capture(stream, CaptureMode::kThreadLocal);
-  std::string error;
-  std::thread([&] {
-    try {
-      stream_end_capture(stream);
-    } catch (const Error& e) {
-      error = e.what();
-    }
-  }).join();
-  EXPECT_EQ(error, "attempt to terminate a thread-local capture sequence from another thread");
+  EXPECT_EQ(on_thread([&] { stream_end_capture(stream); }),
+            "attempt to terminate a thread-local capture sequence from another thread");
   graph_destroy(stream_end_capture(stream));
   EXPECT_EQ(error_of([&] { stream_end_capture(stream); }, Error::kInvalid), "capture was not initiated in this stream");
 }
