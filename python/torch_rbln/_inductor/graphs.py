@@ -20,33 +20,29 @@ def _is_static(t: torch.Tensor) -> bool:
     return isinstance(t, torch.nn.Parameter) or hasattr(t, "_dynamo_static_input_type")
 
 
-def _signature(args) -> tuple:
-    return tuple((tuple(a.shape), a.stride(), a.dtype, a.device, a.requires_grad) if isinstance(a, torch.Tensor)
-                 else (type(a), a) for a in args)
-
-
 class _Entry:
     """One captured call: its graph, static inputs (None where an argument is not a tensor), which of them the
     call mutates, and its outputs."""
 
     def __init__(self, call, args, mutated: list[bool]):
-        self.mutated = mutated
-        self.static_inputs = [None if not isinstance(a, torch.Tensor) else a if _is_static(a) or m else a.clone()
-                              for a, m in zip(args, mutated)]
+        static_inputs = [None if not isinstance(a, torch.Tensor) else a if _is_static(a) or m else a.clone()
+                         for a, m in zip(args, mutated)]
+        # (index, static tensor, mutated) per tensor argument: what replay checks.
+        self.tensors = [(i, t, m) for i, (t, m) in enumerate(zip(static_inputs, mutated)) if t is not None]
         self.graph = torch.rbln.RBLNGraph()
-        call_args = [s if s is not None else a for s, a in zip(self.static_inputs, args)]
+        call_args = [t if t is not None else a for t, a in zip(static_inputs, args)]
         with torch.rbln.graph(self.graph):
             self.outputs = call(call_args)
         generated["graph_captures"] += 1
 
     def replay(self, args):
-        moved = [static is not None and static.data_ptr() != a.data_ptr() for static, a in zip(self.static_inputs, args)]
-        for static, a, m in zip(self.static_inputs, args, moved):
-            if m:
-                static.copy_(a)
+        moved = [(args[i], t, m) for i, t, m in self.tensors
+                 if args[i] is not t and args[i].data_ptr() != t.data_ptr()]
+        for a, static, _ in moved:
+            static.copy_(a)
         self.graph.replay()
-        for static, a, m, mutated in zip(self.static_inputs, args, moved, self.mutated):
-            if m and mutated:
+        for a, static, mutated in moved:
+            if mutated:
                 a.copy_(static)
         generated["graph_replays"] += 1
         return self.outputs
@@ -57,19 +53,27 @@ class GraphedCallable:
 
     def __init__(self, fn):
         self.fn = fn
-        self.entries: dict[tuple, _Entry] = {}
+        self.entries: dict[tuple, _Entry | None] = {}  # None: this signature runs without a graph
 
     def __call__(self, *args):
         # Called as fn is: with the arguments, or (Dynamo's flattening wrapper) with one list of them.
         boxed = len(args) == 1 and isinstance(args[0], list)
-        flat = list(args[0]) if boxed else list(args)
+        flat = list(args[0]) if boxed else args
+        # Dynamo's guards fix the inputs' dtypes, devices and requires_grad: shapes and other arguments vary.
+        key = (torch.is_grad_enabled(), *(a.shape if isinstance(a, torch.Tensor) else a for a in flat))
+        try:
+            entry = self.entries.get(key, self)
+        except TypeError:  # an unhashable argument
+            return self.fn(*args)
+        if entry is None:
+            return self.fn(*args)
+        if entry is not self:
+            return entry.replay(flat)
         if not self._graphable(flat):
+            self.entries[key] = None
             return self.fn(*args)
         call = (lambda a: self.fn(list(a))) if boxed else (lambda a: self.fn(*a))
-        key = _signature(flat)
-        if key not in self.entries:
-            return self._first_call(key, flat, call)
-        return self.entries[key].replay(flat)
+        return self._first_call(key, flat, call)
 
     def _graphable(self, args) -> bool:
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
