@@ -541,6 +541,9 @@ def main() -> int:
     rows.append(compare_fns("TinyLlama forward: debug.compare / (CPU forward + rbln forward)", "debug", compare_mode,
                             reps, 3, "CPU forward + rbln forward", labels=("both", "compared")))
 
+    # ---- graphs (docs/graphs.md): captured work replayed with one call ----
+    rows.extend(graph_rows(reps))
+
     # ---- profiler (docs/debugging.md): its cost while on, and none left once it is off ----
     def add_chain(device, length):
         y = torch.randn(1, device=device)
@@ -634,6 +637,158 @@ def forward_of(module, shape):
 
 mlp_block = forward_of(MLPBlock, (64, 512))
 transformer_block = forward_of(TransformerBlock, (8, 128, 256))
+
+
+class StaticDecoder(torch.nn.Module):
+    """A Llama-shaped decode step with a static KV cache (8 layers, d 64, 4 heads, batch 1): shapes never change
+    and the position is a device tensor the step advances, so the step can be captured in a graph."""
+
+    def __init__(self, vocab=512, d=64, heads=4, layers=8, max_len=256):
+        super().__init__()
+        self.heads, self.hd, self.max_len = heads, d // heads, max_len
+        self.embed, self.head = torch.nn.Embedding(vocab, d), torch.nn.Linear(d, vocab, bias=False)
+        self.qkv = torch.nn.ModuleList(torch.nn.Linear(d, 3 * d, bias=False) for _ in range(layers))
+        self.out = torch.nn.ModuleList(torch.nn.Linear(d, d, bias=False) for _ in range(layers))
+        self.up = torch.nn.ModuleList(torch.nn.Linear(d, 4 * d, bias=False) for _ in range(layers))
+        self.down = torch.nn.ModuleList(torch.nn.Linear(2 * d, d, bias=False) for _ in range(layers))
+        self.norms = torch.nn.Parameter(torch.ones(2 * layers + 1, d))
+        self.register_buffer("k", torch.zeros(layers, 1, heads, max_len, self.hd))
+        self.register_buffer("v", torch.zeros(layers, 1, heads, max_len, self.hd))
+        self.register_buffer("pos", torch.zeros(1, dtype=torch.long))
+        inv = 1.0 / (10000 ** (torch.arange(0, self.hd, 2).float() / self.hd))
+        angles = torch.arange(max_len).float().unsqueeze(1) * inv
+        self.register_buffer("cos", torch.cat([angles, angles], -1).cos())
+        self.register_buffer("sin", torch.cat([angles, angles], -1).sin())
+        self.register_buffer("positions", torch.arange(max_len))
+
+    def rotate(self, x, cos, sin):
+        x1, x2 = x.chunk(2, -1)
+        return x * cos + torch.cat([-x2, x1], -1) * sin
+
+    def forward(self, token):
+        d = self.embed.embedding_dim
+        x = self.embed(token)
+        cos = self.cos.index_select(0, self.pos).view(1, 1, 1, self.hd)
+        sin = self.sin.index_select(0, self.pos).view(1, 1, 1, self.hd)
+        mask = (self.positions <= self.pos).view(1, 1, 1, self.max_len)
+        for i in range(len(self.qkv)):
+            h = F.rms_norm(x, (d,), self.norms[2 * i])
+            q, k, v = self.qkv[i](h).view(1, 1, 3, self.heads, self.hd).permute(2, 0, 3, 1, 4)
+            q, k = self.rotate(q, cos, sin), self.rotate(k, cos, sin)
+            self.k[i].index_copy_(2, self.pos, k)
+            self.v[i].index_copy_(2, self.pos, v)
+            a = F.scaled_dot_product_attention(q, self.k[i], self.v[i], attn_mask=mask)
+            x = x + self.out[i](a.transpose(1, 2).reshape(1, 1, d))
+            gate, up = self.up[i](F.rms_norm(x, (d,), self.norms[2 * i + 1])).chunk(2, -1)
+            x = x + self.down[i](F.silu(gate) * up)
+        self.pos.copy_((self.pos + 1) % self.max_len)
+        return self.head(F.rms_norm(x, (d,), self.norms[-1]))
+
+
+def captured(step, warmup=1):
+    """step() captured in an rbln graph after a warm-up on a side stream (torch.cuda's recipe); the graph."""
+    side = torch.rbln.Stream()
+    side.wait_stream(torch.rbln.current_stream())
+    with torch.rbln.stream(side):
+        for _ in range(warmup):
+            step()
+    torch.rbln.current_stream().wait_stream(side)
+    graph = torch.rbln.RBLNGraph()
+    with torch.rbln.graph(graph):
+        step()
+    return graph
+
+
+def one_thread(fn):
+    """fn run with one intra-op thread (OpenMP on tiny ops costs more than it gains on few cores)."""
+    def run():
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            fn()
+        finally:
+            torch.set_num_threads(threads)
+    return run
+
+
+def graph_rows(reps: int) -> list:
+    """The rows of docs/graphs.md's figures: replayed graphs against eager rbln, one-thread CPU eager and
+    default-mode torch.compile, and the device memory replays take."""
+    rows = _Rows()
+
+    def decoder(device):
+        torch.manual_seed(0)
+        model = StaticDecoder().eval().to(device)
+        token = torch.randint(0, 512, (1, 1), device=device)
+
+        def step():
+            with torch.no_grad():
+                model(token)
+        return step
+
+    def decode_graphs():
+        eager = decoder("rbln")
+        return {"eager": eager, "replayed": captured(eager).replay}
+    rows.append(compare_fns("decode step (8 layers, d 64, static KV cache): replayed / eager rbln", "graphs",
+                            decode_graphs, reps, 0.5, reference="rbln eager", labels=("eager", "replayed")))
+    rows.append(compare("decode step (8 layers, d 64, static KV cache): replayed / CPU eager, 1 thread", "graphs",
+                        lambda device: one_thread(decoder("cpu")) if device == "cpu" else captured(decoder("rbln")).replay,
+                        reps, 0.4, reference="cpu eager, 1 intra-op thread"))
+
+    def adds(device):
+        y = torch.randn(1, device=device)
+        z = torch.randn(1, device=device)
+
+        def chain():
+            for _ in range(1000):
+                torch.add(z, y, out=z)
+        return chain if device == "cpu" else captured(chain).replay
+    rows.append(compare("1,000 one-element adds, replayed / CPU eager", "graphs", adds, reps, 0.25))
+
+    def training():
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)).to("rbln")
+        opt = torch.optim.AdamW(model.parameters(), capturable=True)
+        x, y = torch.randn(128, 256, device="rbln"), torch.randint(0, 10, (128,), device="rbln")
+
+        def step():
+            opt.zero_grad(set_to_none=False)
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+        return {"eager": step, "replayed": captured(step, warmup=3).replay}
+    rows.append(compare_fns("MLP training step (AdamW), batch 128: replayed / eager rbln", "graphs", training, reps,
+                            0.8, reference="rbln eager", labels=("eager", "replayed")))
+
+    def compiled_decoders():
+        def make(mode):
+            torch.manual_seed(0)
+            model = StaticDecoder().eval().to("rbln")
+            for t in model.buffers():
+                torch._dynamo.mark_static_address(t)
+            forward = torch.compile(model, backend="rbln", mode=mode)
+            token = torch.randint(0, 512, (1, 1), device="rbln")
+
+            def step():
+                with torch.no_grad():
+                    forward(token)
+            return step
+        return {"default": make(None), "reduce-overhead": make("reduce-overhead")}
+    rows.append(compare_fns("decode step compiled, reduce-overhead / default mode", "graphs", compiled_decoders, reps,
+                            0.7, reference="rbln compiled, default mode", labels=("default", "reduce-overhead")))
+
+    def memory_growth():
+        graph = captured(decoder("rbln"))
+        graph.replay()
+        torch.rbln.synchronize()
+        before = torch.rbln.memory_reserved(), torch.rbln.memory_allocated()
+        for _ in range(10_000):
+            graph.replay()
+        torch.rbln.synchronize()
+        after = torch.rbln.memory_reserved(), torch.rbln.memory_allocated()
+        return float(max(a - b for a, b in zip(after, before)))
+    rows.append(value_row("device memory growth over 10,000 replays, bytes", "graphs", memory_growth, 0,
+                          reference="bytes"))
+    return rows
 
 
 def in_fresh_process(statement: str, cache_dir: str) -> str:

@@ -64,8 +64,8 @@ void check_on_device(const at::Tensor& self) {
               "' device type for generator but found 'rbln'");
 }
 
-// (seed, first offset) of `count` numbers reserved from the generator.
-std::pair<uint64_t, uint64_t> reserve(const at::Tensor& self, std::optional<at::Generator> gen, uint64_t count) {
+// Where `count` numbers reserved from the generator start (read in the launched task: see PhiloxArgs).
+PhiloxArgs reserve(const at::Tensor& self, std::optional<at::Generator> gen, uint64_t count) {
   check_on_device(self);
   auto* g = at::get_generator_or_default<RBLNGeneratorImpl>(gen, default_generator(self.device().index()));
   std::lock_guard<std::mutex> lock(g->mutex_);
@@ -88,12 +88,13 @@ at::Tensor& generate(at::Tensor& self, std::optional<at::Generator> gen, const c
   check_on_device(self);
   if (self.numel() == 0) return self;
   const auto reserved = reserve(self, gen, self.numel());
-  const uint64_t seed = reserved.first, offset = reserved.second;
   write_contiguous(self, [&](const at::Tensor& target) {
     RBLN_DISPATCH_ALL(self.scalar_type(), "random", [&] {
       auto* out = target.data_ptr<scalar_t>();
       int64_t n = target.numel();
       launch_on(target, name, [=] {
+        const auto drawn = reserved.unpack();
+        const uint64_t seed = drawn.first, offset = drawn.second;
         Philox philox(seed);
         at::parallel_for(0, n, kGrainSize, [&](int64_t b, int64_t e) {
           for (int64_t i = b; i < e; ++i) out[i] = static_cast<scalar_t>(draw(philox(offset + i), i));
@@ -229,13 +230,14 @@ at::Tensor& randperm_generator_out(c10::SymInt size, std::optional<at::Generator
   at::native::resize_output(out, {n});
   if (n == 0) return out;
   const auto reserved = reserve(out, generator, n);
-  const uint64_t seed = reserved.first, offset = reserved.second;
   write_contiguous(out, [&](const at::Tensor& target) {
     RBLN_DISPATCH_NUMERIC(out.scalar_type(), "randperm", [&] {
       TORCH_CHECK(at::isFloatingType(out.scalar_type()) || n - 1 <= static_cast<int64_t>(std::numeric_limits<scalar_t>::max()),
                   "randperm: n is too large for result tensor type: '", out.scalar_type(), "'");
       scalar_t* p = target.data_ptr<scalar_t>();
       launch_on(target, "aten::randperm", [=] {
+        const auto drawn = reserved.unpack();
+        const uint64_t seed = drawn.first, offset = drawn.second;
         Philox philox(seed);
         std::vector<int64_t> perm(n);
         std::iota(perm.begin(), perm.end(), 0);
@@ -270,11 +272,12 @@ at::Tensor& multinomial_out(const at::Tensor& self, c10::SymInt samples, bool re
   auto probs = at::empty(self.sizes(), self.options().dtype(at::kDouble));
   device_copy(probs, self);
   const auto reserved = reserve(self, generator, rows * num_samples);
-  const uint64_t seed = reserved.first, offset = reserved.second;
   write_contiguous(out, [&](const at::Tensor& target) {
     const double* pp = probs.const_data_ptr<double>();
     int64_t* o = target.data_ptr<int64_t>();
     launch_on(target, "aten::multinomial", [=] {
+      const auto drawn = reserved.unpack();
+      const uint64_t seed = drawn.first, offset = drawn.second;
       Philox philox(seed);
       std::vector<double> w(categories);
       for (int64_t r = 0; r < rows; ++r) {

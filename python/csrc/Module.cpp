@@ -24,6 +24,7 @@
 #include "runtime/compiled/RBLNCompiledKernels.h"
 #include "runtime/streams/RBLNExternalStream.h"
 #include "runtime/fallback/RBLNFallback.h"
+#include "runtime/graphs/RBLNGraph.h"
 #include "runtime/device/RBLNFunctions.h"
 #include "runtime/device/RBLNGenerator.h"
 #include "runtime/observability/RBLNObserve.h"
@@ -378,6 +379,8 @@ PYBIND11_MODULE(_C, m) {
     translate([&] { rbln::end_mem_pool(static_cast<c10::DeviceIndex>(device), pool); });
   });
   m.def("_mem_pool_release", [](uint64_t pool) { translate([&] { rbln::release_mem_pool(pool); }); });
+  m.def("_is_current_stream_capturing", [] { return translate([] { return rbln::is_current_stream_capturing(); }); });
+  m.def("_graph_pool_handle", [] { return rbln::graph_pool_handle(); });
   m.def("_set_caching_enabled", [](bool enabled) { rbln::set_caching_enabled(enabled); });
   m.def("_caching_enabled", [] { return rbln::caching_enabled(); });
   m.def("_stream_handle", [](int device, int64_t stream_id) {

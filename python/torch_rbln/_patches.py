@@ -120,9 +120,9 @@ PATCHES: tuple[Patch, ...] = (
     Patch(
         target="sys.modules",
         scope=PROCESS,
-        keys=("torch.rbln.amp", "torch.rbln.memory", "torch.rbln.random", "torch.rbln.streams"),
+        keys=("torch.rbln.amp", "torch.rbln.graphs", "torch.rbln.memory", "torch.rbln.random", "torch.rbln.streams"),
         values="torch_rbln.rbln:_submodule",
-        why="`import torch.rbln.memory` (and amp, random, streams) works as for torch.cuda: "
+        why="`import torch.rbln.memory` (and amp, graphs, random, streams) works as for torch.cuda: "
             "`torch._register_device_module` registers the module as `torch.rbln` only, and without the "
             "entries Python would load a second copy of each submodule under torch.rbln's path",
         upstream="`torch._register_device_module` registering the device module's submodules under `torch.<device>.`",

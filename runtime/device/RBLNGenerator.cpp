@@ -43,10 +43,27 @@ void RBLNGeneratorImpl::set_state(const c10::TensorImpl& state) {
   offset_ = words[1];
 }
 
-std::pair<uint64_t, uint64_t> RBLNGeneratorImpl::reserve(uint64_t count) {
-  auto offset = offset_;
-  offset_ += (count + 3) / 4 * 4;  // keep offsets aligned to Philox blocks
-  return {seed_, offset};
+PhiloxArgs RBLNGeneratorImpl::reserve(uint64_t count) {
+  auto& offset = capture_ ? capture_offset_ : offset_;
+  PhiloxArgs args{seed_, offset, capture_};
+  offset += (count + 3) / 4 * 4;  // keep offsets aligned to Philox blocks
+  return args;
+}
+
+void RBLNGeneratorImpl::capture_begin(std::shared_ptr<const std::array<uint64_t, 2>> replay) {
+  capture_ = std::move(replay);
+  capture_offset_ = 0;
+}
+
+uint64_t RBLNGeneratorImpl::capture_end() {
+  capture_.reset();
+  return capture_offset_;
+}
+
+std::array<uint64_t, 2> RBLNGeneratorImpl::replay_state(uint64_t increment) {
+  std::array<uint64_t, 2> state{seed_, offset_};
+  offset_ += increment;
+  return state;
 }
 
 RBLNGeneratorImpl* RBLNGeneratorImpl::clone_impl() const {

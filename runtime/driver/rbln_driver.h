@@ -11,6 +11,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace rbln::driver {
 
@@ -61,14 +62,16 @@ int stream_device(const Stream* stream);
 int64_t stream_id(const Stream* stream);  // 0 for the default stream
 Stream* stream_from_id(int device, int64_t id);  // throws kInvalid if unknown
 
-// How launch() moves and runs a callable it is handed: `move` constructs it
-// at `to` (size bytes aligned to align) from the caller's object at `from`;
-// `run(task)` runs it there and destroys it, also when it throws.
-// TaskOf<F>::type describes a callable passed as F&&.
+// How launch() moves, runs and destroys a callable it is handed: `move`
+// constructs it at `to` (size bytes aligned to align) from the caller's object
+// at `from`; `call(task)` runs it there (once, or once per replay of a graph
+// that captured it: a task must not consume its own state); `destroy(task)`
+// ends its life. TaskOf<F>::type describes a callable passed as F&&.
 struct TaskType {
   size_t size, align;
   void (*move)(void* from, void* to);
-  void (*run)(void* task);
+  void (*call)(void* task);
+  void (*destroy)(void* task);
 };
 
 // Queue the callable at `callable` (void(), of type `type`) on `stream`. The
@@ -77,22 +80,16 @@ struct TaskType {
 // in errors. A task that throws marks the stream failed: the next
 // synchronizing call on it throws kKernel (kIndex for std::out_of_range) with "<name>: <what>", then the
 // stream is usable again. With launch_blocking(), launch waits for the task
-// and throws at once.
+// and throws at once. On a capturing stream the task is recorded, not run.
 void launch(Stream* stream, const char* name, void* callable, const TaskType& type);
 
 template <class F>
 struct TaskOf {
   using D = std::decay_t<F>;
   static void move(void* from, void* to) { ::new (to) D(std::forward<F>(*static_cast<std::remove_reference_t<F>*>(from))); }
-  static void run(void* task) {
-    D* f = std::launder(static_cast<D*>(task));
-    struct Destroy {
-      D* f;
-      ~Destroy() { f->~D(); }
-    } destroy{f};
-    (*f)();
-  }
-  static constexpr TaskType type{sizeof(D), alignof(D), move, run};
+  static void call(void* task) { (*std::launder(static_cast<D*>(task)))(); }
+  static void destroy(void* task) { std::launder(static_cast<D*>(task))->~D(); }
+  static constexpr TaskType type{sizeof(D), alignof(D), move, call, destroy};
 };
 
 // launch() for any callable: moved (an lvalue: copied) into the stream's storage.
@@ -114,6 +111,36 @@ void stream_wait_event(Stream* stream, Event* event);  // queued, host returns
 bool event_query(Event* event);  // true if never recorded or reached
 void event_synchronize(Event* event);  // also rethrows the stream's error
 float event_elapsed_ms(Event* start, Event* end);  // both must have completed
+
+// ---- graph capture -----------------------------------------------------------
+// As CUDA's stream capture: while a stream captures, the launches and
+// memcpy_async queued on it are recorded (the task, its name, its stream and
+// its place in issue order) instead of run. graph_launch queues the recorded
+// work on a stream as one task that runs it in order, as often as it is called.
+// Another stream joins a capture by waiting on an event recorded on a stream
+// of that capture, and must be waited on again by the capture before it ends.
+// Errors are kInvalid with CUDA's messages: a synchronizing call on a capturing
+// stream (stream_synchronize, stream_query, memcpy_sync, device_synchronize of
+// its device, event_synchronize/event_query of an event recorded in a capture)
+// throws "operation not permitted when stream is capturing" and invalidates
+// the capture; stream_end_capture then throws and ends it.
+// Modes (cudaStreamCaptureMode): while a capture of mode kGlobal runs, no thread
+// may make a synchronizing call; kThreadLocal forbids only the capturing thread;
+// kRelaxed forbids only calls on the capture's own streams and events.
+enum class CaptureMode { kGlobal, kThreadLocal, kRelaxed };
+struct Graph;
+void stream_begin_capture(Stream* stream, CaptureMode mode);
+Graph* stream_end_capture(Stream* stream);  // the caller owns the graph
+bool stream_is_capturing(const Stream* stream);
+void graph_launch(Graph* graph, Stream* stream);
+void graph_destroy(Graph* graph);  // replays already queued still run
+// The recorded work in replay order, for debug dumps.
+struct GraphNode {
+  const char* name;  // the launch's name; copies: "Memcpy HtoD" and the like
+  int64_t stream;    // the stream id it was queued on during capture
+  size_t bytes;      // copies: bytes moved; kernels: 0
+};
+std::vector<GraphNode> graph_nodes(const Graph* graph);
 
 // ---- copies ----------------------------------------------------------------
 // Contiguous byte copies; any pair of host and device addresses. Queued on

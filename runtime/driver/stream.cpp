@@ -121,6 +121,8 @@ constexpr int64_t kBurstNs = 200'000;
 
 }  // namespace
 
+struct Capture;
+
 struct Stream {
   Stream(int device, int64_t id) : device(device), id(id) {}
   const int device;
@@ -147,6 +149,12 @@ struct Stream {
   std::mutex error_mu;
   std::string error;  // guarded by error_mu
   Error::Kind error_kind = Error::kKernel;  // guarded by error_mu
+
+  // Graph capture, guarded by g_capture_mu; launches read `capturing` without it.
+  std::atomic<bool> capturing{false};
+  std::shared_ptr<Capture> capture;
+  uint64_t captured = 0;  // work this stream recorded in `capture`
+  uint64_t rejoined = 0;  // of which another stream of the capture waited on
 };
 
 struct Event {
@@ -157,6 +165,10 @@ struct Event {
   Stream* stream = nullptr;
   uint64_t ticket = 0;
   std::shared_ptr<std::atomic<int64_t>> stamp;
+  // Or, recorded on a capturing stream: its capture, stream and work count then.
+  std::shared_ptr<Capture> capture;
+  Stream* capture_stream = nullptr;
+  uint64_t capture_count = 0;
 };
 
 namespace {
@@ -270,16 +282,26 @@ struct MemoryTaskScope {
   ~MemoryTaskScope() { internal::end_memory_task(); }
 };
 
+// Runs the task at `task` and destroys it, also when it throws.
+void run_and_destroy(const TaskType& type, void* task) {
+  struct Destroy {
+    const TaskType& type;
+    void* task;
+    ~Destroy() { type.destroy(task); }
+  } destroy{type, task};
+  type.call(task);
+}
+
 // Runs and destroys a slot's task (and frees its box).
 void run_in_slot(Slot& slot) {
   if (!slot.type) return;
-  if (!slot.boxed) return slot.type->run(slot.storage);
+  if (!slot.boxed) return run_and_destroy(*slot.type, slot.storage);
   struct Free {
     void* box;
     std::align_val_t align;
     ~Free() { ::operator delete(box, align); }
   } box{*reinterpret_cast<void**>(slot.storage), std::align_val_t(slot.type->align)};
-  slot.type->run(box.box);
+  run_and_destroy(*slot.type, box.box);
 }
 
 void run_task(Stream* stream, Slot& slot) {
@@ -436,11 +458,14 @@ struct RecordSnapshot {
   Stream* stream;
   uint64_t ticket;
   std::shared_ptr<std::atomic<int64_t>> stamp;
+  std::shared_ptr<Capture> capture;
+  Stream* capture_stream;
+  uint64_t capture_count;
 };
 
 RecordSnapshot latest_record(Event* event) {
   std::lock_guard<std::mutex> lock(event->mu);
-  return {event->stream, event->ticket, event->stamp};
+  return {event->stream, event->ticket, event->stamp, event->capture, event->capture_stream, event->capture_count};
 }
 
 bool reached(const RecordSnapshot& record) {
@@ -482,6 +507,178 @@ Stream* stream_from_id(int device, int64_t id) {
     throw Error(Error::kInvalid, "Unknown stream id " + std::to_string(id) + " on rbln:" + std::to_string(device));
   }
   return streams.streams[id].get();
+}
+
+// ---- graph capture -------------------------------------------------------------
+
+// Recorded work: a task moved into storage of its own, run on every replay
+// and destroyed with the graph.
+struct Node {
+  const char* name;
+  const TaskType* type;
+  void* task;
+  int64_t stream;
+  size_t bytes;
+  Node(const char* name, const TaskType* type, void* task, int64_t stream, size_t bytes)
+      : name(name), type(type), task(task), stream(stream), bytes(bytes) {}
+  Node(Node&& other) noexcept
+      : name(other.name), type(other.type), task(std::exchange(other.task, nullptr)), stream(other.stream),
+        bytes(other.bytes) {}
+  Node& operator=(Node&&) = delete;
+  ~Node() {
+    if (!task) return;
+    type->destroy(task);
+    ::operator delete(task, std::align_val_t(type->align));
+  }
+};
+using Nodes = std::vector<Node>;
+
+struct Capture {
+  CaptureMode mode;
+  std::thread::id thread;  // the thread that began it
+  Stream* origin;
+  std::vector<Stream*> streams;  // the origin and the streams that joined
+  Nodes nodes;                   // in issue order, which respects every event dependency
+  bool invalidated = false;      // by an error during capture
+  bool active = true;
+};
+
+struct Graph {
+  std::shared_ptr<const Nodes> nodes;  // shared with replays still queued
+};
+
+namespace {
+
+// CUDA's messages for its stream-capture errors.
+constexpr const char* kCaptureUnsupported = "operation not permitted when stream is capturing";
+constexpr const char* kCaptureInvalidated = "operation failed due to a previous error during capture";
+constexpr const char* kCaptureUnjoined = "capturing stream has unjoined work";
+constexpr const char* kCaptureIsolation = "dependency created on uncaptured work in another stream";
+constexpr const char* kCaptureMerge = "operation would result in a merge of separate capture sequences";
+constexpr const char* kCaptureUnmatched = "capture was not initiated in this stream";
+constexpr const char* kCaptureWrongThread = "attempt to terminate a thread-local capture sequence from another thread";
+
+std::mutex g_capture_mu;
+std::vector<Capture*> g_captures;        // active ones; guarded by g_capture_mu
+std::atomic<int> g_active_captures{0};   // g_captures.size(), read without the lock
+
+[[noreturn]] void fail_capture(Capture* capture, const char* what) {
+  if (capture) capture->invalidated = true;
+  throw Error(Error::kInvalid, what);
+}
+
+// A synchronizing call: throws, invalidating the captures concerned, when it
+// conflicts with a capture (it waits on a capturing stream `target`, or on a
+// device with a capture) or a running capture's mode forbids it (`unsafe`).
+void check_sync_permitted(const Stream* target, int device = -1, bool unsafe = true) {
+  if (g_active_captures.load(std::memory_order_acquire) == 0) return;
+  std::lock_guard<std::mutex> lock(g_capture_mu);
+  const auto me = std::this_thread::get_id();
+  Capture* conflict = nullptr;
+  for (Capture* capture : g_captures) {
+    bool on_it = (target && target->capture.get() == capture) || capture->origin->device == device;
+    bool forbidden = unsafe && (capture->mode == CaptureMode::kGlobal ||
+                                (capture->mode == CaptureMode::kThreadLocal && capture->thread == me));
+    if (!on_it && !forbidden) continue;
+    capture->invalidated = true;
+    conflict = capture;
+  }
+  if (conflict) throw Error(Error::kInvalid, kCaptureUnsupported);
+}
+
+// Records the callable as the next work of the capture `stream` belongs to;
+// false if the stream stopped capturing meanwhile.
+bool record_node(Stream* stream, const char* name, void* callable, const TaskType& type, size_t bytes) {
+  std::lock_guard<std::mutex> lock(g_capture_mu);
+  Capture* capture = stream->capture.get();
+  if (!capture) return false;
+  if (capture->invalidated) throw Error(Error::kInvalid, kCaptureInvalidated);
+  void* task = ::operator new(type.size, std::align_val_t(type.align));
+  try {
+    type.move(callable, task);
+  } catch (...) {
+    ::operator delete(task, std::align_val_t(type.align));
+    throw;
+  }
+  capture->nodes.emplace_back(name, &type, task, stream->id, bytes);
+  ++stream->captured;
+  return true;
+}
+
+// A replay: the graph's work in order, each node named in its errors.
+void run_nodes(const Nodes& nodes, const Stream* stream, uint64_t correlation, int32_t thread, int64_t launched_ns) {
+  for (const Node& node : nodes) {
+    std::unique_ptr<PendingActivity> activity;
+    if (g_recording.load(std::memory_order_relaxed)) {
+      activity.reset(new PendingActivity{{node.bytes ? Activity::kMemcpy : Activity::kKernel, node.name, stream->device,
+                                          stream->id, g_next_activity_id.fetch_add(1), correlation, thread, launched_ns,
+                                          launched_ns, wall_ns(), 0, node.bytes},
+                                         g_recording_id.load()});
+    }
+    try {
+      node.type->call(node.task);
+    } catch (const std::out_of_range& e) {
+      throw std::out_of_range(std::string(node.name) + ": " + e.what());
+    } catch (const std::exception& e) {
+      throw std::runtime_error(std::string(node.name) + ": " + e.what());
+    }
+    if (activity) {
+      activity->record.end_ns = wall_ns();
+      finish_activity(activity.release());
+    }
+  }
+}
+
+}  // namespace
+
+void stream_begin_capture(Stream* stream, CaptureMode mode) {
+  check_not_forked(stream);
+  std::lock_guard<std::mutex> lock(g_capture_mu);
+  if (stream->capture) fail_capture(stream->capture.get(), kCaptureUnsupported);
+  auto capture = std::make_shared<Capture>();
+  capture->mode = mode;
+  capture->thread = std::this_thread::get_id();
+  capture->origin = stream;
+  capture->streams.push_back(stream);
+  stream->capture = capture;
+  stream->captured = stream->rejoined = 0;
+  stream->capturing.store(true, std::memory_order_release);
+  g_captures.push_back(capture.get());
+  g_active_captures.fetch_add(1, std::memory_order_release);
+}
+
+Graph* stream_end_capture(Stream* stream) {
+  Nodes nodes;  // destroyed after the lock is released: tasks may free memory
+  std::string error;
+  {
+    std::lock_guard<std::mutex> lock(g_capture_mu);
+    std::shared_ptr<Capture> capture = stream->capture;
+    if (!capture || capture->origin != stream) throw Error(Error::kInvalid, kCaptureUnmatched);
+    if (capture->mode == CaptureMode::kThreadLocal && capture->thread != std::this_thread::get_id())
+      throw Error(Error::kInvalid, kCaptureWrongThread);
+    if (capture->invalidated) error = kCaptureInvalidated;
+    for (Stream* s : capture->streams) {
+      if (error.empty() && s->captured > s->rejoined && s != stream) error = kCaptureUnjoined;
+      s->capture.reset();
+      s->capturing.store(false, std::memory_order_release);
+    }
+    capture->active = false;
+    nodes = std::move(capture->nodes);
+    g_captures.erase(std::find(g_captures.begin(), g_captures.end(), capture.get()));
+    g_active_captures.fetch_sub(1, std::memory_order_release);
+  }
+  if (!error.empty()) throw Error(Error::kInvalid, error);
+  return new Graph{std::make_shared<const Nodes>(std::move(nodes))};
+}
+
+bool stream_is_capturing(const Stream* stream) { return stream->capturing.load(std::memory_order_acquire); }
+
+void graph_destroy(Graph* graph) { delete graph; }
+
+std::vector<GraphNode> graph_nodes(const Graph* graph) {
+  std::vector<GraphNode> result;
+  for (const Node& node : *graph->nodes) result.push_back({node.name, node.stream, node.bytes});
+  return result;
 }
 
 namespace {
@@ -553,7 +750,14 @@ uint64_t enqueue(Stream* stream, const char* name, F&& fn, bool touches_memory) 
   return enqueue(stream, name, std::addressof(fn), TaskOf<F>::type, touches_memory);
 }
 
-void launch_recorded(Stream* stream, const char* name, void* callable, const TaskType& type, PendingActivity* activity) {
+// Queues (or, on a capturing stream, records) a launch or copy; `bytes` for copies.
+void launch_recorded(Stream* stream, const char* name, void* callable, const TaskType& type, PendingActivity* activity,
+                     size_t bytes = 0) {
+  if (stream->capturing.load(std::memory_order_acquire)) {
+    std::unique_ptr<PendingActivity> dropped(activity);  // captured work runs (and is recorded) at replay
+    if (record_node(stream, name, callable, type, bytes)) return;
+    activity = dropped.release();
+  }
   uint64_t ticket = enqueue(stream, name, callable, type, /*touches_memory=*/true, activity);
   if (launch_blocking()) {  // wait and rethrow
     wait_completed(stream, ticket, /*help=*/true);
@@ -567,18 +771,27 @@ void launch(Stream* stream, const char* name, void* callable, const TaskType& ty
   launch_recorded(stream, name, callable, type, start_activity(Activity::kKernel, name, stream, 0));
 }
 
+void graph_launch(Graph* graph, Stream* stream) {
+  auto replay = [nodes = graph->nodes, stream, correlation = t_correlation, thread = system_thread_id(),
+                 launched = wall_ns()] { run_nodes(*nodes, stream, correlation, thread, launched); };
+  launch_recorded(stream, "graph replay", &replay, TaskOf<decltype(replay)>::type, nullptr);
+}
+
 void stream_synchronize(Stream* stream) {
+  check_sync_permitted(stream);
   synchronize(stream);
   throw_pending_error(stream);
 }
 
 bool stream_query(Stream* stream) {
+  if (stream->capturing.load(std::memory_order_acquire)) check_sync_permitted(stream, -1, /*unsafe=*/false);
   uint64_t enqueued = stream->enqueued.load(std::memory_order_acquire);
   return stream->completed.load() >= enqueued;
 }
 
 void device_synchronize(int device) {
   check_device(device);
+  check_sync_permitted(nullptr, device);
   std::vector<Stream*> streams;
   {
     DeviceStreams& all = device_streams(device);
@@ -596,24 +809,87 @@ Event* event_create() { return new Event; }
 void event_destroy(Event* event) { delete event; }
 
 void event_record(Event* event, Stream* stream) {
+  if (stream->capturing.load(std::memory_order_acquire)) {  // a dependency inside the capture, no work
+    std::lock_guard<std::mutex> lock(g_capture_mu);
+    if (std::shared_ptr<Capture> capture = stream->capture) {
+      if (capture->invalidated) throw Error(Error::kInvalid, kCaptureInvalidated);
+      std::lock_guard<std::mutex> event_lock(event->mu);
+      event->stream = nullptr;
+      event->stamp.reset();
+      event->capture = std::move(capture);
+      event->capture_stream = stream;
+      event->capture_count = stream->captured;
+      return;
+    }
+  }
   auto stamp = std::make_shared<std::atomic<int64_t>>(0);
   uint64_t ticket = enqueue(stream, "event_record", [stamp] { stamp->store(now_ns()); }, false);
   std::lock_guard<std::mutex> lock(event->mu);
   event->stream = stream;
   event->ticket = ticket;
   event->stamp = std::move(stamp);
+  event->capture.reset();
 }
+
+namespace {
+
+// A wait that involves a capture: on an event recorded in one, the waiting
+// stream joins it (or, already in it, marks the recording stream rejoined up
+// to that point); a capturing stream may not wait on unfinished outside work.
+void capture_wait_event(Stream* stream, const RecordSnapshot& record) {
+  std::lock_guard<std::mutex> lock(g_capture_mu);
+  Capture* capture = record.capture && record.capture->active ? record.capture.get() : nullptr;
+  if (!capture) {
+    if (stream->capture && !reached(record)) fail_capture(stream->capture.get(), kCaptureIsolation);
+    return;
+  }
+  if (capture->invalidated) throw Error(Error::kInvalid, kCaptureInvalidated);
+  if (!stream->capture) {
+    stream->capture = record.capture;
+    stream->captured = stream->rejoined = 0;
+    stream->capturing.store(true, std::memory_order_release);
+    capture->streams.push_back(stream);
+    return;
+  }
+  if (stream->capture.get() != capture) {
+    stream->capture->invalidated = true;
+    fail_capture(capture, kCaptureMerge);
+  }
+  Stream* recorder = record.capture_stream;
+  if (recorder != stream) recorder->rejoined = std::max(recorder->rejoined, record.capture_count);
+}
+
+}  // namespace
 
 void stream_wait_event(Stream* stream, Event* event) {
   RecordSnapshot record = latest_record(event);
+  if (record.capture || stream->capturing.load(std::memory_order_acquire)) return capture_wait_event(stream, record);
   if (!record.stream || record.stream == stream) return;  // a stream already runs in order
   enqueue(stream, "stream_wait_event", [record] { wait_completed(record.stream, record.ticket); }, false);
 }
 
-bool event_query(Event* event) { return reached(latest_record(event)); }
+namespace {
+
+// Querying or waiting on an event recorded in a capture that is still running
+// conflicts with it.
+void check_not_captured(const RecordSnapshot& record) {
+  if (!record.capture) return;
+  std::lock_guard<std::mutex> lock(g_capture_mu);
+  if (record.capture->active) fail_capture(record.capture.get(), kCaptureUnsupported);
+}
+
+}  // namespace
+
+bool event_query(Event* event) {
+  RecordSnapshot record = latest_record(event);
+  check_not_captured(record);
+  return reached(record);
+}
 
 void event_synchronize(Event* event) {
   RecordSnapshot record = latest_record(event);
+  check_not_captured(record);
+  check_sync_permitted(nullptr);
   if (!record.stream) return;
   check_not_forked(record.stream);
   wait_completed(record.stream, record.ticket, /*help=*/true);
@@ -688,14 +964,16 @@ constexpr size_t kInlineCopyBytes = 64 << 10;
 
 void memcpy_async(void* dst, const void* src, size_t bytes, Stream* stream) {
   if (bytes == 0) return;
-  if (bytes <= kInlineCopyBytes && !launch_blocking() && stream_query(stream)) {
+  const bool capturing = stream->capturing.load(std::memory_order_acquire);
+  if (bytes <= kInlineCopyBytes && !capturing && !launch_blocking() && stream_query(stream)) {
     check_not_forked(stream);
     copy_on_this_thread(dst, src, bytes, stream);
     return;
   }
   auto copy = [dst, src, bytes] { copy_bytes(dst, src, bytes); };
-  launch_recorded(stream, "memcpy", &copy, TaskOf<decltype(copy)>::type,
-                  start_activity(Activity::kMemcpy, copy_name(dst, src), stream, bytes));
+  const char* name = copy_name(dst, src);
+  launch_recorded(stream, name, &copy, TaskOf<decltype(copy)>::type, start_activity(Activity::kMemcpy, name, stream, bytes),
+                  bytes);
 }
 
 // Waits for the stream's earlier work, then copies on the calling thread: the
@@ -703,6 +981,7 @@ void memcpy_async(void* dst, const void* src, size_t bytes, Stream* stream) {
 // second round trip to the worker (this is what makes .item() cheap).
 void memcpy_sync(void* dst, const void* src, size_t bytes, Stream* stream) {
   check_not_forked(stream);
+  check_sync_permitted(stream);
   synchronize(stream);
   if (bytes > 0) copy_on_this_thread(dst, src, bytes, stream);  // even after a failed task, as a queued copy would
   throw_pending_error(stream);

@@ -230,7 +230,16 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, Fallb
     if (v.isTensorList()) v = c10::List<at::Tensor>(v.toTensorVector());
     if (v.isOptionalTensorList()) v = c10::List<std::optional<at::Tensor>>(v.toOptionalTensorVector());
   }
-  copy_to_host(slots);
+  try {
+    copy_to_host(slots);
+  } catch (const c10::Error& e) {
+    // Inside a graph capture the copies to the host are refused (the driver's
+    // capture error): say which op could not be captured.
+    const std::string what = e.what_without_backtrace();
+    TORCH_CHECK(what.find("when stream is capturing") == std::string::npos, schema.operator_name(),
+                " has no rbln kernel for these inputs and runs on the CPU, which a graph capture cannot record: ", what);
+    throw;
+  }
   put_back(*stack, begin, slots, /*host=*/true);
 
   const bool sparse = std::any_of(slots.begin(), slots.end(), [](const Slot& s) { return s.host.is_sparse(); });

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -103,6 +104,10 @@ struct DevicePool {
   std::set<Block*, BlockOrder> free_blocks;
   // Freed blocks still in use by other streams, with the events to wait for.
   std::deque<std::pair<Block*, std::vector<driver::Event*>>> pending;
+  // Freed while one of those streams captures a graph: their events are
+  // recorded once it no longer does (an event recorded in a capture marks no
+  // point of the stream's real work), as CUDA's allocator defers them.
+  std::vector<Block*> deferred;
   // Per stream, recorded after its last stream-ordered release (see reserve).
   std::map<driver::Stream*, driver::Event*> fences;
   // The first block of each segment: it stays the first while the segment lives.
@@ -123,7 +128,29 @@ thread_local int t_routed = 0;  // entries of t_mem_pools: most allocations read
 std::mutex g_released_mu;
 std::set<uint64_t> g_released_pools;  // deleted MemPools: their blocks go back to the driver when freed
 
-uint64_t current_mem_pool(c10::DeviceIndex device) {
+// Capturing streams' pools (begin_capture_pool), with their devices.
+std::mutex g_capture_pools_mu;
+std::map<driver::Stream*, std::pair<c10::DeviceIndex, uint64_t>> g_capture_pools;  // guarded by g_capture_pools_mu
+std::atomic<int> g_capturing{0};  // g_capture_pools.size(), read on every allocation
+
+// The pool of a capture `stream` takes part in: its own, or, for a stream that joined a capture, the one capture
+// of its device (0 when that is ambiguous).
+uint64_t capture_pool(c10::DeviceIndex device, driver::Stream* stream) {
+  if (g_capturing.load(std::memory_order_acquire) == 0 || !driver::stream_is_capturing(stream)) return 0;
+  std::lock_guard<std::mutex> lock(g_capture_pools_mu);
+  if (auto it = g_capture_pools.find(stream); it != g_capture_pools.end()) return it->second.second;
+  uint64_t found = 0;
+  int on_device = 0;
+  for (const auto& [origin, entry] : g_capture_pools) {
+    if (entry.first != device) continue;
+    found = entry.second;
+    ++on_device;
+  }
+  return on_device == 1 ? found : 0;
+}
+
+uint64_t current_mem_pool(c10::DeviceIndex device, driver::Stream* stream) {
+  if (uint64_t pool = capture_pool(device, stream)) return pool;
   if (t_routed == 0) return 0;
   auto it = t_mem_pools.find(device);
   return it == t_mem_pools.end() || it->second.empty() ? 0 : it->second.back();
@@ -185,7 +212,7 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
     auto& pool = get_pool(device);
     auto size = round_size(n);
     auto context = gather_context(memory::HistoryConfig::kStateContext);
-    auto mem_pool = current_mem_pool(device);
+    auto mem_pool = current_mem_pool(device, stream);
     std::unique_lock<std::mutex> lock(pool.mutex);
     process_pending(pool);
     Block* block = take_cached(pool, stream, mem_pool, size);
@@ -243,6 +270,13 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
       cache(pool, block);
       return;
     }
+    if (!record_free_events(pool, block)) pool.deferred.push_back(block);
+  }
+
+  // Queues the events a freed block waits for; false while one of its streams captures.
+  static bool record_free_events(DevicePool& pool, Block* block) {
+    for (auto* stream : block->used_by)
+      if (driver::stream_is_capturing(stream)) return false;
     std::vector<driver::Event*> events;
     for (auto* stream : block->used_by) {
       auto* event = driver::event_create();
@@ -251,6 +285,7 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
     }
     block->used_by.clear();
     pool.pending.emplace_back(block, std::move(events));
+    return true;
   }
 
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
@@ -326,6 +361,7 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
       std::lock_guard<std::mutex> lock(pool.mutex);
       std::set<const Block*> pending;
       for (const auto& entry : pool.pending) pending.insert(entry.first);
+      pending.insert(pool.deferred.begin(), pool.deferred.end());
       for (const Block* head : pool.segments) {
         memory::SegmentInfo segment{d, reinterpret_cast<uintptr_t>(head->ptr), 0, 0, 0, 0,
                                     driver::stream_id(head->stream), false, head->mem_pool, {}};
@@ -441,11 +477,21 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
   // stream order makes that safe for this stream's own allocations, and a
   // later reserve for another stream first waits for that work (the fence),
   // on its stream, without blocking the host.
+  // While `stream` captures a graph nothing goes back to the driver (that
+  // needs a record or a sync on it), and the fences are waited for on the host:
+  // a capturing stream may not wait on outside work.
   Block* reserve(DevicePool& pool, c10::DeviceIndex device, driver::Stream* stream, uint64_t mem_pool, size_t size,
                  size_t n, const memory::Context& context) {
+    const bool capturing = driver::stream_is_capturing(stream);
     release_stream_cached(pool, stream, mem_pool);
-    for (auto& [other, fence] : pool.fences)
-      if (other != stream && !driver::event_query(fence)) driver_call([&] { driver::stream_wait_event(stream, fence); });
+    for (auto& [other, fence] : pool.fences) {
+      if (other == stream || driver::event_query(fence)) continue;
+      if (capturing) {
+        while (!driver::event_query(fence)) std::this_thread::yield();
+      } else {
+        driver_call([&] { driver::stream_wait_event(stream, fence); });
+      }
+    }
     const auto capacity = driver::device_capacity(device);
     const auto allowed = static_cast<size_t>(pool.fraction * static_cast<double>(capacity));
     auto within_fraction = [&] { return static_cast<size_t>(pool.stats.reserved_bytes[0].current) + size <= allowed; };
@@ -453,7 +499,7 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
       return within_fraction() ? driver_call([&] { return driver::device_malloc(device, size); }) : nullptr;
     };
     void* ptr = device_malloc();
-    if (!ptr) {
+    if (!ptr && !capturing) {
       // Out of room: hand the whole cache back to the driver and try once more.
       ++pool.stats.num_alloc_retries;
       release_cached(pool, device);
@@ -485,6 +531,12 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
   }
 
   static void process_pending(DevicePool& pool) {
+    if (!pool.deferred.empty()) {
+      std::vector<Block*> deferred = std::move(pool.deferred);
+      pool.deferred.clear();
+      for (Block* block : deferred)
+        if (!record_free_events(pool, block)) pool.deferred.push_back(block);
+    }
     while (!pool.pending.empty()) {
       auto& [block, events] = pool.pending.front();
       for (auto* event : events) {
@@ -511,6 +563,7 @@ class RBLNCachingAllocator final : public c10::DeviceAllocator {
   // the fence marks where that work ends.
   // Only `mem_pool`'s segments: a MemPool keeps its memory while it lives.
   static void release_stream_cached(DevicePool& pool, driver::Stream* stream, uint64_t mem_pool) {
+    if (driver::stream_is_capturing(stream)) return;  // see reserve
     Block key{nullptr, 0, 0, 0, stream, {}};
     key.mem_pool = mem_pool;
     bool released = false;
@@ -591,6 +644,18 @@ void end_mem_pool(c10::DeviceIndex device, uint64_t mem_pool) {
   TORCH_CHECK(!pools.empty() && pools.back() == mem_pool, "use_mem_pool: pools must be left in the order entered");
   pools.pop_back();
   --t_routed;
+}
+
+void begin_capture_pool(driver::Stream* stream, uint64_t mem_pool) {
+  std::lock_guard<std::mutex> lock(g_capture_pools_mu);
+  g_capture_pools[stream] = {static_cast<c10::DeviceIndex>(driver::stream_device(stream)), mem_pool};
+  g_capturing.store(static_cast<int>(g_capture_pools.size()), std::memory_order_release);
+}
+
+void end_capture_pool(driver::Stream* stream) {
+  std::lock_guard<std::mutex> lock(g_capture_pools_mu);
+  g_capture_pools.erase(stream);
+  g_capturing.store(static_cast<int>(g_capture_pools.size()), std::memory_order_release);
 }
 
 void release_mem_pool(uint64_t mem_pool) {

@@ -12,6 +12,10 @@
 #include <memory>
 #include <vector>
 
+namespace rbln::driver {
+struct Stream;
+}
+
 namespace rbln {
 
 // torch.cuda.set_per_process_memory_fraction: reserving past fraction * capacity of
@@ -30,6 +34,11 @@ uint64_t create_mem_pool();  // never 0, the default pool's id
 void begin_mem_pool(c10::DeviceIndex device, uint64_t mem_pool);  // this thread's allocations on `device`
 void end_mem_pool(c10::DeviceIndex device, uint64_t mem_pool);
 void release_mem_pool(uint64_t mem_pool);
+
+// Graph capture (runtime/graphs), as CUDA's beginAllocateToPool: while `stream` captures, allocations on it (from
+// any thread), and on the streams that join its capture, come from `mem_pool`; its freed blocks go back there.
+void begin_capture_pool(driver::Stream* stream, uint64_t mem_pool);
+void end_capture_pool(driver::Stream* stream);
 
 namespace memory {
 

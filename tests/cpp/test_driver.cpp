@@ -10,6 +10,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -776,4 +779,218 @@ TEST(Activities, RecordsKernelsAndCopiesWithTheirCorrelation) {
   EXPECT_STREQ(records[2].name, "Memcpy DtoH");
   EXPECT_EQ(records[2].correlation, 0u);
   EXPECT_NE(records[0].id, records[1].id);
+}
+
+// ---- graph capture -------------------------------------------------------------
+
+// Counts its runs and destructions: a captured task runs once per replay and is
+// destroyed with the graph.
+struct Counted {
+  std::shared_ptr<std::atomic<int>> runs, destroyed;
+  bool owner = true;
+  Counted(std::shared_ptr<std::atomic<int>> r, std::shared_ptr<std::atomic<int>> d) : runs(r), destroyed(d) {}
+  Counted(Counted&& o) noexcept : runs(o.runs), destroyed(o.destroyed) { o.owner = false; }
+  ~Counted() {
+    if (owner) ++*destroyed;
+  }
+  void operator()() const { ++*runs; }
+};
+
+TEST(Capture, RecordsInsteadOfRunningAndReplaysAsOneTask) {
+  Stream* stream = create_stream(0);
+  auto* data = static_cast<int*>(device_malloc(0, 4 * sizeof(int)));
+  int host[4] = {1, 2, 3, 4};
+  auto runs = std::make_shared<std::atomic<int>>(0), destroyed = std::make_shared<std::atomic<int>>(0);
+  stream_begin_capture(stream, CaptureMode::kGlobal);
+  EXPECT_TRUE(stream_is_capturing(stream));
+  memcpy_async(data, host, sizeof(host), stream);  // small: would run inline outside capture
+  launch(stream, "double", [data] {
+    for (int i = 0; i < 4; ++i) data[i] *= 2;
+  });
+  launch(stream, "counted", Counted(runs, destroyed));
+  Graph* graph = stream_end_capture(stream);
+  EXPECT_FALSE(stream_is_capturing(stream));
+  EXPECT_EQ(runs->load(), 0);  // nothing ran during capture
+  std::vector<GraphNode> nodes = graph_nodes(graph);
+  ASSERT_EQ(nodes.size(), 3u);
+  EXPECT_STREQ(nodes[0].name, "Memcpy HtoD");
+  EXPECT_EQ(nodes[0].bytes, sizeof(host));
+  EXPECT_STREQ(nodes[1].name, "double");
+  EXPECT_EQ(nodes[2].stream, stream_id(stream));
+  for (int replay = 1; replay <= 3; ++replay) {
+    host[0] = 10 * replay;  // the copy reads its source at replay
+    graph_launch(graph, stream);
+    stream_synchronize(stream);
+    EXPECT_EQ(data[0], 20 * replay);
+    EXPECT_EQ(data[3], 8);
+    EXPECT_EQ(runs->load(), replay);
+  }
+  EXPECT_EQ(destroyed->load(), 0);
+  graph_launch(graph, stream);
+  graph_destroy(graph);  // the queued replay keeps the work alive
+  stream_synchronize(stream);
+  EXPECT_EQ(runs->load(), 4);
+  EXPECT_EQ(destroyed->load(), 1);
+  device_free(data);
+}
+
+TEST(Capture, ReplayErrorNamesTheNodeAndTheStreamRecovers) {
+  Stream* stream = create_stream(0);
+  stream_begin_capture(stream, CaptureMode::kGlobal);
+  launch(stream, "bad", [] { throw std::runtime_error("boom"); });
+  Graph* graph = stream_end_capture(stream);
+  graph_launch(graph, stream);
+  EXPECT_EQ(error_of([&] { stream_synchronize(stream); }, Error::kKernel), "graph replay: bad: boom");
+  EXPECT_NO_THROW(stream_synchronize(stream));
+  graph_destroy(graph);
+}
+
+TEST(Capture, SynchronizingCallsFailAndInvalidateTheCapture) {
+  Stream* stream = create_stream(0);
+  Stream* other = create_stream(0);
+  void* device = device_malloc(0, 64);
+  char host[64];
+  const std::string unsupported = "operation not permitted when stream is capturing";
+  const std::string invalidated = "operation failed due to a previous error during capture";
+  std::vector<std::function<void()>> calls = {
+      [&] { stream_synchronize(stream); },
+      [&] { memcpy_sync(host, device, 64, stream); },
+      [&] { device_synchronize(0); },
+      [&] { stream_query(stream); },
+      [&] {
+        Event* event = event_create();
+        event_record(event, stream);
+        struct Destroy {
+          Event* e;
+          ~Destroy() { event_destroy(e); }
+        } destroy{event};
+        event_synchronize(event);
+      },
+      [&] { stream_synchronize(other); },  // another stream: still forbidden in global mode
+  };
+  for (auto& call : calls) {
+    stream_begin_capture(stream, CaptureMode::kGlobal);
+    launch(stream, "k", [] {});
+    EXPECT_EQ(error_of(call, Error::kInvalid), unsupported);
+    EXPECT_EQ(error_of([&] { launch(stream, "k", [] {}); }, Error::kInvalid), invalidated);
+    EXPECT_EQ(error_of([&] { stream_end_capture(stream); }, Error::kInvalid), invalidated);
+    EXPECT_FALSE(stream_is_capturing(stream));
+    // The stream and the device go on working.
+    launch(stream, "after", [] {});
+    EXPECT_NO_THROW(stream_synchronize(stream));
+    EXPECT_NO_THROW(device_synchronize(0));
+  }
+  device_free(device);
+}
+
+TEST(Capture, ModesDecideWhichThreadsMaySynchronize) {
+  Stream* stream = create_stream(0);
+  Stream* other = create_stream(0);
+  // The message of the Error that f() throws on another thread; empty if none.
+  auto on_thread = [](const std::function<void()>& f) {
+    std::string error;
+    std::thread([&] {
+      try {
+        f();
+      } catch (const Error& e) {
+        error = e.what();
+      }
+    }).join();
+    return error;
+  };
+  auto sync_other_from_thread = [&] { return on_thread([&] { stream_synchronize(other); }); };
+  // relaxed: only calls on the capture itself fail.
+  stream_begin_capture(stream, CaptureMode::kRelaxed);
+  EXPECT_NO_THROW(stream_synchronize(other));
+  EXPECT_EQ(sync_other_from_thread(), "");
+  EXPECT_EQ(error_of([&] { stream_synchronize(stream); }, Error::kInvalid),
+            "operation not permitted when stream is capturing");
+  EXPECT_THROW(stream_end_capture(stream), Error);
+  // thread_local: the capturing thread may not synchronize, others may.
+  stream_begin_capture(stream, CaptureMode::kThreadLocal);
+  EXPECT_EQ(sync_other_from_thread(), "");
+  Graph* graph = stream_end_capture(stream);
+  graph_destroy(graph);
+  stream_begin_capture(stream, CaptureMode::kThreadLocal);
+  EXPECT_THROW(stream_synchronize(other), Error);
+  EXPECT_THROW(stream_end_capture(stream), Error);
+  // global: no thread may.
+  stream_begin_capture(stream, CaptureMode::kGlobal);
+  EXPECT_EQ(sync_other_from_thread(), "operation not permitted when stream is capturing");
+  EXPECT_THROW(stream_end_capture(stream), Error);
+  // thread_local captures end on their own thread only.
+  stream_begin_capture(stream, CaptureMode::kThreadLocal);
+  EXPECT_EQ(on_thread([&] { stream_end_capture(stream); }),
+            "attempt to terminate a thread-local capture sequence from another thread");
+  graph_destroy(stream_end_capture(stream));
+  EXPECT_EQ(error_of([&] { stream_end_capture(stream); }, Error::kInvalid), "capture was not initiated in this stream");
+}
+
+TEST(Capture, SideStreamsJoinThroughEventsAndMustRejoin) {
+  Stream* main = create_stream(0);
+  Stream* side = create_stream(0);
+  Event* fork = event_create();
+  Event* join = event_create();
+  std::vector<int> order;
+  std::mutex mu;
+  auto step = [&](int i) {
+    return [&, i] {
+      std::lock_guard<std::mutex> lock(mu);
+      order.push_back(i);
+    };
+  };
+  stream_begin_capture(main, CaptureMode::kGlobal);
+  launch(main, "a", step(1));
+  event_record(fork, main);
+  stream_wait_event(side, fork);
+  EXPECT_TRUE(stream_is_capturing(side));
+  launch(side, "b", step(2));
+  launch(main, "c", step(3));
+  event_record(join, side);
+  stream_wait_event(main, join);
+  launch(main, "d", step(4));
+  Graph* graph = stream_end_capture(main);
+  EXPECT_FALSE(stream_is_capturing(side));
+  std::vector<GraphNode> nodes = graph_nodes(graph);
+  ASSERT_EQ(nodes.size(), 4u);
+  EXPECT_EQ(nodes[1].stream, stream_id(side));
+  graph_launch(graph, main);
+  graph_launch(graph, side);  // replays run anywhere
+  stream_synchronize(main);
+  stream_synchronize(side);
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3, 4, 1, 2, 3, 4}));
+  graph_destroy(graph);
+
+  // Not rejoined: CUDA's "unjoined" error, and both streams leave the capture.
+  stream_begin_capture(main, CaptureMode::kGlobal);
+  event_record(fork, main);
+  stream_wait_event(side, fork);
+  launch(side, "b", [] {});
+  EXPECT_EQ(error_of([&] { stream_end_capture(main); }, Error::kInvalid), "capturing stream has unjoined work");
+  EXPECT_FALSE(stream_is_capturing(side));
+  launch(side, "after", [] {});
+  EXPECT_NO_THROW(stream_synchronize(side));
+  event_destroy(fork);
+  event_destroy(join);
+}
+
+TEST(Capture, ReplaysAreRecordedAsActivities) {
+  Stream* stream = create_stream(0);
+  stream_begin_capture(stream, CaptureMode::kGlobal);
+  launch(stream, "first", [] {});
+  launch(stream, "second", [] {});
+  Graph* graph = stream_end_capture(stream);
+  set_activity_recording(true);
+  set_correlation_id(7);
+  graph_launch(graph, stream);
+  set_correlation_id(0);
+  stream_synchronize(stream);
+  std::vector<Activity> records = take_activities();
+  set_activity_recording(false);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_STREQ(records[0].name, "first");
+  EXPECT_STREQ(records[1].name, "second");
+  EXPECT_EQ(records[1].correlation, 7u);
+  EXPECT_LE(records[0].end_ns, records[1].begin_ns);
+  graph_destroy(graph);
 }

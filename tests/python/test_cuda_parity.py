@@ -51,7 +51,7 @@ def test_every_torch_cuda_name_is_provided_or_listed_as_left_out():
     assert PRIVATE <= rbln
 
 
-@pytest.mark.parametrize("name", ["amp", "memory", "streams", "random"])
+@pytest.mark.parametrize("name", ["amp", "graphs", "memory", "streams", "random"])
 def test_submodules_import_like_torch_cuda(name):
     module = importlib.import_module(f"torch.rbln.{name}")
     assert getattr(torch.rbln, name) is module

@@ -126,6 +126,8 @@ FOLDER_RULES = {
     "runtime/observability": ("runtime/device/", *DRIVER_HEADERS),
     "runtime/compiled": ("runtime/device/", "runtime/fallback/", "runtime/observability/", DECLARATIONS),
     "runtime/fallback": ("runtime/observability/", DECLARATIONS),
+    # Graph capture: the driver's capture under at::GraphImplInterface, the allocator's pools, the generator.
+    "runtime/graphs": ("runtime/device/", "runtime/memory/"),
     # Kernels: shared helpers, the vectorized loops, the op library, then one folder per op family.
     "kernels/common": ("runtime/device/", DECLARATIONS),
     "kernels/vec": (),
@@ -140,7 +142,7 @@ FOLDER_RULES = {
     "kernels/quantized": KERNEL_BASE,
     # The Python module binds the glue, and reaches the kernels only through the contract.
     "python/csrc": tuple(f"runtime/{c}/" for c in ("device", "memory", "streams", "distributed", "observability",
-                                                     "compiled", "fallback")) + (DECLARATIONS,),
+                                                     "compiled", "fallback", "graphs")) + (DECLARATIONS,),
     # The generated registrations: the elementwise engine and functors, the op library, the glue's hooks.
     "generated": (DECLARATIONS, "kernels/common/", "kernels/elementwise/", "kernels/library/", "runtime/compiled/",
                   "runtime/fallback/"),

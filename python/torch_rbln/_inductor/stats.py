@@ -22,6 +22,8 @@ class CompileStats:
     fx_graph_cache_misses: int = 0
     aot_autograd_cache_hits: int = 0
     aot_autograd_cache_misses: int = 0
+    graph_captures: int = 0  # mode="reduce-overhead": rbln graphs captured (one per input signature)
+    graph_replays: int = 0  # calls served by replaying one
 
 
 def compile_stats() -> CompileStats:
@@ -37,4 +39,6 @@ def compile_stats() -> CompileStats:
         fx_graph_cache_misses=counters["inductor"]["fxgraph_cache_miss"],
         aot_autograd_cache_hits=counters["aot_autograd"]["autograd_cache_hit"],
         aot_autograd_cache_misses=counters["aot_autograd"]["autograd_cache_miss"],
+        graph_captures=generated["graph_captures"],
+        graph_replays=generated["graph_replays"],
     )

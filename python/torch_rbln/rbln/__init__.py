@@ -13,13 +13,14 @@ Assembled here from one module per capability, which import only each other, nev
     _health.py        device-health readings (`torch.rbln.utilization`, `memory_usage`, ...)
     _compile.py       torch.compile: Inductor's hooks, compile statistics, the compiled-op plan cache
     _accounting.py    `torch.rbln.explain()`: op accounting
+    graphs.py         graph capture and replay (`torch.rbln.graphs`, as `torch.cuda.graphs`)
 
-A submodule torch.cuda has and rbln gains (graphs.py, as `torch.cuda.graphs`) goes beside them, its
-names taken here and, for `import torch.rbln.<name>`, its sys.modules entry listed in torch_rbln._patches.
+A submodule torch.cuda has and rbln gains goes beside them, its names taken here and, for
+`import torch.rbln.<name>`, its sys.modules entry listed in torch_rbln._patches.
 """
 import importlib
 
-from . import amp, memory, random, streams
+from . import amp, graphs, memory, random, streams
 from ._accounting import *  # noqa: F401,F403
 from ._compile import *  # noqa: F401,F403
 from ._compile import _inductor_hook as __getattr__  # noqa: F401  (Inductor's lazy `torch.rbln.Scheduling`)
@@ -28,6 +29,7 @@ from ._health import *  # noqa: F401,F403
 from ._storage_types import *  # noqa: F401,F403
 from ._tensor_types import *  # noqa: F401,F403
 from .amp import get_amp_supported_dtype, has_half, is_bf16_supported, is_tf32_supported  # noqa: F401
+from .graphs import *  # noqa: F401,F403
 from .memory import *  # noqa: F401,F403
 from .memory import _dump_snapshot, _memory_viz, _record_memory_history, _snapshot  # noqa: F401  (torch.cuda's)
 from .random import *  # noqa: F401,F403
