@@ -1,0 +1,60 @@
+"""vLLM on rbln through the torch_rbln.vllm platform plugin (docs/serving.md): `LLM.generate` in one process
+(VLLM_ENABLE_V1_MULTIPROCESSING=0) gives Hugging Face's greedy tokens on CPU, with the weights and the KV
+cache on rbln and no CPU fallback while generating."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "examples"))
+import serving  # noqa: E402
+
+MAX_TOKENS = 8
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("vllm") / "tiny-llama")
+    serving.build(path, hidden=64)
+    return path
+
+
+def hf_greedy(checkpoint: str, prompts: list[str]) -> list[list[int]]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+    model = AutoModelForCausalLM.from_pretrained(checkpoint)
+    out = []
+    for prompt in prompts:
+        ids = tokenizer(prompt, return_tensors="pt")["input_ids"]
+        new = model.generate(ids, max_new_tokens=MAX_TOKENS, min_new_tokens=MAX_TOKENS, do_sample=False)
+        out.append(new[0, ids.shape[1]:].tolist())
+    return out
+
+
+def test_llm_generate_matches_hugging_face_on_cpu(run_python, checkpoint):
+    prompts = serving.prompts(4)
+    got = run_python(f"""
+        from vllm import LLM, SamplingParams
+        from vllm.platforms import current_platform
+
+        llm = LLM(model={checkpoint!r}, dtype="float32", enforce_eager=True, max_model_len=256,
+                  gpu_memory_utilization=0.2, max_num_seqs=8)
+        runner = llm.llm_engine.engine_core.engine_core.model_executor.driver_worker.worker.model_runner
+        with torch.rbln.explain() as ex:
+            outs = llm.generate({prompts!r}, SamplingParams(temperature=0, max_tokens={MAX_TOKENS}, ignore_eos=True))
+        print(json.dumps({{
+            "platform": current_platform.device_type,
+            "tokens": [list(o.outputs[0].token_ids) for o in outs],
+            "fallbacks": ex.fallback_ops,
+            "weights": sorted({{str(p.device.type) for p in runner.model.parameters()}}),
+            "kv_cache": sorted({{str(t.device.type) for t in runner.kv_caches}}),
+        }}))
+    """, VLLM_ENABLE_V1_MULTIPROCESSING="0")
+    assert got["platform"] == "rbln"  # chosen through the vllm.platform_plugins entry point
+    assert got["weights"] == ["rbln"] and got["kv_cache"] == ["rbln"]
+    assert got["fallbacks"] == {}
+    assert got["tokens"] == hf_greedy(checkpoint, prompts)
