@@ -1,9 +1,17 @@
 """vLLM on rbln through the torch_rbln.vllm platform plugin (docs/serving.md): `LLM.generate` in one process
 (VLLM_ENABLE_V1_MULTIPROCESSING=0) gives Hugging Face's greedy tokens on CPU, with the weights and the KV
-cache on rbln and no CPU fallback while generating."""
+cache on rbln and no CPU fallback while generating; `vllm serve` answers concurrent OpenAI requests with the
+same tokens."""
 from __future__ import annotations
 
+import os
+import signal
+import socket
+import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -58,3 +66,37 @@ def test_llm_generate_matches_hugging_face_on_cpu(run_python, checkpoint):
     assert got["weights"] == ["rbln"] and got["kv_cache"] == ["rbln"]
     assert got["fallbacks"] == {}
     assert got["tokens"] == hf_greedy(checkpoint, prompts)
+
+
+def test_vllm_serve_answers_concurrent_requests_with_cpu_tokens_and_exits_cleanly(checkpoint, tmp_path):
+    """`vllm serve` (engine core in its own process, as users run it): 8 concurrent completions and chats give
+    Hugging Face's greedy text on CPU; SIGTERM shuts it down with exit status 0."""
+    requests = [(prompt, i % 2 == 1) for i, prompt in enumerate(serving.prompts(8))]
+    expected = serving.cpu_greedy(checkpoint, requests, MAX_TOKENS)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    vllm = os.path.join(os.path.dirname(sys.executable), "vllm")
+    with open(tmp_path / "serve.log", "w") as log:
+        proc = subprocess.Popen([vllm, "serve", checkpoint, "--host", "127.0.0.1", "--port", str(port),
+                                 "--dtype", "float32", "--enforce-eager", "--max-model-len", "256",
+                                 "--gpu-memory-utilization", "0.2", "--max-num-seqs", "8"],
+                                stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).close()
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
+                time.sleep(0.5)
+        results = serving.load(port, checkpoint, requests, MAX_TOKENS, timeout=60)["results"]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, (tmp_path / "serve.log").read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    # vLLM decodes a continuation of the prompt, so its text starts with the separating space; words are tokens.
+    assert [{"text": r["text"].lstrip(), "tokens": r["tokens"]} for r in results] == expected
