@@ -43,20 +43,25 @@ def hf_greedy(checkpoint: str, prompts: list[str]) -> list[list[int]]:
     return out
 
 
-def test_llm_generate_matches_hugging_face_on_cpu(run_python, checkpoint):
-    prompts = serving.prompts(4)
+def test_llm_generate_with_chunked_prefill_and_prefix_caching_matches_hugging_face_on_cpu(run_python, checkpoint):
+    """Prompts of 20 to 26 tokens in steps of 16 tokens (chunked prefill), then again (their first block from
+    the prefix cache): both times Hugging Face's greedy tokens."""
+    prompts = serving.prompts(12)[-4:]
     got = run_python(f"""
         from vllm import LLM, SamplingParams
         from vllm.platforms import current_platform
 
         llm = LLM(model={checkpoint!r}, dtype="float32", enforce_eager=True, max_model_len=256,
-                  gpu_memory_utilization=0.2, max_num_seqs=8)
+                  gpu_memory_utilization=0.2, max_num_seqs=8, enable_prefix_caching=True,
+                  enable_chunked_prefill=True, max_num_batched_tokens=16)
         runner = llm.llm_engine.engine_core.engine_core.model_executor.driver_worker.worker.model_runner
+        params = SamplingParams(temperature=0, max_tokens={MAX_TOKENS}, ignore_eos=True)
         with torch.rbln.explain() as ex:
-            outs = llm.generate({prompts!r}, SamplingParams(temperature=0, max_tokens={MAX_TOKENS}, ignore_eos=True))
+            runs = [llm.generate({prompts!r}, params) for _ in range(2)]
         print(json.dumps({{
             "platform": current_platform.device_type,
-            "tokens": [list(o.outputs[0].token_ids) for o in outs],
+            "tokens": [[list(o.outputs[0].token_ids) for o in outs] for outs in runs],
+            "cached": [o.num_cached_tokens for o in runs[1]],
             "fallbacks": ex.fallback_ops,
             "weights": sorted({{str(p.device.type) for p in runner.model.parameters()}}),
             "kv_cache": sorted({{str(t.device.type) for t in runner.kv_caches}}),
@@ -65,7 +70,9 @@ def test_llm_generate_matches_hugging_face_on_cpu(run_python, checkpoint):
     assert got["platform"] == "rbln"  # chosen through the vllm.platform_plugins entry point
     assert got["weights"] == ["rbln"] and got["kv_cache"] == ["rbln"]
     assert got["fallbacks"] == {}
-    assert got["tokens"] == hf_greedy(checkpoint, prompts)
+    assert got["cached"] == [16] * 4
+    expected = hf_greedy(checkpoint, prompts)
+    assert got["tokens"] == [expected, expected]
 
 
 def test_vllm_serve_answers_concurrent_requests_with_cpu_tokens_and_exits_cleanly(checkpoint, tmp_path):
