@@ -2,10 +2,7 @@
 from __future__ import annotations
 
 import torch
-from vllm.logger import init_logger
 from vllm.platforms.interface import Platform, PlatformEnum
-
-logger = init_logger(__name__)
 
 
 class RBLNPlatform(Platform):

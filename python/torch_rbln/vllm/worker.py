@@ -8,7 +8,6 @@ from contextlib import AbstractContextManager, nullcontext
 import torch
 from vllm.config import CUDAGraphMode
 from vllm.distributed.parallel_state import get_pp_group
-from vllm.logger import init_logger
 from vllm.model_executor.model_loader import get_model_loader
 from vllm.platforms import current_platform
 from vllm.utils.mem_utils import MemorySnapshot
@@ -16,8 +15,6 @@ from vllm.utils.torch_utils import set_random_seed
 from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environment
 from vllm.v1.worker.worker_base import CompilationTimes
 from vllm.v1.worker.utils import request_memory
-
-logger = init_logger(__name__)
 
 
 class RBLNWorker(Worker):
