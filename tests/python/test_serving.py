@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 
 import pytest
-import torch
 
 from conftest import ROOT
 
@@ -27,22 +26,8 @@ def checkpoint(tmp_path_factory):
 @pytest.fixture(scope="module")
 def requests_and_expected(checkpoint):
     """16 requests, completions and chats alternating, 3 to 33 words; each with CPU's greedy text and length."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
-    model = AutoModelForCausalLM.from_pretrained(checkpoint).eval()
-    requests, expected = [], []
-    for i, prompt in enumerate(serving.prompts(16)):
-        chat = i % 2 == 1
-        if chat:
-            ids = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                                return_dict=True, return_tensors="pt")["input_ids"]
-        else:
-            ids = tokenizer(prompt, return_tensors="pt")["input_ids"]
-        with torch.no_grad():
-            new = model.generate(ids, max_new_tokens=MAX_TOKENS, do_sample=False)[0, ids.shape[1]:]
-        requests.append((prompt, chat))
-        expected.append({"text": tokenizer.decode(new, skip_special_tokens=True), "tokens": len(new)})
+    requests = [(prompt, i % 2 == 1) for i, prompt in enumerate(serving.prompts(16))]
+    expected = serving.cpu_greedy(checkpoint, requests, MAX_TOKENS)
     return requests, expected
 
 

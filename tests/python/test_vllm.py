@@ -1,0 +1,109 @@
+"""vLLM on rbln through the torch_rbln.vllm platform plugin (docs/serving.md): `LLM.generate` in one process
+(VLLM_ENABLE_V1_MULTIPROCESSING=0) gives Hugging Face's greedy tokens on CPU, with the weights and the KV
+cache on rbln and no CPU fallback while generating; `vllm serve` answers concurrent OpenAI requests with the
+same tokens."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "examples"))
+import serving  # noqa: E402
+
+MAX_TOKENS = 8
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("vllm") / "tiny-llama")
+    serving.build(path, hidden=64)
+    return path
+
+
+def hf_greedy(checkpoint: str, prompts: list[str]) -> list[list[int]]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+    model = AutoModelForCausalLM.from_pretrained(checkpoint)
+    out = []
+    for prompt in prompts:
+        ids = tokenizer(prompt, return_tensors="pt")["input_ids"]
+        new = model.generate(ids, max_new_tokens=MAX_TOKENS, min_new_tokens=MAX_TOKENS, do_sample=False)
+        out.append(new[0, ids.shape[1]:].tolist())
+    return out
+
+
+def test_llm_generate_with_chunked_prefill_and_prefix_caching_matches_hugging_face_on_cpu(run_python, checkpoint):
+    """Prompts of 20 to 26 tokens in steps of 16 tokens (chunked prefill), then again (their first block from
+    the prefix cache): both times Hugging Face's greedy tokens."""
+    prompts = serving.prompts(12)[-4:]
+    got = run_python(f"""
+        from vllm import LLM, SamplingParams
+        from vllm.platforms import current_platform
+
+        llm = LLM(model={checkpoint!r}, dtype="float32", enforce_eager=True, max_model_len=256,
+                  gpu_memory_utilization=0.2, max_num_seqs=8, enable_prefix_caching=True,
+                  enable_chunked_prefill=True, max_num_batched_tokens=16)
+        runner = llm.llm_engine.engine_core.engine_core.model_executor.driver_worker.worker.model_runner
+        params = SamplingParams(temperature=0, max_tokens={MAX_TOKENS}, ignore_eos=True)
+        with torch.rbln.explain() as ex:
+            runs = [llm.generate({prompts!r}, params) for _ in range(2)]
+        print(json.dumps({{
+            "platform": current_platform.device_type,
+            "tokens": [[list(o.outputs[0].token_ids) for o in outs] for outs in runs],
+            "cached": [o.num_cached_tokens for o in runs[1]],
+            "fallbacks": ex.fallback_ops,
+            "weights": sorted({{str(p.device.type) for p in runner.model.parameters()}}),
+            "kv_cache": sorted({{str(t.device.type) for t in runner.kv_caches}}),
+        }}))
+    """, VLLM_ENABLE_V1_MULTIPROCESSING="0")
+    assert got["platform"] == "rbln"  # chosen through the vllm.platform_plugins entry point
+    assert got["weights"] == ["rbln"] and got["kv_cache"] == ["rbln"]
+    assert got["fallbacks"] == {}
+    assert got["cached"] == [16] * 4
+    expected = hf_greedy(checkpoint, prompts)
+    assert got["tokens"] == [expected, expected]
+
+
+def test_vllm_serve_answers_concurrent_requests_with_cpu_tokens_and_exits_cleanly(checkpoint, tmp_path):
+    """`vllm serve` (engine core in its own process, as users run it): 8 concurrent completions and chats give
+    Hugging Face's greedy text on CPU; SIGTERM shuts it down with exit status 0."""
+    requests = [(prompt, i % 2 == 1) for i, prompt in enumerate(serving.prompts(8))]
+    expected = serving.cpu_greedy(checkpoint, requests, MAX_TOKENS)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    vllm = os.path.join(os.path.dirname(sys.executable), "vllm")
+    with open(tmp_path / "serve.log", "w") as log:
+        proc = subprocess.Popen([vllm, "serve", checkpoint, "--host", "127.0.0.1", "--port", str(port),
+                                 "--dtype", "float32", "--enforce-eager", "--max-model-len", "256",
+                                 "--gpu-memory-utilization", "0.2", "--max-num-seqs", "8"],
+                                stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).close()
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
+                time.sleep(0.5)
+        results = serving.load(port, checkpoint, requests, MAX_TOKENS, timeout=60)["results"]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, (tmp_path / "serve.log").read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    # vLLM decodes a continuation of the prompt, so its text starts with the separating space; words are tokens.
+    assert [{"text": r["text"].lstrip(), "tokens": r["tokens"]} for r in results] == expected
