@@ -137,7 +137,8 @@ def run_python():
 SLOW_FILES = ("tests/python/test_compile.py", "tests/python/test_distributed.py", "tests/python/test_clients.py",
               "tests/python/test_sanitizer.py", "tests/python/test_compiled_ops.py", "tests/conformance/",
               "tests/python/test_autocast.py", "tests/python/test_upstream.py", "tests/python/test_attention.py",
-              "tests/python/test_trainer.py")
+              "tests/python/test_trainer.py", "tests/python/test_vllm.py", "tests/python/test_quantized.py",
+              "tests/python/test_aoti.py")
 
 
 def _slow(item) -> bool:
