@@ -160,6 +160,16 @@ PATCHES: tuple[Patch, ...] = (
         upstream="map any PrivateUse1 device type to `at::kPrivateUse1` (`torch._C._get_privateuse1_backend_name()`)",
     ),
     Patch(
+        target="torch._inductor.codegen.cpp_utils.DEVICE_TO_INT",
+        scope=PROCESS,
+        keys=("rbln",),
+        values="torch_rbln._inductor.upstream_patches:device_type_int",
+        why="an AOTInductor package built with `aot_inductor.debug_compile` checks its inputs' device type "
+            "against this table, which lists cpu and cuda only: without an entry it checks no rbln input. Added "
+            "when the Inductor backend registers",
+        upstream="map any PrivateUse1 device type to `aoti_torch_device_type_privateuse1()`",
+    ),
+    Patch(
         target="torch._inductor.codecache._get_cpp_wrapper_header",
         scope=RBLN_COMPILE,
         replacement="torch_rbln._inductor.upstream_patches:cpu_wrapper_header",
