@@ -160,6 +160,26 @@ PATCHES: tuple[Patch, ...] = (
         upstream="map any PrivateUse1 device type to `at::kPrivateUse1` (`torch._C._get_privateuse1_backend_name()`)",
     ),
     Patch(
+        target="torch._inductor.codegen.cpp_utils.DEVICE_TO_INT",
+        scope=PROCESS,
+        keys=("rbln",),
+        values="torch_rbln._inductor.upstream_patches:device_type_int",
+        why="an AOTInductor package built with `aot_inductor.debug_compile` checks its inputs' device type "
+            "against this table, which lists cpu and cuda only: without an entry it checks no rbln input. Added "
+            "when the Inductor backend registers",
+        upstream="map any PrivateUse1 device type to `aoti_torch_device_type_privateuse1()`",
+    ),
+    Patch(
+        target="torch._inductor.codecache._get_cpp_wrapper_header",
+        scope=RBLN_COMPILE,
+        replacement="torch_rbln._inductor.upstream_patches:cpu_wrapper_header",
+        applies="torch_rbln._inductor.upstream_patches:rbln_wrapper_header",
+        why="names the header an AOTInductor compile precompiles after the device type "
+            "(`aoti_include/rbln.h`, which does not exist); an rbln package's wrapper is CPU's C++ wrapper "
+            "(cpp_wrapper.py includes CPU's header), so it precompiles CPU's",
+        upstream="ask the registered wrapper class (`get_device_include_path_aot`) for the header",
+    ),
+    Patch(
         target="torch._inductor.graph.GraphLowering.decide_layout_opt",
         scope=RBLN_COMPILE,
         replacement="torch_rbln._inductor.upstream_patches:cpu_layout_opt",

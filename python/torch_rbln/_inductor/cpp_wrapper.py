@@ -36,6 +36,38 @@ extern "C" void rbln_plan_run(AtenTensorHandle* inputs, AtenTensorHandle* output
 }}
 """
 
+# An AOTInductor package finds the runtime in the process that loads it (Python's or a C++ program's):
+# libtorch_rbln is already loaded there, so the package needs no path to it.
+AOT_RUNTIME = """
+#include <dlfcn.h>
+static void* rbln_symbol(const char* name) {
+    static void* const lib = dlopen("libtorch_rbln.so", RTLD_NOW | RTLD_NOLOAD);
+    void* symbol = lib ? dlsym(lib, name) : nullptr;
+    if (!symbol) symbol = dlsym(RTLD_DEFAULT, name);  // a program that links the runtime in
+    if (!symbol) throw std::runtime_error(std::string("this package runs on rbln: load torch_rbln first (missing ") + name + ")");
+    return symbol;
+}
+struct RBLNRuntime {
+    rbln_launch_t launch = reinterpret_cast<rbln_launch_t>(rbln_symbol("rbln_launch_compiled_kernel"));
+    void* (*intern)(const char*) = reinterpret_cast<void* (*)(const char*)>(rbln_symbol("rbln_aoti_kernel"));
+    AOTITorchError (*constant)(AtenTensorHandle, int32_t, AtenTensorHandle*) =
+        reinterpret_cast<AOTITorchError (*)(AtenTensorHandle, int32_t, AtenTensorHandle*)>(rbln_symbol("rbln_aoti_constant"));
+};
+static const RBLNRuntime& rbln_runtime() { static const RBLNRuntime runtime; return runtime; }
+#define rbln_launch rbln_runtime().launch
+#define rbln_intern rbln_runtime().intern
+static AtenTensorHandle rbln_constant(AtenTensorHandle constant, int32_t device_index) {
+    AtenTensorHandle on_device;
+    AOTI_TORCH_ERROR_CODE_CHECK(rbln_runtime().constant(constant, device_index, &on_device));
+    return on_device;
+}
+// An extern kernel as an rbln op (runtime/compiled/RBLNAOTInductor.cpp): CPU's C shim's signature, rbln's implementation.
+#define RBLN_SHIM(name) (reinterpret_cast<decltype(&aoti_torch_cpu_##name)>( \\
+    [] { static void* const fn = rbln_symbol("aoti_torch_rbln_" #name); return fn; }()))
+"""
+# The extern kernels a package calls as rbln ops (runtime/aoti/RBLNAOTI.cpp has their shims).
+AOT_SHIMS = frozenset({"mm_out", "addmm_out", "bmm_out", "convolution"})
+
 # Extern kernels (views Inductor cannot express as a reinterpretation) that only build a tensor's metadata.
 _METADATA_ONLY_SHIMS = frozenset({"at::_ops::view_as_real::call", "at::_ops::view_as_complex::call"})
 
@@ -84,7 +116,7 @@ def _guard_source() -> str:
 
 class RBLNCppWrapperCodegen(CppWrapperCpu):
     def __init__(self):
-        if not hasattr(_state, "op_name"):  # its output is a plan for the runtime, not a module for Python
+        if not hasattr(_state, "op_name") and not V.graph.aot_mode:  # a plan, or an AOTInductor package
             raise NotImplementedError("torch.compile with cpp_wrapper=True is not supported on rbln (docs/compile.md)")
         self.device = _DEVICE_TYPE
         super().__init__()
@@ -99,20 +131,48 @@ class RBLNCppWrapperCodegen(CppWrapperCpu):
     def get_device_include_path_jit(device: str) -> str:
         return CppWrapperCpu.get_device_include_path_jit("cpu" if device == _DEVICE_TYPE else device)
 
+    @staticmethod
+    def get_device_include_path_aot(device: str) -> str:
+        return CppWrapperCpu.get_device_include_path_aot("cpu" if device == _DEVICE_TYPE else device)
+
     def write_header(self) -> None:
         super().write_header()
         self.header.splice(ENQUEUE)
-        self.header.splice("""
-            static rbln_launch_t rbln_launch;
-            static void* (*rbln_intern)(const char*);
-            #define RBLN_KERNEL_ID(name) ([] { static void* const id = rbln_intern(name); return id; }())
-        """)
+        if V.graph.aot_mode:
+            self.header.splice("#include <torch/csrc/inductor/aoti_torch/generated/c_shim_cpu.h>")
+            self.header.splice(AOT_RUNTIME)
+        else:
+            self.header.splice("""
+                static rbln_launch_t rbln_launch;
+                static void* (*rbln_intern)(const char*);
+            """)
+        self.header.splice(
+            "#define RBLN_KERNEL_ID(name) ([] { static void* const id = rbln_intern(name); return id; }())")
 
     def codegen_device(self, device):
         if device.type != _DEVICE_TYPE:
             return super().codegen_device(device)
+        if getattr(_state, "constants", False):  # a package's weights load as CPU's; its runner moves them
+            return super().codegen_device(torch.device("cpu"))
         self.used_cached_devices.add("privateuse1")
-        return f"cached_torch_device_type_privateuse1, {device.index or 0}"
+        # A package runs on the device index it is loaded on (its runner passes "cpu:<index>" to the model).
+        return f"cached_torch_device_type_privateuse1, {'this->device_idx_' if V.graph.aot_mode else device.index or 0}"
+
+    def _write_constants_unpacking(self):
+        if not V.graph.aot_mode:
+            return super()._write_constants_unpacking()
+        for idx, (name, value) in enumerate(V.graph.constants.items()):  # the weights' copies on the device
+            if value.device.type == _DEVICE_TYPE:
+                self.prefix.writeline(f"RAIIAtenTensorHandle {name}(rbln_constant(constants_->at({idx}), this->device_idx_));")
+            else:
+                self.prefix.writeline(f"[[maybe_unused]] auto& {name} = constants_->at({idx});")
+
+    def codegen_model_constructor(self):
+        _state.constants = True
+        try:
+            super().codegen_model_constructor()
+        finally:
+            _state.constants = False
 
     def _write_input_preamble(self):
         # The plan runs inside a dispatcher call, where the thread does not hold the GIL: releasing it aborts.
@@ -126,6 +186,10 @@ class RBLNCppWrapperCodegen(CppWrapperCpu):
     def generate_c_shim_extern_kernel_call(self, kernel, args, device, **kwargs):
         # Inductor's C shims call CPU's (or CUDA's) kernel directly, past the dispatcher: none is rbln's,
         # except for the dtype views, which read no data: CPU's shim makes the same view of device memory.
+        shim = self.get_c_shim_func_name(kernel, device).removeprefix(f"aoti_torch_{_DEVICE_TYPE}_")
+        if device == _DEVICE_TYPE and V.graph.aot_mode and shim in AOT_SHIMS:
+            self.writeline(f"AOTI_TORCH_ERROR_CODE_CHECK(RBLN_SHIM({shim})({', '.join(args)}));")
+            return
         if device == _DEVICE_TYPE:
             if kernel not in _METADATA_ONLY_SHIMS:
                 raise CompileRefused(f"the plan needs {kernel}, an extern kernel with no rbln C shim")
@@ -139,7 +203,7 @@ class RBLNCppWrapperCodegen(CppWrapperCpu):
     def wrap_kernel_call(self, name, call_args):
         if name not in self._kernels:
             return super().wrap_kernel_call(name, call_args)
-        kernel_id = f'RBLN_KERNEL_ID("{_state.op_name}:{name}")'
+        kernel_id = f'RBLN_KERNEL_ID("{getattr(_state, "op_name", "aoti")}:{name}")'
         return f"rbln_enqueue<{name}>(rbln_launch, {kernel_id}, {', '.join(call_args)});"
 
     def _generate_end_jit(self, result):

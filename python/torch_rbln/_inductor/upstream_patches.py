@@ -39,6 +39,22 @@ def aten_device(device_type: str) -> str:
     return "at::kPrivateUse1"
 
 
+# torch._inductor.codegen.cpp_utils.DEVICE_TO_INT: cpu and cuda only upstream.
+def device_type_int(device_type: str) -> int:
+    return int(torch._C._autograd.DeviceType.PrivateUse1)  # aoti_torch_device_type_privateuse1()
+
+
+# torch._inductor.codecache._get_cpp_wrapper_header: upstream names the header after the device type.
+def rbln_wrapper_header(device: str, aot_mode: bool = False) -> bool:
+    return device.split(":", maxsplit=1)[0] == _DEVICE_TYPE
+
+
+def cpu_wrapper_header(device: str, aot_mode: bool = False) -> str:
+    from torch._inductor import codecache
+
+    return codecache._get_cpp_wrapper_header("cpu", aot_mode)
+
+
 # torch._inductor.graph.GraphLowering.decide_layout_opt: CPU's answer for a graph with a convolution on rbln.
 def _convolution_on_rbln(node) -> bool:
     if node.op != "call_function" or node.target is not torch.ops.aten.convolution.default:

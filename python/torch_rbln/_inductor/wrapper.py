@@ -84,3 +84,6 @@ class RBLNDeviceOpOverrides(DeviceOpOverrides):
 
     def device_guard(self, device_idx: int) -> str:
         return f"torch.rbln.device({device_idx})"
+
+    def cpp_kernel_type(self) -> str:  # an AOTInductor package's kernel handles: its C++ kernels, as CPU's
+        return "void*"

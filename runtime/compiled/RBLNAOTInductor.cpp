@@ -1,0 +1,117 @@
+// AOTInductor packages on rbln (docs/deployment.md): what a package's C++ wrapper (python/torch_rbln/_inductor/
+// cpp_wrapper.py) finds in the process that loads it, by name, so the package holds no path to this library.
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/intrusive_ptr.h>
+#include <torch/csrc/inductor/aoti_runner/model_container_runner.h>
+#include <torch/csrc/inductor/aoti_torch/utils.h>
+
+#include "runtime/compiled/RBLNCompiledKernels.h"
+
+using torch::aot_inductor::new_tensor_handle;
+using torch::aot_inductor::pointer_to_list;
+using torch::aot_inductor::tensor_handle_to_tensor_pointer;
+
+namespace {
+const at::Tensor& t(AtenTensorHandle handle) { return *tensor_handle_to_tensor_pointer(handle); }
+at::Tensor& out(AtenTensorHandle handle) { return *tensor_handle_to_tensor_pointer(handle); }
+
+// A package's weights load as CPU tensors (upstream's model accepts cpu, cuda, xpu and mps only); each is copied
+// to the device once, and copied again only when the weights are swapped (update_constant_buffer).
+struct ConstantKey {
+  const c10::TensorImpl* source;
+  c10::DeviceIndex device;
+  bool operator==(const ConstantKey& o) const { return source == o.source && device == o.device; }
+};
+struct ConstantKeyHash {
+  size_t operator()(const ConstantKey& k) const { return std::hash<const void*>()(k.source) ^ k.device; }
+};
+struct DeviceConstant {
+  c10::weak_intrusive_ptr<c10::TensorImpl> source;  // an entry whose weights are gone is dropped
+  at::Tensor copy;
+};
+}  // namespace
+
+extern "C" {
+
+void* rbln_aoti_kernel(const char* name) { return rbln::plan_kernel(name); }
+
+AOTITorchError rbln_aoti_constant(AtenTensorHandle constant, int32_t device_index, AtenTensorHandle* ret0) {
+  AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({
+    static std::mutex mutex;
+    static std::unordered_map<ConstantKey, DeviceConstant, ConstantKeyHash> copies;
+    const at::Tensor& source = t(constant);
+    const c10::Device device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device_index));
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto it = copies.begin(); it != copies.end();) it = it->second.source.expired() ? copies.erase(it) : std::next(it);
+    const ConstantKey key{source.unsafeGetTensorImpl(), device.index()};
+    auto it = copies.find(key);
+    if (it == copies.end()) {
+      it = copies.emplace(key, DeviceConstant{c10::weak_intrusive_ptr<c10::TensorImpl>(source.getIntrusivePtr()),
+                                              source.to(device)}).first;
+    }
+    *ret0 = new_tensor_handle(at::Tensor(it->second.copy));
+  });
+}
+
+// Extern kernels as rbln ops, through the dispatcher: CPU's C shims' signatures (c_shim_cpu.h).
+AOTITorchError aoti_torch_rbln_mm_out(AtenTensorHandle o, AtenTensorHandle self, AtenTensorHandle mat2) {
+  AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({ at::mm_out(out(o), t(self), t(mat2)); });
+}
+
+AOTITorchError aoti_torch_rbln_addmm_out(AtenTensorHandle o, AtenTensorHandle self, AtenTensorHandle mat1,
+                                         AtenTensorHandle mat2, double beta, double alpha) {
+  AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({ at::addmm_out(out(o), t(self), t(mat1), t(mat2), beta, alpha); });
+}
+
+AOTITorchError aoti_torch_rbln_bmm_out(AtenTensorHandle o, AtenTensorHandle self, AtenTensorHandle mat2) {
+  AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({ at::bmm_out(out(o), t(self), t(mat2)); });
+}
+
+AOTITorchError aoti_torch_rbln_convolution(AtenTensorHandle input, AtenTensorHandle weight, AtenTensorHandle* bias,
+                                           const int64_t* stride, int64_t stride_len_, const int64_t* padding,
+                                           int64_t padding_len_, const int64_t* dilation, int64_t dilation_len_,
+                                           int32_t transposed, const int64_t* output_padding,
+                                           int64_t output_padding_len_, int64_t groups, AtenTensorHandle* ret0) {
+  AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({
+    *ret0 = new_tensor_handle(at::convolution(
+        t(input), t(weight), bias ? std::optional<at::Tensor>(t(*bias)) : std::nullopt, pointer_to_list<int64_t>(stride, stride_len_),
+        pointer_to_list<int64_t>(padding, padding_len_), pointer_to_list<int64_t>(dilation, dilation_len_),
+        transposed, pointer_to_list<int64_t>(output_padding, output_padding_len_), groups));
+  });
+}
+
+}  // extern "C"
+
+namespace {
+// The runner AOTIModelPackageLoader makes for a package whose device is "rbln" (AOTI_DEVICE_KEY): the model is
+// upstream's CPU model on "cpu:<index>" (it knows no other device name), whose wrapper allocates and launches on
+// rbln:<index> (this->device_idx_).
+std::string model_device(const std::string& device_str) {
+  const c10::Device device(device_str);
+  TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1, "an rbln package runs on rbln, not on ", device_str);
+  return "cpu:" + std::to_string(device.has_index() ? device.index() : c10::impl::getDeviceGuardImpl(device.type())->getDevice().index());
+}
+
+class AOTIModelContainerRunnerRBLN : public torch::inductor::AOTIModelContainerRunner {
+ public:
+  AOTIModelContainerRunnerRBLN(const std::string& model_so_path, size_t num_models, const std::string& device_str,
+                               const std::string& bin_dir, bool run_single_threaded)
+      : AOTIModelContainerRunner(model_so_path, num_models, model_device(device_str), bin_dir, run_single_threaded) {}
+};
+
+std::unique_ptr<torch::inductor::AOTIModelContainerRunner> create_runner(const std::string& model_so_path,
+                                                                          size_t num_models,
+                                                                          const std::string& device_str,
+                                                                          const std::string& bin_dir,
+                                                                          const bool run_single_threaded) {
+  return std::make_unique<AOTIModelContainerRunnerRBLN>(model_so_path, num_models, device_str, bin_dir,
+                                                        run_single_threaded);
+}
+
+const torch::inductor::RegisterAOTIModelRunner register_runner("rbln", &create_runner);
+}  // namespace

@@ -1,0 +1,89 @@
+"""AOTInductor packages on rbln (docs/deployment.md): compiled once, loaded and run with no compile."""
+import json
+import zipfile
+
+import pytest
+import torch
+import torch_rbln  # noqa: F401
+from torch._dynamo.utils import counters
+
+BATCH = torch.export.Dim("batch", min=1, max=64)
+
+
+def _model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).eval()
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory):
+    """One compile for the module: an rbln program with a dynamic batch, packaged."""
+    path = str(tmp_path_factory.mktemp("aoti") / "model.pt2")
+    x = torch.randn(3, 8, device="rbln")
+    ep = torch.export.export(_model().to("rbln"), (x,), dynamic_shapes=({0: BATCH},))
+    return torch._inductor.aoti_compile_and_package(ep, package_path=path)
+
+
+def _compiles():
+    return sum(counters["inductor"].values()), torch.rbln.compile_stats().graphs_generated
+
+
+def test_package_says_rbln(package):
+    with zipfile.ZipFile(package) as archive:
+        metadata = [n for n in archive.namelist() if n.endswith("wrapper_metadata.json")]
+        assert json.loads(archive.read(metadata[0]))["AOTI_DEVICE_KEY"] == "rbln"
+
+
+@pytest.mark.parametrize("batch", [3, 7])
+def test_load_runs_on_rbln_with_no_compile(package, batch):
+    model, x = _model(), torch.randn(batch, 8)
+    before = _compiles()
+    loaded = torch._inductor.aoti_load_package(package)
+    with torch.rbln.explain() as report:
+        y = loaded(x.to("rbln"))
+        torch.rbln.synchronize()
+    assert _compiles() == before
+    assert y.device == torch.device("rbln:0")
+    assert not report.fallback_ops and "aten::addmm.out" in " ".join(report.device_ops)
+    with torch.no_grad():
+        torch.testing.assert_close(y.cpu(), model(x))
+        torch.testing.assert_close(y, model.to("rbln")(x.to("rbln")))
+
+
+def test_device_index_places_weights(package):
+    if torch.rbln.device_count() < 2:
+        pytest.skip("one rbln device")
+    loaded = torch._inductor.aoti_load_package(package, device_index=1)
+    x = torch.randn(2, 8)
+    y = loaded(x.to("rbln:1"))
+    assert y.device == torch.device("rbln:1")
+    with torch.no_grad():
+        torch.testing.assert_close(y.cpu(), _model()(x))
+
+
+def test_bad_inputs_and_packages_give_clear_errors(package, tmp_path):
+    loaded = torch._inductor.aoti_load_package(package)
+    with pytest.raises(RuntimeError, match="same device"):  # the dispatcher's error, as on CUDA
+        loaded(torch.randn(2, 8))
+    with pytest.raises(RuntimeError):
+        loaded(torch.randn(2, 9, device="rbln"))
+    truncated = tmp_path / "truncated.pt2"
+    truncated.write_bytes(open(package, "rb").read()[:4096])
+    with pytest.raises(Exception):
+        torch._inductor.aoti_load_package(str(truncated))
+    x = torch.randn(2, 8)  # the device still works
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x.to("rbln")).cpu(), _model()(x))
+
+
+def test_package_runs_in_another_process(package, run_python):
+    result = run_python(f"""
+        from torch._dynamo.utils import counters
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+        x = torch.randn(5, 8)
+        y = torch._inductor.aoti_load_package({package!r})(x.to("rbln"))
+        print(json.dumps({{"device": str(y.device), "error": (y.cpu() - model(x)).abs().max().item(),
+                          "compiles": sum(counters["inductor"].values())}}))
+    """)
+    assert result == {"device": "rbln:0", "error": pytest.approx(0, abs=1e-5), "compiles": 0}
