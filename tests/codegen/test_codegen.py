@@ -36,7 +36,7 @@ def test_committed_generated_files_are_up_to_date():
         ("- {func: add.Tensor, kernel: binary, functor: 1plus}\n", "'functor' must be a C++ name"),
         ("- {func: add.Tensor, kernel: add_out, functor: add}\n", "'functor' only applies to a kernel family"),
         ("- {func: mm.out, kernel: mm_out, structured: true}\n", "'structured' needs a functional overload"),
-        ("- {func: abs, kernel: unary, functor: abs, dtypes: [float32, float8]}\n", "unknown dtype 'float8'"),
+        ("- {func: abs, kernel: unary, functor: abs, dtypes: [float32, float7]}\n", "unknown dtype 'float7'"),
         ("- {func: abs, kernel: unary, functor: abs}\n- {func: abs.out, kernel: index_select}\n",
          "ops.yaml:2: duplicate entry: abs.out already registered by the entry at line 1"),
         ("- {func: mm, strategy: composite}\n", "mm has no composite implementation upstream"),

@@ -23,13 +23,17 @@ SIZES = [(1, 512), (4000, 4096), (512 * 1024, 512 * 1024), (3 * MiB + 5, 4 * MiB
 
 @pytest.mark.parametrize("nbytes, rounded", SIZES, ids=[str(n) for n, _ in SIZES])
 def test_allocation_accounting(nbytes, rounded, clean_cache):
+    # Free space that empty_cache() keeps (inside segments holding tensors that earlier tests of this process still
+    # hold) may serve a small block without reserving more.
+    cached = clean_cache["reserved"] - clean_cache["allocated"]
     t = torch.empty(nbytes, dtype=torch.uint8, device="rbln")
     assert torch.rbln.memory_allocated() - clean_cache["allocated"] == rounded
-    assert torch.rbln.memory_reserved() - clean_cache["reserved"] == rounded
-    assert clean_cache["free"] - torch.rbln.mem_get_info()[0] == rounded
+    grown = torch.rbln.memory_reserved() - clean_cache["reserved"]
+    assert grown == rounded or (grown == 0 and cached >= rounded), (grown, cached)
+    assert clean_cache["free"] - torch.rbln.mem_get_info()[0] == grown
     del t
     assert torch.rbln.memory_allocated() == clean_cache["allocated"]
-    assert torch.rbln.memory_reserved() - clean_cache["reserved"] == rounded  # cached
+    assert torch.rbln.memory_reserved() - clean_cache["reserved"] == grown  # cached
     torch.rbln.empty_cache()
     assert torch.rbln.memory_reserved() == clean_cache["reserved"]
     assert torch.rbln.mem_get_info()[0] == clean_cache["free"]
