@@ -252,7 +252,7 @@ void lu_det(const LUFactors& f, const at::Tensor& det, const at::Tensor* logabs,
           if (piv[b * n + i] != i + 1) sign = -sign;
           const scalar_t v = u[i * n + i];
           if (la) {
-            sign *= v > 0 ? 1 : v < 0 ? -1 : v;  // sgn: 0 stays 0, NaN stays NaN
+            sign *= v > 0 ? 1 : v < 0 ? -1 : 0;  // CPU's sgn: 0 and NaN give 0
             log_sum += std::log(std::abs(v));
           } else {
             prod *= v;

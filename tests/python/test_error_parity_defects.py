@@ -562,3 +562,15 @@ def test_vector_norm_of_single_elements_is_their_magnitude(ord, case, dtype):
     kwargs = {"size-1 dim": {"dim": -1}, "size-1 dims kept": {"dim": (1, 2), "keepdim": True}}.get(case, {})
     fn = lambda t: torch.linalg.vector_norm(t, ord=ord, **kwargs)  # noqa: E731
     _assert_same(_on_device(fn, x, ops={"aten::linalg_vector_norm"}), fn(x))
+
+
+# ---- slogdet at NaN and Inf: CPU's sign of a NaN pivot is 0 --------------------------------------------
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("value", [NAN, INF, -INF])
+def test_slogdet_of_non_finite_matrices_matches_cpu(dtype, value):
+    A = torch.randn(6, 4, 4, generator=torch.Generator().manual_seed(0), dtype=dtype)
+    for b in range(6):  # the non-finite entry in every row/column position the LU meets first or last
+        A[b].view(-1)[(5 * b) % 16] = value
+    A[5] = value
+    _assert_same(_on_device(torch.linalg.slogdet, A, ops={"aten::_linalg_slogdet.sign"}), torch.linalg.slogdet(A))
