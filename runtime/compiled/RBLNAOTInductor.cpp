@@ -34,6 +34,20 @@ struct DeviceConstant {
   c10::weak_intrusive_ptr<c10::TensorImpl> source;  // an entry whose weights are gone is dropped
   at::Tensor copy;
 };
+
+at::Tensor device_constant(const at::Tensor& source, c10::DeviceIndex device_index) {
+  static std::mutex mutex;
+  static std::unordered_map<ConstantKey, DeviceConstant, ConstantKeyHash> copies;
+  std::lock_guard<std::mutex> lock(mutex);
+  for (auto it = copies.begin(); it != copies.end();) it = it->second.source.expired() ? copies.erase(it) : std::next(it);
+  const ConstantKey key{source.unsafeGetTensorImpl(), device_index};
+  auto it = copies.find(key);
+  if (it == copies.end()) {
+    it = copies.emplace(key, DeviceConstant{c10::weak_intrusive_ptr<c10::TensorImpl>(source.getIntrusivePtr()),
+                                            source.to(c10::Device(c10::DeviceType::PrivateUse1, device_index))}).first;
+  }
+  return it->second.copy;
+}
 }  // namespace
 
 extern "C" {
@@ -41,21 +55,8 @@ extern "C" {
 void* rbln_aoti_kernel(const char* name) { return rbln::plan_kernel(name); }
 
 AOTITorchError rbln_aoti_constant(AtenTensorHandle constant, int32_t device_index, AtenTensorHandle* ret0) {
-  AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({
-    static std::mutex mutex;
-    static std::unordered_map<ConstantKey, DeviceConstant, ConstantKeyHash> copies;
-    const at::Tensor& source = t(constant);
-    const c10::Device device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device_index));
-    std::lock_guard<std::mutex> lock(mutex);
-    for (auto it = copies.begin(); it != copies.end();) it = it->second.source.expired() ? copies.erase(it) : std::next(it);
-    const ConstantKey key{source.unsafeGetTensorImpl(), device.index()};
-    auto it = copies.find(key);
-    if (it == copies.end()) {
-      it = copies.emplace(key, DeviceConstant{c10::weak_intrusive_ptr<c10::TensorImpl>(source.getIntrusivePtr()),
-                                              source.to(device)}).first;
-    }
-    *ret0 = new_tensor_handle(at::Tensor(it->second.copy));
-  });
+  AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE(
+      { *ret0 = new_tensor_handle(device_constant(t(constant), static_cast<c10::DeviceIndex>(device_index))); });
 }
 
 // Extern kernels as rbln ops, through the dispatcher: CPU's C shims' signatures (c_shim_cpu.h).
@@ -88,20 +89,72 @@ AOTITorchError aoti_torch_rbln_convolution(AtenTensorHandle input, AtenTensorHan
 }  // extern "C"
 
 namespace {
+// The rbln device a package is loaded on ("rbln:<index>", or "rbln" for the current device).
+c10::Device package_device(const std::string& device_str) {
+  c10::Device device(device_str);
+  TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1, "an rbln package runs on rbln, not on ", device_str);
+  if (!device.has_index()) device.set_index(c10::impl::getDeviceGuardImpl(device.type())->getDevice().index());
+  return device;
+}
+
+// Weight swaps (AOTIModelPackageLoader::load_constants, update_constant_buffer) take the weights on rbln too,
+// as CUDA's take them on CUDA. The model's weights are CPU tensors and the package's own update accepts only
+// their device type, so it gets CPU copies of the rbln ones; the next call copies them to the device. User-managed
+// weights are used where they are, so rbln ones are refused.
+using ConstantMap = std::unordered_map<std::string, AtenTensorHandle>;
+using UpdateFn = AOTIRuntimeError (*)(AOTInductorModelContainerHandle, AOTInductorConstantMapHandle, bool, bool);
+struct PackageUpdates {
+  UpdateFn copying, from_cpu, user_managed;
+};
+std::mutex updates_mutex;
+std::unordered_map<AOTInductorModelContainerHandle, PackageUpdates> package_updates;  // the loaded packages'
+
+template <UpdateFn PackageUpdates::*update>
+AOTIRuntimeError update_from_rbln(AOTInductorModelContainerHandle container, AOTInductorConstantMapHandle map,
+                                  bool use_inactive, bool validate_full_update) {
+  UpdateFn package_update;
+  {
+    std::lock_guard<std::mutex> lock(updates_mutex);
+    package_update = package_updates.at(container).*update;
+  }
+  ConstantMap weights = *reinterpret_cast<const ConstantMap*>(map);
+  std::vector<at::Tensor> host_copies;  // alive until the package has copied them into its weights
+  host_copies.reserve(weights.size());
+  for (auto& [name, weight] : weights) {
+    if (t(weight).device().type() != c10::DeviceType::PrivateUse1) continue;
+    TORCH_CHECK(update != &PackageUpdates::user_managed, "weight ", name, " is on ", t(weight).device(),
+                ": an rbln package's user-managed weights are CPU tensors (it copies them to the device)");
+    host_copies.push_back(t(weight).cpu());
+    weight = torch::aot_inductor::tensor_pointer_to_tensor_handle(&host_copies.back());
+  }
+  return package_update(container, reinterpret_cast<AOTInductorConstantMapHandle>(&weights), use_inactive,
+                        validate_full_update);
+}
+
 // The runner AOTIModelPackageLoader makes for a package whose device is "rbln" (AOTI_DEVICE_KEY): the model is
 // upstream's CPU model on "cpu:<index>" (it knows no other device name), whose wrapper allocates and launches on
 // rbln:<index> (this->device_idx_).
-std::string model_device(const std::string& device_str) {
-  const c10::Device device(device_str);
-  TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1, "an rbln package runs on rbln, not on ", device_str);
-  return "cpu:" + std::to_string(device.has_index() ? device.index() : c10::impl::getDeviceGuardImpl(device.type())->getDevice().index());
-}
-
 class AOTIModelContainerRunnerRBLN : public torch::inductor::AOTIModelContainerRunner {
  public:
-  AOTIModelContainerRunnerRBLN(const std::string& model_so_path, size_t num_models, const std::string& device_str,
+  AOTIModelContainerRunnerRBLN(const std::string& model_so_path, size_t num_models, const c10::Device device,
                                const std::string& bin_dir, bool run_single_threaded)
-      : AOTIModelContainerRunner(model_so_path, num_models, model_device(device_str), bin_dir, run_single_threaded) {}
+      : AOTIModelContainerRunner(model_so_path, num_models, "cpu:" + std::to_string(device.index()), bin_dir,
+                                 run_single_threaded) {
+    {
+      std::lock_guard<std::mutex> lock(updates_mutex);
+      package_updates[container_handle_] = {update_constant_buffer_func_, update_constant_buffer_from_cpu_func_,
+                                            update_user_managed_constant_buffer_func_};
+    }
+    update_constant_buffer_func_ = &update_from_rbln<&PackageUpdates::copying>;
+    update_constant_buffer_from_cpu_func_ = &update_from_rbln<&PackageUpdates::from_cpu>;
+    update_user_managed_constant_buffer_func_ = &update_from_rbln<&PackageUpdates::user_managed>;
+    // The weights go to the device at load, not at the first call.
+    for (const auto& [fqn, weight] : extract_constants_map(/*use_inactive=*/false)) device_constant(weight, device.index());
+  }
+  ~AOTIModelContainerRunnerRBLN() override {
+    std::lock_guard<std::mutex> lock(updates_mutex);
+    package_updates.erase(container_handle_);
+  }
 };
 
 std::unique_ptr<torch::inductor::AOTIModelContainerRunner> create_runner(const std::string& model_so_path,
@@ -109,8 +162,8 @@ std::unique_ptr<torch::inductor::AOTIModelContainerRunner> create_runner(const s
                                                                           const std::string& device_str,
                                                                           const std::string& bin_dir,
                                                                           const bool run_single_threaded) {
-  return std::make_unique<AOTIModelContainerRunnerRBLN>(model_so_path, num_models, device_str, bin_dir,
-                                                        run_single_threaded);
+  return std::make_unique<AOTIModelContainerRunnerRBLN>(model_so_path, num_models, package_device(device_str),
+                                                        bin_dir, run_single_threaded);
 }
 
 const torch::inductor::RegisterAOTIModelRunner register_runner("rbln", &create_runner);

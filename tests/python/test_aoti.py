@@ -87,3 +87,60 @@ def test_package_runs_in_another_process(package, run_python):
                           "compiles": sum(counters["inductor"].values())}}))
     """)
     assert result == {"device": "rbln:0", "error": pytest.approx(0, abs=1e-5), "compiles": 0}
+
+
+def _doubled(fqns):
+    """The model with the package's weights (fqns) changed; a bias of 4 or fewer values is compiled into a
+    kernel (upstream's Inductor inlines small constants), so it is not a weight of the package."""
+    model = _model()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name in fqns:
+                param.mul_(2).add_(0.5)
+    return model
+
+
+@pytest.mark.parametrize("device", ["rbln", "cpu"])
+def test_swapped_weights_are_used_with_no_compile(package, device):
+    loaded = torch._inductor.aoti_load_package(package)
+    fqns = set(loaded.get_constant_fqns())
+    assert fqns == {"0.weight", "0.bias", "2.weight"}
+    new, x = _doubled(fqns), torch.randn(5, 8)
+    before = _compiles()
+    loaded.load_constants({k: v.to(device) for k, v in new.state_dict().items() if k in fqns}, check_full_update=True)
+    y = loaded(x.to("rbln"))
+    assert _compiles() == before and y.device == torch.device("rbln:0")
+    with torch.no_grad():
+        torch.testing.assert_close(y.cpu(), new(x))
+    loaded.load_constants({k: v for k, v in _model().state_dict().items() if k in fqns}, check_full_update=True)
+    with torch.no_grad():  # swapped back, as CPU tensors
+        torch.testing.assert_close(loaded(x.to("rbln")).cpu(), _model()(x))
+
+
+def test_user_managed_weights_are_cpu_tensors(package):
+    loaded = torch._inductor.aoti_load_package(package)
+    fqns = set(loaded.get_constant_fqns())
+    new, x = _doubled(fqns), torch.randn(5, 8)
+    weights = {k: v.detach().clone() for k, v in new.state_dict().items() if k in fqns}  # the package uses these
+    loaded.load_constants(weights, check_full_update=True, user_managed=True)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x.to("rbln")).cpu(), new(x))
+    with pytest.raises(RuntimeError, match="user-managed weights are CPU tensors"):
+        loaded.load_constants({k: v.to("rbln") for k, v in weights.items()}, check_full_update=True, user_managed=True)
+
+
+def _allocations():
+    torch.rbln.synchronize()
+    return torch.rbln.memory_stats()["allocation.all.allocated"]
+
+
+def test_weights_reach_the_device_at_load(package):
+    before = _allocations()
+    loaded = torch._inductor.aoti_load_package(package)
+    assert _allocations() - before == len(loaded.get_constant_fqns())  # one device copy per weight
+    x = torch.randn(5, 8).to("rbln")
+    first = _allocations()
+    loaded(x)
+    second = _allocations()
+    loaded(x)
+    assert _allocations() - second == second - first  # the first call copies no weight
