@@ -24,6 +24,14 @@ def package(tmp_path_factory):
     return torch._inductor.aoti_compile_and_package(ep, package_path=path)
 
 
+@pytest.fixture(scope="module")
+def cpu_package(tmp_path_factory):
+    """The same program compiled for the CPU."""
+    path = str(tmp_path_factory.mktemp("aoti_cpu") / "model.pt2")
+    ep = torch.export.export(_model(), (torch.randn(3, 8),), dynamic_shapes=({0: BATCH},))
+    return torch._inductor.aoti_compile_and_package(ep, package_path=path)
+
+
 def _compiles():
     return sum(counters["inductor"].values()), torch.rbln.compile_stats().graphs_generated
 
@@ -74,6 +82,27 @@ def test_bad_inputs_and_packages_give_clear_errors(package, tmp_path):
     x = torch.randn(2, 8)  # the device still works
     with torch.no_grad():
         torch.testing.assert_close(loaded(x.to("rbln")).cpu(), _model()(x))
+
+
+def test_packages_refuse_inputs_on_another_device(package, cpu_package, monkeypatch):
+    x = torch.randn(2, 8)
+    # Upstream's CPU package reads its inputs' memory as host memory (on CUDA it would crash): for this program
+    # the extern kernel's device check stops it; a CPU device index is refused at load.
+    cpu_loaded = torch._inductor.aoti_load_package(cpu_package)
+    with pytest.raises(RuntimeError, match="Expected out tensor to have device rbln:0, but got cpu"):
+        cpu_loaded(x.to("rbln"))
+    with pytest.raises(RuntimeError, match="Incorrect device passed to aoti_runner_cpu"):
+        torch._inductor.aoti_load_package(cpu_package, device_index=0)
+    # With AOTI_RUNTIME_CHECK_INPUTS (read at a loaded package's first call) each package checks its inputs'
+    # device type first: a CPU package refuses rbln inputs, an rbln package CPU inputs.
+    monkeypatch.setenv("AOTI_RUNTIME_CHECK_INPUTS", "1")
+    with pytest.raises(RuntimeError, match=r"unmatched device type, expected: 0+\(cpu\), but got: 20"):
+        torch._inductor.aoti_load_package(cpu_package)(x.to("rbln"))
+    with pytest.raises(RuntimeError, match=r"unmatched device type, expected: (20)+\(rbln\), but got: 0"):
+        torch._inductor.aoti_load_package(package)(x)
+    with torch.no_grad():  # each runs on its own device
+        torch.testing.assert_close(cpu_loaded(x), _model()(x))
+        torch.testing.assert_close(torch._inductor.aoti_load_package(package)(x.to("rbln")).cpu(), _model()(x))
 
 
 def test_package_runs_in_another_process(package, run_python):
