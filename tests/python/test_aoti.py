@@ -119,7 +119,7 @@ def test_package_runs_in_another_process(package, run_python):
 
 
 def _doubled(fqns):
-    """The model with the package's weights (fqns) changed; a bias of 4 or fewer values is compiled into a
+    """The model with the package's weights (fqns) changed; a bias of 8 values or fewer is compiled into a
     kernel (upstream's Inductor inlines small constants), so it is not a weight of the package."""
     model = _model()
     with torch.no_grad():
