@@ -1,6 +1,7 @@
 """The Python step of the C++ AOTInductor test (tests/cpp/aoti/test_aoti_package.cpp): packages a small rbln
 model with a dynamic batch into <dir>/model.pt2 and saves inputs of two batch sizes with CPU's outputs for
-them in <dir>/io.pt (a list [x, expected, x, expected, ...] that torch::pickle_load reads)."""
+them in <dir>/io.pt (a list [x, expected, x, expected, ...] that torch::pickle_load reads), and in
+<dir>/swap.pt other weights for the package with CPU's output for the first x with them."""
 import sys
 from pathlib import Path
 
@@ -20,4 +21,9 @@ with torch.no_grad():
     for rows in (3, 7):
         x = torch.randn(rows, 8)
         io += [x, model(x)]
+    weights = {name: param.mul(2).add(0.5) for name, param in model.named_parameters() if name != "2.bias"}
+    for name, value in weights.items():  # 2.bias (4 values) is compiled into a kernel: not a package weight
+        model.get_parameter(name).copy_(value)
+    swap = {"weights": weights, "expected": model(io[0])}
 torch.save(io, out / "io.pt")
+torch.save(swap, out / "swap.pt")

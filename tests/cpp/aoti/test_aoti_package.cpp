@@ -24,13 +24,18 @@ std::string package_dir() {
   return dir ? dir : "";
 }
 
+// What the Python step saved in <dir>/<name> with torch.save.
+c10::IValue saved(const std::string& name) {
+  std::ifstream file(package_dir() + "/" + name, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  return torch::jit::pickle_load(bytes);
+}
+
 // [x, CPU's output for x, ...] as the Python step saved them.
 std::vector<at::Tensor> inputs_and_expected() {
-  std::ifstream file(package_dir() + "/io.pt", std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  const c10::IValue saved = torch::jit::pickle_load(bytes);
+  const c10::IValue io = saved("io.pt");
   std::vector<at::Tensor> tensors;
-  for (const auto& value : saved.toListRef()) tensors.push_back(value.toTensor());
+  for (const auto& value : io.toListRef()) tensors.push_back(value.toTensor());
   return tensors;
 }
 
@@ -65,6 +70,22 @@ TEST(AOTIPackage, RunsOnRblnLikeCpuForTwoBatchSizes) {
   EXPECT_NE(mapped.find("libtorch_rbln.so"), std::string::npos);
   EXPECT_EQ(mapped.find("libpython"), std::string::npos);
   EXPECT_EQ(mapped.find("libtorch_python"), std::string::npos);
+}
+
+TEST(AOTIPackage, SwappedWeightsOnRblnAreUsed) {
+  ASSERT_FALSE(package_dir().empty()) << "RBLN_AOTI_PACKAGE_DIR is not set";
+  const at::Tensor x = inputs_and_expected()[0];
+  const c10::IValue swap = saved("swap.pt");
+  const auto& entries = swap.toGenericDict();
+  std::unordered_map<std::string, at::Tensor> weights;
+  for (const auto& entry : entries.at("weights").toGenericDict()) {
+    weights.emplace(entry.key().toStringRef(), entry.value().toTensor().to(kRbln0));
+  }
+  torch::inductor::AOTIModelPackageLoader loader(package_dir() + "/model.pt2", "model", false, 1, /*device_index=*/0);
+  loader.load_constants(weights, /*use_inactive=*/false, /*check_full_update=*/true);
+  const auto outputs = loader.run({x.to(kRbln0)});
+  EXPECT_EQ(outputs[0].device(), kRbln0);
+  EXPECT_TRUE(at::allclose(outputs[0].cpu(), entries.at("expected").toTensor(), 1e-5, 1e-5));
 }
 
 }  // namespace
