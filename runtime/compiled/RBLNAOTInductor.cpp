@@ -35,18 +35,38 @@ struct DeviceConstant {
   at::Tensor copy;
 };
 
+struct DeviceConstants {
+  std::mutex mutex;
+  std::unordered_map<ConstantKey, DeviceConstant, ConstantKeyHash> copies;
+};
+DeviceConstants& device_constants() {
+  static DeviceConstants constants;
+  return constants;
+}
+
 at::Tensor device_constant(const at::Tensor& source, c10::DeviceIndex device_index) {
-  static std::mutex mutex;
-  static std::unordered_map<ConstantKey, DeviceConstant, ConstantKeyHash> copies;
+  auto& [mutex, device_copies] = device_constants();
   std::lock_guard<std::mutex> lock(mutex);
-  for (auto it = copies.begin(); it != copies.end();) it = it->second.source.expired() ? copies.erase(it) : std::next(it);
+  for (auto it = device_copies.begin(); it != device_copies.end();) {
+    it = it->second.source.expired() ? device_copies.erase(it) : std::next(it);
+  }
   const ConstantKey key{source.unsafeGetTensorImpl(), device_index};
-  auto it = copies.find(key);
-  if (it == copies.end()) {
-    it = copies.emplace(key, DeviceConstant{c10::weak_intrusive_ptr<c10::TensorImpl>(source.getIntrusivePtr()),
-                                            source.to(c10::Device(c10::DeviceType::PrivateUse1, device_index))}).first;
+  auto it = device_copies.find(key);
+  if (it == device_copies.end()) {
+    it = device_copies.emplace(key, DeviceConstant{c10::weak_intrusive_ptr<c10::TensorImpl>(source.getIntrusivePtr()),
+                                                   source.to(c10::Device(c10::DeviceType::PrivateUse1, device_index))})
+             .first;
   }
   return it->second.copy;
+}
+
+// An unloaded package's weights: their device copies are freed with it, not at some later package's call.
+void drop_device_constant(const at::Tensor& source) {
+  auto& [mutex, device_copies] = device_constants();
+  std::lock_guard<std::mutex> lock(mutex);
+  for (auto it = device_copies.begin(); it != device_copies.end();) {
+    it = it->first.source == source.unsafeGetTensorImpl() ? device_copies.erase(it) : std::next(it);
+  }
 }
 }  // namespace
 
@@ -152,6 +172,7 @@ class AOTIModelContainerRunnerRBLN : public torch::inductor::AOTIModelContainerR
     for (const auto& [fqn, weight] : extract_constants_map(/*use_inactive=*/false)) device_constant(weight, device.index());
   }
   ~AOTIModelContainerRunnerRBLN() override {
+    for (const auto& [fqn, weight] : extract_constants_map(/*use_inactive=*/false)) drop_device_constant(weight);
     std::lock_guard<std::mutex> lock(updates_mutex);
     package_updates.erase(container_handle_);
   }

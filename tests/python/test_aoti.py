@@ -158,18 +158,22 @@ def test_user_managed_weights_are_cpu_tensors(package):
         loaded.load_constants({k: v.to("rbln") for k, v in weights.items()}, check_full_update=True, user_managed=True)
 
 
-def _allocations():
+def _allocations(kind="allocated"):
     torch.rbln.synchronize()
-    return torch.rbln.memory_stats()["allocation.all.allocated"]
+    return torch.rbln.memory_stats()[f"allocation.all.{kind}"]
 
 
-def test_weights_reach_the_device_at_load(package):
+def test_weights_live_on_the_device_from_load_to_unload(package):
     before = _allocations()
     loaded = torch._inductor.aoti_load_package(package)
-    assert _allocations() - before == len(loaded.get_constant_fqns())  # one device copy per weight
+    weights = len(loaded.get_constant_fqns())
+    assert _allocations() - before == weights  # one device copy per weight
     x = torch.randn(5, 8).to("rbln")
     first = _allocations()
     loaded(x)
     second = _allocations()
     loaded(x)
     assert _allocations() - second == second - first  # the first call copies no weight
+    freed = _allocations("freed")
+    del loaded
+    assert _allocations("freed") - freed == weights
