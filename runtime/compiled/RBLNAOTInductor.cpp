@@ -21,7 +21,8 @@ const at::Tensor& t(AtenTensorHandle handle) { return *tensor_handle_to_tensor_p
 at::Tensor& out(AtenTensorHandle handle) { return *tensor_handle_to_tensor_pointer(handle); }
 
 // A package's weights load as CPU tensors (upstream's model accepts cpu, cuda, xpu and mps only); each is copied
-// to the device once, and copied again only when the weights are swapped (update_constant_buffer).
+// to the device when the package loads (its runner), again after a swap (update_constant_buffer), and the copies
+// are freed when the package is unloaded.
 struct ConstantKey {
   const c10::TensorImpl* source;
   c10::DeviceIndex device;
