@@ -86,7 +86,7 @@ def test_bad_inputs_and_packages_give_clear_errors(package, tmp_path):
 
 def test_packages_refuse_inputs_on_another_device(package, cpu_package, monkeypatch):
     x = torch.randn(2, 8)
-    # Upstream's CPU package reads its inputs' memory as host memory (on CUDA it would crash): for this program
+    # Upstream's CPU package checks no device by default and reads its inputs' memory as host memory: for this program
     # the extern kernel's device check stops it; a CPU device index is refused at load.
     cpu_loaded = torch._inductor.aoti_load_package(cpu_package)
     with pytest.raises(RuntimeError, match="Expected out tensor to have device rbln:0, but got cpu"):
