@@ -24,6 +24,14 @@ def package(tmp_path_factory):
     return torch._inductor.aoti_compile_and_package(ep, package_path=path)
 
 
+@pytest.fixture(scope="module")
+def cpu_package(tmp_path_factory):
+    """The same program compiled for the CPU."""
+    path = str(tmp_path_factory.mktemp("aoti_cpu") / "model.pt2")
+    ep = torch.export.export(_model(), (torch.randn(3, 8),), dynamic_shapes=({0: BATCH},))
+    return torch._inductor.aoti_compile_and_package(ep, package_path=path)
+
+
 def _compiles():
     return sum(counters["inductor"].values()), torch.rbln.compile_stats().graphs_generated
 
@@ -76,6 +84,27 @@ def test_bad_inputs_and_packages_give_clear_errors(package, tmp_path):
         torch.testing.assert_close(loaded(x.to("rbln")).cpu(), _model()(x))
 
 
+def test_packages_refuse_inputs_on_another_device(package, cpu_package, monkeypatch):
+    x = torch.randn(2, 8)
+    # Upstream's CPU package checks no device by default and reads its inputs' memory as host memory: for this program
+    # the extern kernel's device check stops it; a CPU device index is refused at load.
+    cpu_loaded = torch._inductor.aoti_load_package(cpu_package)
+    with pytest.raises(RuntimeError, match="Expected out tensor to have device rbln:0, but got cpu"):
+        cpu_loaded(x.to("rbln"))
+    with pytest.raises(RuntimeError, match="Incorrect device passed to aoti_runner_cpu"):
+        torch._inductor.aoti_load_package(cpu_package, device_index=0)
+    # With AOTI_RUNTIME_CHECK_INPUTS (read at a loaded package's first call) each package checks its inputs'
+    # device type first: a CPU package refuses rbln inputs, an rbln package CPU inputs.
+    monkeypatch.setenv("AOTI_RUNTIME_CHECK_INPUTS", "1")
+    with pytest.raises(RuntimeError, match=r"unmatched device type, expected: 0+\(cpu\), but got: 20"):
+        torch._inductor.aoti_load_package(cpu_package)(x.to("rbln"))
+    with pytest.raises(RuntimeError, match=r"unmatched device type, expected: (20)+\(rbln\), but got: 0"):
+        torch._inductor.aoti_load_package(package)(x)
+    with torch.no_grad():  # each runs on its own device
+        torch.testing.assert_close(cpu_loaded(x), _model()(x))
+        torch.testing.assert_close(torch._inductor.aoti_load_package(package)(x.to("rbln")).cpu(), _model()(x))
+
+
 def test_package_runs_in_another_process(package, run_python):
     result = run_python(f"""
         from torch._dynamo.utils import counters
@@ -87,3 +116,64 @@ def test_package_runs_in_another_process(package, run_python):
                           "compiles": sum(counters["inductor"].values())}}))
     """)
     assert result == {"device": "rbln:0", "error": pytest.approx(0, abs=1e-5), "compiles": 0}
+
+
+def _doubled(fqns):
+    """The model with the package's weights (fqns) changed; a bias of 8 values or fewer is compiled into a
+    kernel (upstream's Inductor inlines small constants), so it is not a weight of the package."""
+    model = _model()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name in fqns:
+                param.mul_(2).add_(0.5)
+    return model
+
+
+@pytest.mark.parametrize("device", ["rbln", "cpu"])
+def test_swapped_weights_are_used_with_no_compile(package, device):
+    loaded = torch._inductor.aoti_load_package(package)
+    fqns = set(loaded.get_constant_fqns())
+    assert fqns == {"0.weight", "0.bias", "2.weight"}
+    new, x = _doubled(fqns), torch.randn(5, 8)
+    before = _compiles()
+    loaded.load_constants({k: v.to(device) for k, v in new.state_dict().items() if k in fqns}, check_full_update=True)
+    y = loaded(x.to("rbln"))
+    assert _compiles() == before and y.device == torch.device("rbln:0")
+    with torch.no_grad():
+        torch.testing.assert_close(y.cpu(), new(x))
+    loaded.load_constants({k: v for k, v in _model().state_dict().items() if k in fqns}, check_full_update=True)
+    with torch.no_grad():  # swapped back, as CPU tensors
+        torch.testing.assert_close(loaded(x.to("rbln")).cpu(), _model()(x))
+
+
+def test_user_managed_weights_are_cpu_tensors(package):
+    loaded = torch._inductor.aoti_load_package(package)
+    fqns = set(loaded.get_constant_fqns())
+    new, x = _doubled(fqns), torch.randn(5, 8)
+    weights = {k: v.detach().clone() for k, v in new.state_dict().items() if k in fqns}  # the package uses these
+    loaded.load_constants(weights, check_full_update=True, user_managed=True)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x.to("rbln")).cpu(), new(x))
+    with pytest.raises(RuntimeError, match="user-managed weights are CPU tensors"):
+        loaded.load_constants({k: v.to("rbln") for k, v in weights.items()}, check_full_update=True, user_managed=True)
+
+
+def _allocations(kind="allocated"):
+    torch.rbln.synchronize()
+    return torch.rbln.memory_stats()[f"allocation.all.{kind}"]
+
+
+def test_weights_live_on_the_device_from_load_to_unload(package):
+    before = _allocations()
+    loaded = torch._inductor.aoti_load_package(package)
+    weights = len(loaded.get_constant_fqns())
+    assert _allocations() - before == weights  # one device copy per weight
+    x = torch.randn(5, 8).to("rbln")
+    first = _allocations()
+    loaded(x)
+    second = _allocations()
+    loaded(x)
+    assert _allocations() - second == second - first  # the first call copies no weight
+    freed = _allocations("freed")
+    del loaded
+    assert _allocations("freed") - freed == weights

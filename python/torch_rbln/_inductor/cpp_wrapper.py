@@ -65,7 +65,7 @@ static AtenTensorHandle rbln_constant(AtenTensorHandle constant, int32_t device_
 #define RBLN_SHIM(name) (reinterpret_cast<decltype(&aoti_torch_cpu_##name)>( \\
     [] { static void* const fn = rbln_symbol("aoti_torch_rbln_" #name); return fn; }()))
 """
-# The extern kernels a package calls as rbln ops (runtime/aoti/RBLNAOTI.cpp has their shims).
+# The extern kernels a package calls as rbln ops (runtime/compiled/RBLNAOTInductor.cpp has their shims).
 AOT_SHIMS = frozenset({"mm_out", "addmm_out", "bmm_out", "convolution"})
 
 # Extern kernels (views Inductor cannot express as a reinterpretation) that only build a tensor's metadata.
