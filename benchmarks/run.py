@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import json
 import os
 import statistics
@@ -544,6 +545,9 @@ def main() -> int:
     # ---- graphs (docs/graphs.md): captured work replayed with one call ----
     rows.extend(graph_rows(reps))
 
+    # ---- deployment (docs/deployment.md): AOTInductor packages ----
+    rows.extend(aoti_rows(reps))
+
     # ---- profiler (docs/debugging.md): its cost while on, and none left once it is off ----
     def add_chain(device, length):
         y = torch.randn(1, device=device)
@@ -791,6 +795,70 @@ def graph_rows(reps: int) -> list:
     return rows
 
 
+AOTI_SHAPE = (4, 32, 256)
+AOTI_BLOCK = "transformer block (attention as Linear + matmul + softmax), batch 4, seq 32, d 256"
+AOTI_CALLS = 10  # calls per timed region: one takes milliseconds, less than this shared machine's noise
+
+
+def synchronized_calls(fn, device):
+    """AOTI_CALLS calls of fn, each followed by torch.rbln.synchronize() on rbln."""
+    def run():
+        for _ in range(AOTI_CALLS):
+            fn()
+            if device == "rbln":
+                torch.rbln.synchronize()
+    return run
+
+
+def aoti_rows(reps: int) -> list:
+    """Issue 44's rows (docs/deployment.md): an AOTInductor package of TransformerBlock against torch.compile on rbln
+    and against the CPU package, its load + first call, and the compiles those take; each timed region is
+    AOTI_CALLS synchronized calls. The block writes attention in plain ops: nn.TransformerEncoderLayer's lowers to
+    a fused attention extern kernel with no rbln C shim."""
+    group = "deployment"
+    rows = _Rows()
+    with tempfile.TemporaryDirectory() as tmp:
+        @functools.cache
+        def package(device):  # compiled once per run, outside the timed regions, only for the rows that run
+            torch.manual_seed(0)
+            ep = torch.export.export(TransformerBlock().eval().to(device), (torch.randn(*AOTI_SHAPE, device=device),))
+            return torch._inductor.aoti_compile_and_package(ep, package_path=os.path.join(tmp, f"{device}.pt2"))
+
+        def loaded(device):
+            run_package = torch._inductor.aoti_load_package(package(device))
+            x = torch.randn(*AOTI_SHAPE, device=device)
+            return synchronized_calls(lambda: run_package(x), device)
+
+        def compiled_or_package():
+            compiled = forward_of(TransformerBlock, AOTI_SHAPE)("rbln", compiled=True)
+            return {"compiled": synchronized_calls(compiled, "rbln"), "package": loaded("rbln")}
+        rows.append(compare_fns(f"{AOTI_BLOCK}: AOTI package / torch.compile, rbln", group, compiled_or_package,
+                                reps, 1.0, reference="rbln torch.compile", labels=("compiled", "package")))
+        rows.append(compare(f"{AOTI_BLOCK}: AOTI package rbln / AOTI package CPU", group, loaded, reps, 1.1,
+                            reference="cpu AOTI package"))
+
+        def load_and_call(device):
+            path, x = package(device), torch.randn(*AOTI_SHAPE, device=device)
+            return synchronized_calls(lambda: torch._inductor.aoti_load_package(path)(x), device)
+        rows.append(compare(f"{AOTI_BLOCK}: package load + first call", group, load_and_call, reps, 1.2,
+                            reference="cpu package load + first call"))
+
+        def compiles():
+            # Inductor's counters (compiles, cache hits) and rbln's generated graphs, as tests/python/test_aoti.py
+            from torch._dynamo.utils import counters
+
+            path, x = package("rbln"), torch.randn(*AOTI_SHAPE, device="rbln")  # compiled, if no row above did
+            before = sum(counters["inductor"].values()), torch.rbln.compile_stats().graphs_generated
+            assert before[0] > 0, "the package's compile moved no counter: a 0 below would mean nothing"
+            torch._inductor.aoti_load_package(path)(x)
+            torch.rbln.synchronize()
+            after = sum(counters["inductor"].values()), torch.rbln.compile_stats().graphs_generated
+            return float(sum(after) - sum(before))
+        rows.append(value_row(f"compiles at package load + first call on rbln, {AOTI_BLOCK}", group, compiles, 0,
+                              reference="count"))
+    return rows
+
+
 def in_fresh_process(statement: str, cache_dir: str) -> str:
     """Runs `statement` (this module imported as `run`) in a new interpreter with its own compile cache; its stdout."""
     import subprocess
@@ -992,6 +1060,9 @@ def render(meta, rows) -> str:
         "(docs/serving.md): tokens/s rbln / CPU (higher is better) and request latency rbln / CPU.",
         "`quantized` (docs/quantization.md): the int8 weight-only linear also against CPU's float32 linear of the",
         "same shape, and the device memory of an int8 weight-only model / its float32 version (not a time).",
+        "`deployment` (docs/deployment.md): an AOTInductor package of the transformer block on rbln against",
+        "torch.compile on rbln and against the CPU package, load + first call against CPU's, and the compiles at",
+        f"load and first call (a count, not a time); each timed region is {AOTI_CALLS} calls, each synchronized.",
         "",
         "| group | workload | median | min | max | target | meets |",
         "|---|---|---|---|---|---|---|",
