@@ -42,6 +42,9 @@ DTYPES = {
 DTYPE_GROUPS = {
     "floating": ["float32", "float16", "bfloat16", "float64"],
     "integral": ["int32", "int64"],
+    # CPU's smaller integer types (image and int8 pipelines): on the device for the core arithmetic,
+    # comparison and bitwise entries, which compute in the type itself as CPU does (wrapping).
+    "small_integral": ["int8", "uint8", "int16"],
     "all": ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"],
     "complex": ["complex64", "complex128"],
     "float8": ["float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu"],

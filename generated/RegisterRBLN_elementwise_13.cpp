@@ -35,6 +35,9 @@ at::Tensor wrapper_add_Tensor(const at::Tensor & self, const at::Tensor & other,
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::add.Tensor", rbln::functors::add<c10::complex<float>>(alpha)); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::add.Tensor", rbln::functors::add<c10::complex<double>>(alpha)); break;
     case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 3>(iter, "aten::add.Tensor", rbln::functors::add<c10::complex<c10::Half>>(alpha)); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::add.Tensor", rbln::functors::add<int8_t>(alpha)); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::add.Tensor", rbln::functors::add<uint8_t>(alpha)); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::add.Tensor", rbln::functors::add<int16_t>(alpha)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::add_Tensor>::call(self, other, alpha);
   }
   RBLN_COUNT_DEVICE_OP("aten::add.Tensor");
@@ -56,6 +59,9 @@ at::Tensor & wrapper_add__Tensor(at::Tensor & self, const at::Tensor & other, co
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::add_.Tensor", rbln::functors::add<c10::complex<float>>(alpha)); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::add_.Tensor", rbln::functors::add<c10::complex<double>>(alpha)); break;
     case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 3>(iter, "aten::add_.Tensor", rbln::functors::add<c10::complex<c10::Half>>(alpha)); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::add_.Tensor", rbln::functors::add<int8_t>(alpha)); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::add_.Tensor", rbln::functors::add<uint8_t>(alpha)); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::add_.Tensor", rbln::functors::add<int16_t>(alpha)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::add__Tensor>::call(self, other, alpha);
   }
   RBLN_COUNT_DEVICE_OP("aten::add_.Tensor");
@@ -77,6 +83,9 @@ at::Tensor & wrapper_add_out(const at::Tensor & self, const at::Tensor & other, 
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::add.out", rbln::functors::add<c10::complex<float>>(alpha)); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::add.out", rbln::functors::add<c10::complex<double>>(alpha)); break;
     case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 3>(iter, "aten::add.out", rbln::functors::add<c10::complex<c10::Half>>(alpha)); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::add.out", rbln::functors::add<int8_t>(alpha)); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::add.out", rbln::functors::add<uint8_t>(alpha)); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::add.out", rbln::functors::add<int16_t>(alpha)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::add_out>::call(self, other, alpha, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::add.out");
@@ -190,6 +199,9 @@ at::Tensor wrapper_ge_Scalar(const at::Tensor & self, const at::Scalar & other) 
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ge.Scalar", rbln::functors::ge<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ge.Scalar", rbln::functors::ge<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ge.Scalar", rbln::functors::ge<bool>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::ge.Scalar", rbln::functors::ge<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::ge.Scalar", rbln::functors::ge<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::ge.Scalar", rbln::functors::ge<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ge_Scalar>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::ge.Scalar");
@@ -209,6 +221,9 @@ at::Tensor & wrapper_ge__Scalar(at::Tensor & self, const at::Scalar & other) {
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ge_.Scalar", rbln::functors::ge<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ge_.Scalar", rbln::functors::ge<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ge_.Scalar", rbln::functors::ge<bool>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::ge_.Scalar", rbln::functors::ge<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::ge_.Scalar", rbln::functors::ge<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::ge_.Scalar", rbln::functors::ge<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ge__Scalar>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::ge_.Scalar");
@@ -228,6 +243,9 @@ at::Tensor & wrapper_ge_Scalar_out(const at::Tensor & self, const at::Scalar & o
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::ge.Scalar_out", rbln::functors::ge<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::ge.Scalar_out", rbln::functors::ge<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::ge.Scalar_out", rbln::functors::ge<bool>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::ge.Scalar_out", rbln::functors::ge<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::ge.Scalar_out", rbln::functors::ge<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::ge.Scalar_out", rbln::functors::ge<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ge_Scalar_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::ge.Scalar_out");

@@ -89,6 +89,9 @@ at::Tensor wrapper_ne_Scalar(const at::Tensor & self, const at::Scalar & other) 
     case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<c10::Float8_e4m3fnuz>()); break;
     case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<c10::Float8_e5m2fnuz>()); break;
     case at::ScalarType::Float8_e8m0fnu: rbln::kernels::launch_elementwise<c10::Float8_e8m0fnu, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<c10::Float8_e8m0fnu>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne_Scalar>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::ne.Scalar");
@@ -115,6 +118,9 @@ at::Tensor & wrapper_ne__Scalar(at::Tensor & self, const at::Scalar & other) {
     case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<c10::Float8_e4m3fnuz>()); break;
     case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<c10::Float8_e5m2fnuz>()); break;
     case at::ScalarType::Float8_e8m0fnu: rbln::kernels::launch_elementwise<c10::Float8_e8m0fnu, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<c10::Float8_e8m0fnu>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne__Scalar>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::ne_.Scalar");
@@ -141,6 +147,9 @@ at::Tensor & wrapper_ne_Scalar_out(const at::Tensor & self, const at::Scalar & o
     case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<c10::Float8_e4m3fnuz>()); break;
     case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<c10::Float8_e5m2fnuz>()); break;
     case at::ScalarType::Float8_e8m0fnu: rbln::kernels::launch_elementwise<c10::Float8_e8m0fnu, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<c10::Float8_e8m0fnu>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne_Scalar_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::ne.Scalar_out");

@@ -219,6 +219,9 @@ at::Tensor wrapper_eq_Scalar(const at::Tensor & self, const at::Scalar & other) 
     case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<c10::Float8_e4m3fnuz>()); break;
     case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<c10::Float8_e5m2fnuz>()); break;
     case at::ScalarType::Float8_e8m0fnu: rbln::kernels::launch_elementwise<c10::Float8_e8m0fnu, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<c10::Float8_e8m0fnu>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq_Scalar>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::eq.Scalar");
@@ -245,6 +248,9 @@ at::Tensor & wrapper_eq__Scalar(at::Tensor & self, const at::Scalar & other) {
     case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<c10::Float8_e4m3fnuz>()); break;
     case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<c10::Float8_e5m2fnuz>()); break;
     case at::ScalarType::Float8_e8m0fnu: rbln::kernels::launch_elementwise<c10::Float8_e8m0fnu, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<c10::Float8_e8m0fnu>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq__Scalar>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::eq_.Scalar");
@@ -271,6 +277,9 @@ at::Tensor & wrapper_eq_Scalar_out(const at::Tensor & self, const at::Scalar & o
     case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<c10::Float8_e4m3fnuz>()); break;
     case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<c10::Float8_e5m2fnuz>()); break;
     case at::ScalarType::Float8_e8m0fnu: rbln::kernels::launch_elementwise<c10::Float8_e8m0fnu, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<c10::Float8_e8m0fnu>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq_Scalar_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::eq.Scalar_out");

@@ -91,6 +91,9 @@ at::Tensor wrapper_ne_Tensor(const at::Tensor & self, const at::Tensor & other) 
     case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<c10::Float8_e4m3fnuz>()); break;
     case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<c10::Float8_e5m2fnuz>()); break;
     case at::ScalarType::Float8_e8m0fnu: rbln::kernels::launch_elementwise<c10::Float8_e8m0fnu, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<c10::Float8_e8m0fnu>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne_Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::ne.Tensor");
@@ -116,6 +119,9 @@ at::Tensor & wrapper_ne__Tensor(at::Tensor & self, const at::Tensor & other) {
     case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<c10::Float8_e4m3fnuz>()); break;
     case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<c10::Float8_e5m2fnuz>()); break;
     case at::ScalarType::Float8_e8m0fnu: rbln::kernels::launch_elementwise<c10::Float8_e8m0fnu, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<c10::Float8_e8m0fnu>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne__Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::ne_.Tensor");
@@ -141,6 +147,9 @@ at::Tensor & wrapper_ne_Tensor_out(const at::Tensor & self, const at::Tensor & o
     case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<c10::Float8_e4m3fnuz>()); break;
     case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<c10::Float8_e5m2fnuz>()); break;
     case at::ScalarType::Float8_e8m0fnu: rbln::kernels::launch_elementwise<c10::Float8_e8m0fnu, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<c10::Float8_e8m0fnu>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne_Tensor_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::ne.Tensor_out");

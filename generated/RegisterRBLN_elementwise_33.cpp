@@ -30,6 +30,9 @@ at::Tensor wrapper_neg(const at::Tensor & self) {
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::neg", rbln::functors::neg<int64_t>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::neg", rbln::functors::neg<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::neg", rbln::functors::neg<c10::complex<double>>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::neg", rbln::functors::neg<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::neg", rbln::functors::neg<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::neg", rbln::functors::neg<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::neg>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::neg");
@@ -49,6 +52,9 @@ at::Tensor & wrapper_neg_(at::Tensor & self) {
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::neg_", rbln::functors::neg<int64_t>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::neg_", rbln::functors::neg<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::neg_", rbln::functors::neg<c10::complex<double>>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::neg_", rbln::functors::neg<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::neg_", rbln::functors::neg<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::neg_", rbln::functors::neg<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::neg_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::neg_");
@@ -68,6 +74,9 @@ at::Tensor & wrapper_neg_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::neg.out", rbln::functors::neg<int64_t>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::neg.out", rbln::functors::neg<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::neg.out", rbln::functors::neg<c10::complex<double>>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::neg.out", rbln::functors::neg<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::neg.out", rbln::functors::neg<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::neg.out", rbln::functors::neg<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::neg_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::neg.out");

@@ -119,6 +119,9 @@ at::Tensor wrapper_sub_Tensor(const at::Tensor & self, const at::Tensor & other,
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<c10::complex<float>>(alpha)); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<c10::complex<double>>(alpha)); break;
     case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<c10::complex<c10::Half>>(alpha)); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<int8_t>(alpha)); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<uint8_t>(alpha)); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::sub.Tensor", rbln::functors::sub<int16_t>(alpha)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sub_Tensor>::call(self, other, alpha);
   }
   RBLN_COUNT_DEVICE_OP("aten::sub.Tensor");
@@ -140,6 +143,9 @@ at::Tensor & wrapper_sub__Tensor(at::Tensor & self, const at::Tensor & other, co
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<c10::complex<float>>(alpha)); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<c10::complex<double>>(alpha)); break;
     case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<c10::complex<c10::Half>>(alpha)); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<int8_t>(alpha)); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<uint8_t>(alpha)); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::sub_.Tensor", rbln::functors::sub<int16_t>(alpha)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sub__Tensor>::call(self, other, alpha);
   }
   RBLN_COUNT_DEVICE_OP("aten::sub_.Tensor");
@@ -161,6 +167,9 @@ at::Tensor & wrapper_sub_out(const at::Tensor & self, const at::Tensor & other, 
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::sub.out", rbln::functors::sub<c10::complex<float>>(alpha)); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::sub.out", rbln::functors::sub<c10::complex<double>>(alpha)); break;
     case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 3>(iter, "aten::sub.out", rbln::functors::sub<c10::complex<c10::Half>>(alpha)); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::sub.out", rbln::functors::sub<int8_t>(alpha)); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::sub.out", rbln::functors::sub<uint8_t>(alpha)); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::sub.out", rbln::functors::sub<int16_t>(alpha)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sub_out>::call(self, other, alpha, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::sub.out");

@@ -66,3 +66,27 @@ def test_bool_and_integer_reductions_and_dropout_backward():
     # CPU's grad * mask * scale: an integer grad gives the default float dtype
     _on_device(lambda g, m: torch.ops.aten.native_dropout_backward(g, m, 2.0), _ints(0, 2, 3), mask,
                ops={"aten::native_dropout_backward"})
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int16])
+def test_small_integer_arithmetic_wraps_as_on_cpu_on_the_device(dtype):
+    info = torch.iinfo(dtype)
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randint(info.min, info.max + 1, (7, 9), generator=gen, dtype=dtype)  # overflowing sums and products
+    b = torch.randint(info.min, info.max + 1, (9,), generator=gen, dtype=dtype)  # broadcast
+    _on_device(lambda x, y: x + y, a, b, ops={"aten::add.Tensor"})
+    _on_device(lambda x, y: torch.add(x, y, alpha=3), a, b, ops={"aten::add.Tensor"})
+    _on_device(lambda x, y: x - y * 2, a, b, ops={"aten::sub.Tensor", "aten::mul.Tensor"})
+    _on_device(lambda x, y: x * y, a, b, ops={"aten::mul.Tensor"})
+    _on_device(lambda x, y: torch.maximum(x, y) - torch.minimum(x, y), a, b,
+               ops={"aten::maximum", "aten::minimum", "aten::sub.Tensor"})
+    _on_device(lambda x, y: (x & y) | (x ^ ~y), a, b,
+               ops={"aten::bitwise_and.Tensor", "aten::bitwise_or.Tensor", "aten::bitwise_xor.Tensor",
+                    "aten::bitwise_not"})
+    _on_device(lambda x: -x.abs(), a, ops={"aten::abs", "aten::neg"})
+    for compare in (torch.eq, torch.ne, torch.lt, torch.le, torch.gt, torch.ge):
+        _on_device(compare, a, b, ops={f"aten::{compare.__name__}.Tensor"})
+        _on_device(lambda x: compare(x, 3), a, ops={f"aten::{compare.__name__}.Scalar"})
+    # An image batch as a pipeline holds it: uint8 with a Python scalar, in place.
+    img = torch.randint(0, 256, (2, 3, 4, 4), generator=gen, dtype=torch.uint8)
+    _on_device(lambda x: x.clone().add_(200), img, ops={"aten::add_.Tensor"})
