@@ -37,6 +37,8 @@
 #include <ATen/ops/_fft_c2c_ops.h>
 #include <ATen/ops/_fft_c2r_ops.h>
 #include <ATen/ops/_fft_r2c_ops.h>
+#include <ATen/ops/_fused_adam_ops.h>
+#include <ATen/ops/_fused_adamw_ops.h>
 #include <ATen/ops/_has_compatible_shallow_copy_type_ops.h>
 #include <ATen/ops/_histogramdd_bin_edges_ops.h>
 #include <ATen/ops/_histogramdd_from_bin_cts_ops.h>
@@ -3943,6 +3945,42 @@ at::Tensor & wrapper_mvlgamma_out(const at::Tensor & self, int64_t p, at::Tensor
   return rbln::kernels::mvlgamma_out(self, p, out);
 }
 
+void wrapper__fused_adam_(at::TensorList self, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs, at::TensorList state_steps, double lr, double beta1, double beta2, double weight_decay, double eps, bool amsgrad, bool maximize, const ::std::optional<at::Tensor> & grad_scale, const ::std::optional<at::Tensor> & found_inf) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper__fused_adam_", "self");
+  c10::impl::check_and_update_common_device(common_device, grads, "wrapper__fused_adam_", "grads");
+  c10::impl::check_and_update_common_device(common_device, exp_avgs, "wrapper__fused_adam_", "exp_avgs");
+  c10::impl::check_and_update_common_device(common_device, exp_avg_sqs, "wrapper__fused_adam_", "exp_avg_sqs");
+  c10::impl::check_and_update_common_device(common_device, max_exp_avg_sqs, "wrapper__fused_adam_", "max_exp_avg_sqs");
+  c10::impl::check_and_update_common_device(common_device, state_steps, "wrapper__fused_adam_", "state_steps");
+  RBLN_COUNT_DEVICE_OP("aten::_fused_adam_");
+  return rbln::kernels::_fused_adam_(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf);
+}
+
+void wrapper__fused_adam__tensor_lr(at::TensorList self, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs, at::TensorList state_steps, const at::Tensor & lr, double beta1, double beta2, double weight_decay, double eps, bool amsgrad, bool maximize, const ::std::optional<at::Tensor> & grad_scale, const ::std::optional<at::Tensor> & found_inf) {
+  const c10::OptionalDeviceGuard guard(at::device_of(lr));
+  RBLN_COUNT_DEVICE_OP("aten::_fused_adam_.tensor_lr");
+  return rbln::kernels::_fused_adam__tensor_lr(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf);
+}
+
+void wrapper__fused_adamw_(at::TensorList self, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs, at::TensorList state_steps, double lr, double beta1, double beta2, double weight_decay, double eps, bool amsgrad, bool maximize, const ::std::optional<at::Tensor> & grad_scale, const ::std::optional<at::Tensor> & found_inf) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper__fused_adamw_", "self");
+  c10::impl::check_and_update_common_device(common_device, grads, "wrapper__fused_adamw_", "grads");
+  c10::impl::check_and_update_common_device(common_device, exp_avgs, "wrapper__fused_adamw_", "exp_avgs");
+  c10::impl::check_and_update_common_device(common_device, exp_avg_sqs, "wrapper__fused_adamw_", "exp_avg_sqs");
+  c10::impl::check_and_update_common_device(common_device, max_exp_avg_sqs, "wrapper__fused_adamw_", "max_exp_avg_sqs");
+  c10::impl::check_and_update_common_device(common_device, state_steps, "wrapper__fused_adamw_", "state_steps");
+  RBLN_COUNT_DEVICE_OP("aten::_fused_adamw_");
+  return rbln::kernels::_fused_adamw_(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf);
+}
+
+void wrapper__fused_adamw__tensor_lr(at::TensorList self, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs, at::TensorList state_steps, const at::Tensor & lr, double beta1, double beta2, double weight_decay, double eps, bool amsgrad, bool maximize, const ::std::optional<at::Tensor> & grad_scale, const ::std::optional<at::Tensor> & found_inf) {
+  const c10::OptionalDeviceGuard guard(at::device_of(lr));
+  RBLN_COUNT_DEVICE_OP("aten::_fused_adamw_.tensor_lr");
+  return rbln::kernels::_fused_adamw__tensor_lr(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf);
+}
+
 void wrapper__amp_foreach_non_finite_check_and_unscale_(at::TensorList self, at::Tensor & found_inf, const at::Tensor & inv_scale) {
   std::optional<c10::Device> common_device;
   c10::impl::check_and_update_common_device(common_device, self, "wrapper__amp_foreach_non_finite_check_and_unscale_", "self");
@@ -6290,6 +6328,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("polar.out", TORCH_FN(wrapper_polar_out));
   m.impl("frexp.Tensor_out", TORCH_FN(wrapper_frexp_Tensor_out));
   m.impl("mvlgamma.out", TORCH_FN(wrapper_mvlgamma_out));
+  m.impl("_fused_adam_", TORCH_FN(wrapper__fused_adam_));
+  m.impl("_fused_adam_.tensor_lr", TORCH_FN(wrapper__fused_adam__tensor_lr));
+  m.impl("_fused_adamw_", TORCH_FN(wrapper__fused_adamw_));
+  m.impl("_fused_adamw_.tensor_lr", TORCH_FN(wrapper__fused_adamw__tensor_lr));
   m.impl("_amp_foreach_non_finite_check_and_unscale_", TORCH_FN(wrapper__amp_foreach_non_finite_check_and_unscale_));
   m.impl("_amp_update_scale_", TORCH_FN(wrapper__amp_update_scale_));
   m.impl("uniform_", TORCH_FN(wrapper_uniform_));

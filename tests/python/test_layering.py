@@ -140,6 +140,7 @@ FOLDER_RULES = {
     "kernels/random": KERNEL_BASE,
     "kernels/spectral": KERNEL_BASE,
     "kernels/quantized": KERNEL_BASE,
+    "kernels/optim": KERNEL_BASE,
     # The Python module binds the glue, and reaches the kernels only through the contract.
     "python/csrc": tuple(f"runtime/{c}/" for c in ("device", "memory", "streams", "distributed", "observability",
                                                      "compiled", "fallback", "graphs")) + (DECLARATIONS,),

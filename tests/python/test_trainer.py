@@ -71,8 +71,8 @@ def test_trainer_trains_on_rbln_with_cpus_losses(one_process):
     assert rbln["device_mm"] > 0 and rbln["parallel_mode"] == "ParallelMode.NOT_PARALLEL"
     assert len(cpu["losses"]) == 4
     assert rbln["losses"] == pytest.approx(cpu["losses"], rel=1e-6)
-    # The Trainer's default optimizer (adamw_torch_fused) has no device kernel yet: its step runs on the CPU.
-    assert rbln["fallbacks"] in ([], ["aten::_fused_adamw_"]), rbln["fallbacks"]
+    # The Trainer's default optimizer (adamw_torch_fused) steps on the device too.
+    assert rbln["fallbacks"] == [], rbln["fallbacks"]
 
 
 def test_trainer_bf16_autocasts_on_rbln(one_process):

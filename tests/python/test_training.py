@@ -54,6 +54,40 @@ def test_mlp_training_matches_cpu_with_no_fallback(optimizer, foreach):
     # The CNN and transformer versions (with their listed fallbacks) are in test_models.py.
 
 
+@pytest.mark.parametrize("adam", [torch.optim.Adam, torch.optim.AdamW])
+@pytest.mark.parametrize("options", [{}, {"amsgrad": True, "weight_decay": 0.1}, {"maximize": True},
+                                     {"lr": torch.tensor(0.01)}], ids=["default", "amsgrad", "maximize", "tensor_lr"])
+def test_fused_adam_steps_on_the_device_with_cpus_values(adam, options):
+    torch.manual_seed(0)
+    make = lambda p: adam(p, **{"lr": 0.01, **options}, fused=True)  # noqa: E731
+    x, y = torch.randn(64, 16), torch.randint(0, 4, (64,))
+    losses, models, ex = train_side_by_side(mlp, make, [(x, y)] * 5,
+                                            lambda model, inputs, target: F.cross_entropy(model(inputs), target))
+    torch.testing.assert_close(losses["rbln"], losses["cpu"], rtol=1e-5, atol=1e-6)
+    for p_cpu, p_rbln in zip(models["cpu"].parameters(), models["rbln"].parameters(), strict=True):
+        torch.testing.assert_close(p_rbln.cpu(), p_cpu, rtol=1e-5, atol=1e-6)
+    fused = f"aten::_fused_{adam.__name__.lower()}_" + (".tensor_lr" if "lr" in options else "")
+    assert ex.device_ops.get(fused) == 5, sorted(ex.device_ops)
+    assert not ex.fallback_ops, ex.fallback_reasons
+
+
+def test_fused_adam_skips_the_step_where_the_grad_scaler_found_inf_and_checks_like_cuda(assert_device_works):
+    p = torch.ones(4, device="rbln", requires_grad=True)
+    opt = torch.optim.AdamW([p], lr=0.1, fused=True)
+    scaler = torch.amp.GradScaler("rbln", init_scale=2.0)
+    scaler.scale((p * float("inf")).sum()).backward()  # an inf gradient: the scaler's found_inf skips the step on the device
+    scaler.step(opt)
+    scaler.update()
+    assert torch.equal(p.detach().cpu(), torch.ones(4))
+    assert scaler.get_scale() == 1.0  # backed off
+    grads = [torch.ones(4, device="rbln", dtype=torch.float64)]  # a gradient of another dtype than its parameter
+    with pytest.raises(RuntimeError, match="params, grads, exp_avgs, and exp_avg_sqs must have same dtype, device"):
+        torch._fused_adamw_([p.detach()], grads, [torch.zeros(4, device="rbln")], [torch.zeros(4, device="rbln")], [],
+                            [torch.zeros((), device="rbln")], lr=0.1, beta1=0.9, beta2=0.999, weight_decay=0.0,
+                            eps=1e-8, amsgrad=False, maximize=False)
+    assert_device_works()
+
+
 def test_dropout_draws_from_the_device_generator():
     torch.rbln.manual_seed(3)
     a = F.dropout(torch.ones(10000, device="rbln"), p=0.25)
