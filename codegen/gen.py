@@ -235,7 +235,7 @@ def _base(overload: str) -> str:
     return overload.split(".")[0].rstrip("_")
 
 
-# AOTInductor's C shims for CPU: the extern kernels a package may call (runtime/compiled/RBLNAOTInductor.cpp).
+# AOTInductor's C shims for CPU: the extern kernels an rbln package calls as rbln ops (python/torch_rbln/_inductor/cpp_wrapper.py).
 CPU_SHIM_HEADER = os.path.join(os.path.dirname(torch.__file__), "include", "torch", "csrc", "inductor", "aoti_torch",
                                "generated", "c_shim_cpu.h")
 AOTI_SHIM_SHARDS = 4  # about 40 ops each: each file compiles in well under a minute
