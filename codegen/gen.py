@@ -8,10 +8,14 @@ import tempfile
 import zlib
 
 import jinja2
-from torchgen.model import DeviceCheckType
+import torch
+from torchgen.aoti.fallback_ops import inductor_fallback_ops
+from torchgen.gen_aoti_c_shim import gen_declaration_and_definition, gen_static_dispatch_backend_call, get_fallback_op_name
+from torchgen.model import DeviceCheckType, NativeFunction
+from torchgen.model import Variant as CppVariant
 
-from .registry import (DTYPE_GROUPS, DTYPES, FAMILIES, ROOT, Entry, Variant, is_operand, stricter_than_their_out_ops,
-                       unchecked_cpu_ops)
+from .registry import (DTYPE_GROUPS, DTYPES, FAMILIES, ROOT, Entry, Variant, is_operand, native_functions,
+                       stricter_than_their_out_ops, unchecked_cpu_ops)
 
 # Generated elementwise files: small (about 30 dtype cases each), so one edited entry recompiles little.
 ELEMENTWISE_SHARDS = 64
@@ -231,6 +235,40 @@ def _base(overload: str) -> str:
     return overload.split(".")[0].rstrip("_")
 
 
+# AOTInductor's C shims for CPU: the extern kernels an rbln package calls as rbln ops (python/torch_rbln/_inductor/cpp_wrapper.py).
+CPU_SHIM_HEADER = os.path.join(os.path.dirname(torch.__file__), "include", "torch", "csrc", "inductor", "aoti_torch",
+                               "generated", "c_shim_cpu.h")
+AOTI_SHIM_SHARDS = 4  # about 40 ops each: each file compiles in well under a minute
+
+
+def aoti_shims() -> dict[str, NativeFunction]:
+    """The ops of torchgen's fallback list CPU has a C shim for, by shim name."""
+    cpu = set(re.findall(r"\baoti_torch_cpu_(\w+)\(", open(CPU_SHIM_HEADER).read()))
+    return {f.func.name.unambiguous_name(): f for f in native_functions()
+            if get_fallback_op_name(f) in inductor_fallback_ops and f.func.name.unambiguous_name() in cpu}
+
+
+def _dispatcher_call(f: NativeFunction) -> str:
+    """torchgen's call for the C++ API's `at::<op>`, or the operator's own for a method-only op: `at::<op>` does not
+    exist, and without SymInts its C++ and dispatcher signatures are the same."""
+    if CppVariant.function in f.variants or f.func.has_symint():
+        return gen_static_dispatch_backend_call(f)
+    return f"at::_ops::{f.func.name.unambiguous_name()}::call"
+
+
+def _aoti_shim_files(env: jinja2.Environment) -> dict[str, str]:
+    """CPU's signatures (and versions, `_v2`), calling `at::<op>` (the dispatcher) where CPU's call `at::cpu::<op>`."""
+    shards: dict[int, list[NativeFunction]] = {i: [] for i in range(AOTI_SHIM_SHARDS)}
+    for name, f in sorted(aoti_shims().items()):
+        shards[zlib.crc32(name.encode()) % AOTI_SHIM_SHARDS].append(f)
+    return {f"generated/c_shim_rbln_{i}.cpp": env.get_template("c_shim_rbln.cpp.j2").render(
+        headers=sorted({f.root_name for f in fs}),
+        definitions=[gen_declaration_and_definition(f.func, "rbln", _dispatcher_call(f),
+                                                    inductor_fallback_ops[get_fallback_op_name(f)])[1].strip()
+                     for f in fs])
+        for i, fs in shards.items()}
+
+
 def shard(e: Entry) -> int:
     """An elementwise entry's shard, by a stable hash of its op: adding or editing one entry rewrites (and
     rebuilds) only its own shard, not every shard after it."""
@@ -266,6 +304,7 @@ def render(entries: list[Entry], root: str = ROOT) -> dict[str, str]:
     for e in registered:
         if e.kernel_decl and e.kernel_decl not in namespaces.setdefault(e.kernel_namespace, []):
             namespaces[e.kernel_namespace].append(e.kernel_decl)
+    out.update(_aoti_shim_files(env))
     out["generated/RBLNNativeFunctions.h"] = env.get_template("RBLNNativeFunctions.h.j2").render(
         namespaces=sorted(namespaces.items()))
     groups = {tuple(v): k for k, v in DTYPE_GROUPS.items()}

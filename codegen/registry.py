@@ -148,6 +148,10 @@ def _parsed():
     return parse_native_yaml(os.path.join(d, "native_functions.yaml"), os.path.join(d, "tags.yaml"))
 
 
+def native_functions() -> list[NativeFunction]:
+    return _parsed().native_functions
+
+
 def unchecked_cpu_ops() -> list[str]:
     """Ops with a CPU kernel (so the CPU fallback may run them) whose kernels check devices themselves
     (`device_check: NoCheck`); torchgen's wrappers check every other op's tensors share one device."""

@@ -1,5 +1,6 @@
 // AOTInductor packages on rbln (docs/deployment.md): what a package's C++ wrapper (python/torch_rbln/_inductor/
 // cpp_wrapper.py) finds in the process that loads it, by name, so the package holds no path to this library.
+// Its extern kernels' C shims, `aoti_torch_rbln_<op>`, are generated (generated/c_shim_rbln_*.cpp).
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -13,12 +14,10 @@
 #include "runtime/compiled/RBLNCompiledKernels.h"
 
 using torch::aot_inductor::new_tensor_handle;
-using torch::aot_inductor::pointer_to_list;
 using torch::aot_inductor::tensor_handle_to_tensor_pointer;
 
 namespace {
 const at::Tensor& t(AtenTensorHandle handle) { return *tensor_handle_to_tensor_pointer(handle); }
-at::Tensor& out(AtenTensorHandle handle) { return *tensor_handle_to_tensor_pointer(handle); }
 
 // A package's weights load as CPU tensors (upstream's model accepts cpu, cuda, xpu and mps only); each is copied
 // to the device when the package loads (its runner), again after a swap (update_constant_buffer), and the copies
@@ -78,33 +77,6 @@ void* rbln_aoti_kernel(const char* name) { return rbln::plan_kernel(name); }
 AOTITorchError rbln_aoti_constant(AtenTensorHandle constant, int32_t device_index, AtenTensorHandle* ret0) {
   AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE(
       { *ret0 = new_tensor_handle(device_constant(t(constant), static_cast<c10::DeviceIndex>(device_index))); });
-}
-
-// Extern kernels as rbln ops, through the dispatcher: CPU's C shims' signatures (c_shim_cpu.h).
-AOTITorchError aoti_torch_rbln_mm_out(AtenTensorHandle o, AtenTensorHandle self, AtenTensorHandle mat2) {
-  AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({ at::mm_out(out(o), t(self), t(mat2)); });
-}
-
-AOTITorchError aoti_torch_rbln_addmm_out(AtenTensorHandle o, AtenTensorHandle self, AtenTensorHandle mat1,
-                                         AtenTensorHandle mat2, double beta, double alpha) {
-  AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({ at::addmm_out(out(o), t(self), t(mat1), t(mat2), beta, alpha); });
-}
-
-AOTITorchError aoti_torch_rbln_bmm_out(AtenTensorHandle o, AtenTensorHandle self, AtenTensorHandle mat2) {
-  AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({ at::bmm_out(out(o), t(self), t(mat2)); });
-}
-
-AOTITorchError aoti_torch_rbln_convolution(AtenTensorHandle input, AtenTensorHandle weight, AtenTensorHandle* bias,
-                                           const int64_t* stride, int64_t stride_len_, const int64_t* padding,
-                                           int64_t padding_len_, const int64_t* dilation, int64_t dilation_len_,
-                                           int32_t transposed, const int64_t* output_padding,
-                                           int64_t output_padding_len_, int64_t groups, AtenTensorHandle* ret0) {
-  AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({
-    *ret0 = new_tensor_handle(at::convolution(
-        t(input), t(weight), bias ? std::optional<at::Tensor>(t(*bias)) : std::nullopt, pointer_to_list<int64_t>(stride, stride_len_),
-        pointer_to_list<int64_t>(padding, padding_len_), pointer_to_list<int64_t>(dilation, dilation_len_),
-        transposed, pointer_to_list<int64_t>(output_padding, output_padding_len_), groups));
-  });
 }
 
 }  // extern "C"

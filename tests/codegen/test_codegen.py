@@ -1,5 +1,6 @@
 """The registry and generator: validation errors, determinism, adding an op."""
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -192,3 +193,14 @@ def test_one_elementwise_entry_changes_at_most_two_generated_files(tmp_path):
     assert len(generated) <= 2, changed
     assert [p for p in generated if p.endswith(".cpp")] == [p for p in generated if "RegisterRBLN_elementwise_" in p]
     assert len([p for p in generated if p.endswith(".cpp")]) == 1, changed
+
+
+def test_aoti_shims_have_cpu_shims_signatures():
+    """An rbln package calls `aoti_torch_rbln_<op>` through CPU's declaration (cpp_wrapper.py's RBLN_SHIM): one
+    generated definition per CPU shim, with its exact signature."""
+    from codegen.gen import CPU_SHIM_HEADER
+
+    cpu = re.findall(r"AOTITorchError aoti_torch_cpu_(\w+\(.*?\));", open(CPU_SHIM_HEADER).read(), re.S)
+    files = {rel: text for rel, text in render(load(OPS)).items() if rel.startswith("generated/c_shim_rbln_")}
+    generated = re.findall(r"^AOTITorchError aoti_torch_rbln_(\w+\(.*?\)) \{", "".join(files.values()), re.M | re.S)
+    assert len(cpu) > 100 and sorted(generated) == sorted(cpu)

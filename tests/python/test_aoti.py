@@ -1,11 +1,15 @@
 """AOTInductor packages on rbln (docs/deployment.md): compiled once, loaded and run with no compile."""
+import copy
 import json
+import os
+import re
 import zipfile
 
 import pytest
 import torch
 import torch_rbln  # noqa: F401
 from torch._dynamo.utils import counters
+from torch_rbln._inductor.cpp_wrapper import has_rbln_shim
 
 BATCH = torch.export.Dim("batch", min=1, max=64)
 
@@ -177,3 +181,49 @@ def test_weights_live_on_the_device_from_load_to_unload(package):
     freed = _allocations("freed")
     del loaded
     assert _allocations("freed") - freed == weights
+
+
+def test_every_cpu_c_shim_has_an_rbln_twin():
+    header = os.path.join(os.path.dirname(torch.__file__), "include", "torch", "csrc", "inductor", "aoti_torch",
+                          "generated", "c_shim_cpu.h")
+    shims = set(re.findall(r"\baoti_torch_cpu_(\w+)\(", open(header).read()))
+    assert {"mm_out", "convolution", "_scaled_dot_product_fused_attention_overrideable"} <= shims
+    assert [s for s in sorted(shims) if not has_rbln_shim(s)] == []
+    assert not has_rbln_shim("_efficient_attention_forward")  # CUDA's only: such an extern kernel is refused
+
+
+class _CausalSelfAttention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(32, 96)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).view(x.shape[0], x.shape[1], 3, 4, 8).permute(2, 0, 3, 1, 4)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+TRANSFORMERS = {
+    "encoder_layer": (lambda: torch.nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128,
+                                                                batch_first=True, dropout=0), (2, 10, 64)),
+    "causal_sdpa": (_CausalSelfAttention, (2, 10, 32)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRANSFORMERS))
+def test_attention_runs_on_rbln_through_generated_shims(name, tmp_path):
+    """SDPA stays an extern kernel (no C shim was hand-written for it): the package calls rbln's fused kernel."""
+    make, shape = TRANSFORMERS[name]
+    torch.manual_seed(0)
+    model, x = make().eval(), torch.randn(shape)
+    ep = torch.export.export(copy.deepcopy(model).to("rbln"), (x.to("rbln"),))
+    package = torch._inductor.aoti_compile_and_package(ep, package_path=str(tmp_path / "model.pt2"))
+    before = _compiles()
+    loaded = torch._inductor.aoti_load_package(package)
+    with torch.rbln.explain() as report:
+        y = loaded(x.to("rbln"))
+        torch.rbln.synchronize()
+    assert _compiles() == before
+    assert y.device == torch.device("rbln:0")
+    assert "aten::_scaled_dot_product_fused_attention_overrideable" in report.device_ops
+    with torch.no_grad():
+        torch.testing.assert_close(y.cpu(), model(x))

@@ -12,6 +12,9 @@ GIL (the caller does not hold it) and the ABI appended at the end.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
+import os
 import threading
 
 import sympy
@@ -61,12 +64,19 @@ static AtenTensorHandle rbln_constant(AtenTensorHandle constant, int32_t device_
     AOTI_TORCH_ERROR_CODE_CHECK(rbln_runtime().constant(constant, device_index, &on_device));
     return on_device;
 }
-// An extern kernel as an rbln op (runtime/compiled/RBLNAOTInductor.cpp): CPU's C shim's signature, rbln's implementation.
+// An extern kernel as an rbln op (generated/c_shim_rbln_*.cpp): CPU's C shim's signature, the op through the dispatcher.
 #define RBLN_SHIM(name) (reinterpret_cast<decltype(&aoti_torch_cpu_##name)>( \\
     [] { static void* const fn = rbln_symbol("aoti_torch_rbln_" #name); return fn; }()))
 """
-# The extern kernels a package calls as rbln ops (runtime/compiled/RBLNAOTInductor.cpp has their shims).
-AOT_SHIMS = frozenset({"mm_out", "addmm_out", "bmm_out", "convolution"})
+
+
+@functools.lru_cache(maxsize=None)
+def has_rbln_shim(shim: str) -> bool:
+    """Whether an extern kernel is an rbln op in a package: the loaded runtime defines its C shim (generated from
+    CPU's list, generated/c_shim_rbln_*.cpp), the symbol the package looks up when it runs."""
+    runtime = ctypes.CDLL("libtorch_rbln.so", mode=os.RTLD_NOW | os.RTLD_NOLOAD)
+    return hasattr(runtime, f"aoti_torch_{_DEVICE_TYPE}_{shim}")
+
 
 # Extern kernels (views Inductor cannot express as a reinterpretation) that only build a tensor's metadata.
 _METADATA_ONLY_SHIMS = frozenset({"at::_ops::view_as_real::call", "at::_ops::view_as_complex::call"})
@@ -187,7 +197,7 @@ class RBLNCppWrapperCodegen(CppWrapperCpu):
         # Inductor's C shims call CPU's (or CUDA's) kernel directly, past the dispatcher: none is rbln's,
         # except for the dtype views, which read no data: CPU's shim makes the same view of device memory.
         shim = self.get_c_shim_func_name(kernel, device).removeprefix(f"aoti_torch_{_DEVICE_TYPE}_")
-        if device == _DEVICE_TYPE and V.graph.aot_mode and shim in AOT_SHIMS:
+        if device == _DEVICE_TYPE and V.graph.aot_mode and has_rbln_shim(shim):
             self.writeline(f"AOTI_TORCH_ERROR_CODE_CHECK(RBLN_SHIM({shim})({', '.join(args)}));")
             return
         if device == _DEVICE_TYPE:
