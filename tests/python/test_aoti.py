@@ -46,9 +46,8 @@ def test_package_says_rbln(package):
         assert json.loads(archive.read(metadata[0]))["AOTI_DEVICE_KEY"] == "rbln"
 
 
-@pytest.mark.parametrize("batch", [3, 7])
-def test_load_runs_on_rbln_with_no_compile(package, batch):
-    model, x = _model(), torch.randn(batch, 8)
+def _load_and_run(package, x):
+    """The package loaded and called on x moved to rbln:0, with no compile: (result, explain() report)."""
     before = _compiles()
     loaded = torch._inductor.aoti_load_package(package)
     with torch.rbln.explain() as report:
@@ -56,6 +55,13 @@ def test_load_runs_on_rbln_with_no_compile(package, batch):
         torch.rbln.synchronize()
     assert _compiles() == before
     assert y.device == torch.device("rbln:0")
+    return y, report
+
+
+@pytest.mark.parametrize("batch", [3, 7])
+def test_load_runs_on_rbln_with_no_compile(package, batch):
+    model, x = _model(), torch.randn(batch, 8)
+    y, report = _load_and_run(package, x)
     assert not report.fallback_ops and "aten::addmm.out" in " ".join(report.device_ops)
     with torch.no_grad():
         torch.testing.assert_close(y.cpu(), model(x))
@@ -217,13 +223,7 @@ def test_attention_runs_on_rbln_through_generated_shims(name, tmp_path):
     model, x = make().eval(), torch.randn(shape)
     ep = torch.export.export(copy.deepcopy(model).to("rbln"), (x.to("rbln"),))
     package = torch._inductor.aoti_compile_and_package(ep, package_path=str(tmp_path / "model.pt2"))
-    before = _compiles()
-    loaded = torch._inductor.aoti_load_package(package)
-    with torch.rbln.explain() as report:
-        y = loaded(x.to("rbln"))
-        torch.rbln.synchronize()
-    assert _compiles() == before
-    assert y.device == torch.device("rbln:0")
+    y, report = _load_and_run(package, x)
     assert "aten::_scaled_dot_product_fused_attention_overrideable" in report.device_ops
     with torch.no_grad():
         torch.testing.assert_close(y.cpu(), model(x))
