@@ -15,8 +15,8 @@ FALLBACKS = {
     "hash_tensor": (lambda x: torch.hash_tensor(x, dim=1), torch.float32, "aten::hash_tensor.out", NOT_LISTED),
     "histogramdd": (lambda x: torch.histogramdd(x, [torch.tensor([-1.0, 0.0, 1.0], device=x.device)] * 4).hist,
                     torch.float32, "aten::_histogramdd_from_bin_tensors", LISTED),
-    # ops.yaml: add.Tensor's dtypes are `all`, which has no int16
-    "add_int16": (lambda x: x + x, torch.int16, "aten::add.Tensor", DTYPE),
+    # ops.yaml: remainder.Tensor's dtypes are `numeric`, which has no int16
+    "remainder_int16": (lambda x: torch.remainder(x, 7), torch.int16, "aten::remainder.Tensor", DTYPE),
 }
 
 
@@ -113,7 +113,7 @@ def test_disabled_fallback_raises_naming_the_op(run_python):
         cases = {
             "aten::hash_tensor.out": lambda: torch.hash_tensor(x),
             "aten::_histogramdd_from_bin_tensors": lambda: torch.histogramdd(x, [x[0, :3]] * 5),
-            "aten::add.Tensor": lambda: x.to(torch.int16) + x.to(torch.int16),
+            "aten::remainder.Tensor": lambda: torch.remainder(x.to(torch.int16), 7),
         }
         errors = {}
         for name, fn in cases.items():
