@@ -29,7 +29,7 @@ import time
 import torch
 
 import torch_rbln  # noqa: F401  (before torch.testing._internal)
-from torch_rbln.testing import TOLERANCES, to_cpu
+from torch_rbln.testing import TOLERANCES, opinfo_samples, to_cpu
 
 from .cuda_dtypes import cuda_sweep
 from .gradients import grad_sweep
@@ -213,9 +213,10 @@ def sweep(ops, dtypes, max_seconds_per_case: float):
                                 "reason": reason})
                 continue
             try:
-                samples = list(op.sample_inputs("rbln", dtype, requires_grad=False))
+                samples = list(opinfo_samples(op, "rbln", dtype, requires_grad=False))
                 if op.reference_inputs_func is not None:
-                    samples += list(op.reference_inputs("rbln", dtype, requires_grad=False))[len(samples):]
+                    samples += list(opinfo_samples(op, "rbln", dtype, reference=True,
+                                                   requires_grad=False))[len(samples):]
             except Exception as e:  # the samples are made on rbln: a failure there is the device's
                 results.append({"op": name, "variant": "all", "dtype": dtype_name, "status": "error",
                                 "reason": f"making samples on rbln failed: {type(e).__name__}: {str(e)[:200]}"})

@@ -13,7 +13,7 @@ import time
 import torch
 from torch.utils import _pytree as pytree
 
-from torch_rbln.testing import TOLERANCES
+from torch_rbln.testing import TOLERANCES, opinfo_samples
 
 # The dtypes CPU computes a CUDA-only dtype's reference in, nearest first.
 REFERENCE = {
@@ -114,7 +114,7 @@ def cuda_sweep(ops, opinfo_name, skip_reason, describe, max_seconds_per_case: fl
                 results.append({**row, "status": "skipped", "reason": reason or "CPU supports no reference dtype"})
                 continue
             try:
-                samples = list(op.sample_inputs("rbln", dtype, requires_grad=False))
+                samples = list(opinfo_samples(op, "rbln", dtype, requires_grad=False))
             except Exception as e:
                 results.append({**row, "status": "error",
                                 "detail": [f"making samples on rbln failed: {type(e).__name__}: {str(e)[:200]}"]})

@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from torch_rbln.testing import TOLERANCES
+from torch_rbln.testing import TOLERANCES, opinfo_samples
 
 DTYPE_NAME = "float32"
 DTYPE = torch.float32
@@ -195,7 +195,7 @@ def grad_entry(op, name: str, skip_reason: str | None, max_seconds: float):
     if skip_reason:
         return {**base, "status": "skipped", "reason": skip_reason}
     try:
-        samples = op.sample_inputs("rbln", DTYPE, requires_grad=True)
+        samples = opinfo_samples(op, "rbln", DTYPE, requires_grad=True)
     except Exception as e:
         return {**base, "status": "error", "reason": f"making samples on rbln failed: {type(e).__name__}: {str(e)[:200]}"}
     status, fallbacks, count, details, not_counted, by_reference = "device", {}, 0, [], set(), 0
