@@ -7,7 +7,6 @@ torch.rbln.explain(), which counts each compiled kernel launch under its graph.
 from __future__ import annotations
 
 import copy
-import gc
 import json
 import os
 import re
@@ -20,17 +19,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from conftest import ROOT
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _freeze_compiler_objects():
-    """Dynamo's and Inductor's modules and caches stay for the rest of the session: frozen after this
-    file, as conftest freezes the startup objects, so the per-test gc.collect() of later tests does not
-    rescan them (0.1 s per test otherwise, measured)."""
-    yield
-    torch._dynamo.reset()
-    gc.collect()
-    gc.freeze()
 
 
 @pytest.fixture(autouse=True)
