@@ -54,26 +54,50 @@ at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tens
   else TORCH_CHECK(n == 1, "index_select(): Index to scalar can have only 1 value, got ", n, " value(s)");
   prepare_out(out, sizes, self.scalar_type(), self, "index_select");
   if (out.numel() == 0) return out;
-  auto src = contiguous(self);
+  // A strided self (a view, such as a paged KV cache whose blocks are selected) is read in place: making it
+  // contiguous first would copy all of it for the few rows selected.
+  const bool strided = !self.is_contiguous();
+  auto src = strided ? self : contiguous(self);
   auto idx = contiguous(index);
-  int64_t outer = self.dim() == 0 ? 1 : prod(self.sizes(), 0, dim);
-  int64_t inner = (self.dim() == 0 ? 1 : prod(self.sizes(), dim + 1, self.dim())) * self.element_size();
+  const int64_t ndim = self.dim(), element = self.element_size();
+  int64_t outer = ndim == 0 ? 1 : prod(self.sizes(), 0, dim);
+  int64_t inner_elements = ndim == 0 ? 1 : prod(self.sizes(), dim + 1, ndim);
+  int64_t inner = inner_elements * element;
   write_contiguous(out, [&](const at::Tensor& target) {
     auto* dst = static_cast<char*>(target.data_ptr());
     const auto* s = static_cast<const char*>(src.const_data_ptr());
     const void* ip = idx.const_data_ptr();
     bool is_long = idx.scalar_type() == at::kLong;
-    launch_on(target, "aten::index_select", [=] {
+    launch_on(target, "aten::index_select", [=, sizes = self.sizes().vec(), strides = self.strides().vec()] {
       for (int64_t i = 0; i < n; ++i) {
         auto k = index_at(ip, is_long, i);
         if (k < 0 || k >= dim_size) throw std::out_of_range("index out of range in self");
       }
+      // The element offset of row r's element j in a strided self.
+      auto offset = [&](int64_t o, int64_t k, int64_t j) {
+        int64_t off = k * strides[dim];
+        for (int64_t d = dim - 1; d >= 0; --d) {
+          off += (o % sizes[d]) * strides[d];
+          o /= sizes[d];
+        }
+        for (int64_t d = ndim - 1; d > dim; --d) {
+          off += (j % sizes[d]) * strides[d];
+          j /= sizes[d];
+        }
+        return off;
+      };
       at::parallel_for(0, outer * n, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(inner, 1)),
                        [&](int64_t b, int64_t e) {
                          for (int64_t r = b; r < e; ++r) {
                            int64_t o = r / n, i = r % n;
                            auto k = index_at(ip, is_long, i);
-                           std::memcpy(dst + r * inner, s + (o * dim_size + k) * inner, inner);
+                           if (!strided) {
+                             std::memcpy(dst + r * inner, s + (o * dim_size + k) * inner, inner);
+                             continue;
+                           }
+                           for (int64_t j = 0; j < inner_elements; ++j) {
+                             std::memcpy(dst + r * inner + j * element, s + offset(o, k, j) * element, element);
+                           }
                          }
                        });
     });

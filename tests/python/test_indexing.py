@@ -69,3 +69,22 @@ def test_out_of_range_index_raises_and_device_stays_usable(assert_device_works):
 def test_mask_shape_mismatch_names_the_shapes():
     with pytest.raises(IndexError, match=r"The shape of the mask \[4\] at index 0 does not match"):
         X.rbln()[torch.ones(4, dtype=torch.bool).rbln()]
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2, 3])
+def test_index_select_reads_a_strided_view_in_place(dim):
+    """A paged KV cache is a strided view (vLLM's block layout): selecting a few of its blocks must not copy
+    the whole cache first (it did: 0.9 s a decode step for a 1.6 GiB cache)."""
+    cache = torch.randn(4000, 16, 2, 32).transpose(1, 2)  # [blocks, heads, block_size, 2 * head_size]
+    index = torch.tensor([3999, 0, 1]) if dim == 0 else torch.tensor([1, 0, 1])
+    device_cache = cache.rbln()
+    torch.rbln.synchronize()
+    torch.rbln.reset_peak_memory_stats()
+    before = torch.rbln.memory_allocated()
+    with torch.rbln.explain() as ex:
+        actual = device_cache.index_select(dim, index.rbln())
+        torch.rbln.synchronize()
+    assert torch.equal(actual.cpu(), cache.index_select(dim, index))
+    assert "aten::index_select" in ex.device_ops and not ex.fallback_ops
+    # the result (and the index), no contiguous copy of the cache
+    assert torch.rbln.max_memory_allocated() - before < actual.nbytes + device_cache.nbytes / 2
