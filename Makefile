@@ -62,7 +62,10 @@ codegen-check: $(VENV)/.build-deps
 demo: install deps
 	$(PY) examples/demo.py
 
+# The C++ test programs are built here (the install builds only the package's libraries), so that
+# under `make test` they compile while pytest runs.
 test-cpp: install
+	cmake --build $(BUILD)
 	cd $(BUILD) && ctest --output-on-failure
 
 # Every Python test (hand-written and generated) in one pytest run on two worker processes that steal
@@ -79,7 +82,7 @@ test:
 # changes), then the C++ suites, codegen, the layering and patch rules, and every 25th generated test.
 test-quick: deps
 	@$(PY) -c "import torch_rbln" 2>/dev/null || $(MAKE) install
-	@if [ -d $(BUILD) ]; then cd $(BUILD) && ctest --output-on-failure; fi
+	@if [ -d $(BUILD) ]; then cmake --build $(BUILD) && cd $(BUILD) && ctest --output-on-failure; fi
 	RBLN_TEST_SAMPLE=25 $(PY) -m pytest -q -n 2 tests/codegen tests/python/test_layering.py \
 	  tests/python/test_patches.py generated
 
