@@ -37,8 +37,10 @@
 #include <ATen/ops/_fft_c2c_ops.h>
 #include <ATen/ops/_fft_c2r_ops.h>
 #include <ATen/ops/_fft_r2c_ops.h>
+#include <ATen/ops/_fused_adagrad_ops.h>
 #include <ATen/ops/_fused_adam_ops.h>
 #include <ATen/ops/_fused_adamw_ops.h>
+#include <ATen/ops/_fused_sgd_ops.h>
 #include <ATen/ops/_has_compatible_shallow_copy_type_ops.h>
 #include <ATen/ops/_histogramdd_bin_edges_ops.h>
 #include <ATen/ops/_histogramdd_from_bin_cts_ops.h>
@@ -3981,6 +3983,37 @@ void wrapper__fused_adamw__tensor_lr(at::TensorList self, at::TensorList grads, 
   return rbln::kernels::_fused_adamw__tensor_lr(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf);
 }
 
+void wrapper__fused_sgd_(at::TensorList self, at::TensorList grads, at::TensorList momentum_buffer_list, double weight_decay, double momentum, double lr, double dampening, bool nesterov, bool maximize, bool is_first_step, const ::std::optional<at::Tensor> & grad_scale, const ::std::optional<at::Tensor> & found_inf) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper__fused_sgd_", "self");
+  c10::impl::check_and_update_common_device(common_device, grads, "wrapper__fused_sgd_", "grads");
+  c10::impl::check_and_update_common_device(common_device, momentum_buffer_list, "wrapper__fused_sgd_", "momentum_buffer_list");
+  RBLN_COUNT_DEVICE_OP("aten::_fused_sgd_");
+  return rbln::kernels::_fused_sgd_(self, grads, momentum_buffer_list, weight_decay, momentum, lr, dampening, nesterov, maximize, is_first_step, grad_scale, found_inf);
+}
+
+void wrapper__fused_sgd__tensor_lr(at::TensorList self, at::TensorList grads, at::TensorList momentum_buffer_list, double weight_decay, double momentum, const at::Tensor & lr, double dampening, bool nesterov, bool maximize, bool is_first_step, const ::std::optional<at::Tensor> & grad_scale, const ::std::optional<at::Tensor> & found_inf) {
+  const c10::OptionalDeviceGuard guard(at::device_of(lr));
+  RBLN_COUNT_DEVICE_OP("aten::_fused_sgd_.tensor_lr");
+  return rbln::kernels::_fused_sgd__tensor_lr(self, grads, momentum_buffer_list, weight_decay, momentum, lr, dampening, nesterov, maximize, is_first_step, grad_scale, found_inf);
+}
+
+void wrapper__fused_adagrad_(at::TensorList self, at::TensorList grads, at::TensorList state_sums, at::TensorList state_steps, double lr, double lr_decay, double weight_decay, double eps, bool maximize, const ::std::optional<at::Tensor> & grad_scale, const ::std::optional<at::Tensor> & found_inf) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper__fused_adagrad_", "self");
+  c10::impl::check_and_update_common_device(common_device, grads, "wrapper__fused_adagrad_", "grads");
+  c10::impl::check_and_update_common_device(common_device, state_sums, "wrapper__fused_adagrad_", "state_sums");
+  c10::impl::check_and_update_common_device(common_device, state_steps, "wrapper__fused_adagrad_", "state_steps");
+  RBLN_COUNT_DEVICE_OP("aten::_fused_adagrad_");
+  return rbln::kernels::_fused_adagrad_(self, grads, state_sums, state_steps, lr, lr_decay, weight_decay, eps, maximize, grad_scale, found_inf);
+}
+
+void wrapper__fused_adagrad__tensor_lr(at::TensorList self, at::TensorList grads, at::TensorList state_sums, at::TensorList state_steps, const at::Tensor & lr, double lr_decay, double weight_decay, double eps, bool maximize, const ::std::optional<at::Tensor> & grad_scale, const ::std::optional<at::Tensor> & found_inf) {
+  const c10::OptionalDeviceGuard guard(at::device_of(lr));
+  RBLN_COUNT_DEVICE_OP("aten::_fused_adagrad_.tensor_lr");
+  return rbln::kernels::_fused_adagrad__tensor_lr(self, grads, state_sums, state_steps, lr, lr_decay, weight_decay, eps, maximize, grad_scale, found_inf);
+}
+
 void wrapper__amp_foreach_non_finite_check_and_unscale_(at::TensorList self, at::Tensor & found_inf, const at::Tensor & inv_scale) {
   std::optional<c10::Device> common_device;
   c10::impl::check_and_update_common_device(common_device, self, "wrapper__amp_foreach_non_finite_check_and_unscale_", "self");
@@ -6332,6 +6365,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_fused_adam_.tensor_lr", TORCH_FN(wrapper__fused_adam__tensor_lr));
   m.impl("_fused_adamw_", TORCH_FN(wrapper__fused_adamw_));
   m.impl("_fused_adamw_.tensor_lr", TORCH_FN(wrapper__fused_adamw__tensor_lr));
+  m.impl("_fused_sgd_", TORCH_FN(wrapper__fused_sgd_));
+  m.impl("_fused_sgd_.tensor_lr", TORCH_FN(wrapper__fused_sgd__tensor_lr));
+  m.impl("_fused_adagrad_", TORCH_FN(wrapper__fused_adagrad_));
+  m.impl("_fused_adagrad_.tensor_lr", TORCH_FN(wrapper__fused_adagrad__tensor_lr));
   m.impl("_amp_foreach_non_finite_check_and_unscale_", TORCH_FN(wrapper__amp_foreach_non_finite_check_and_unscale_));
   m.impl("_amp_update_scale_", TORCH_FN(wrapper__amp_update_scale_));
   m.impl("uniform_", TORCH_FN(wrapper_uniform_));

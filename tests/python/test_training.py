@@ -71,6 +71,42 @@ def test_fused_adam_steps_on_the_device_with_cpus_values(adam, options):
     assert not ex.fallback_ops, ex.fallback_reasons
 
 
+@pytest.mark.parametrize("name, options", [
+    ("sgd", {}), ("sgd", {"momentum": 0.9}), ("sgd", {"momentum": 0.9, "nesterov": True, "weight_decay": 0.1}),
+    ("sgd", {"momentum": 0.9, "dampening": 0.5, "maximize": True}), ("sgd", {"momentum": 0.9, "lr": torch.tensor(0.05)}),
+    ("adagrad", {}), ("adagrad", {"lr_decay": 0.1, "weight_decay": 0.1, "maximize": True}),
+    ("adagrad", {"lr": torch.tensor(0.05)}),
+], ids=["sgd", "momentum", "nesterov", "dampening_maximize", "sgd_tensor_lr", "adagrad", "adagrad_decay_maximize",
+        "adagrad_tensor_lr"])
+def test_fused_sgd_and_adagrad_step_on_the_device_with_cpus_values(name, options):
+    optimizer = {"sgd": torch.optim.SGD, "adagrad": torch.optim.Adagrad}[name]
+    torch.manual_seed(0)
+    make = lambda p: optimizer(p, **{"lr": 0.05, **options}, fused=True)  # noqa: E731
+    x, y = torch.randn(64, 16), torch.randint(0, 4, (64,))
+    losses, models, ex = train_side_by_side(mlp, make, [(x, y)] * 5,
+                                            lambda model, inputs, target: F.cross_entropy(model(inputs), target))
+    torch.testing.assert_close(losses["rbln"], losses["cpu"], rtol=1e-5, atol=1e-6)
+    for p_cpu, p_rbln in zip(models["cpu"].parameters(), models["rbln"].parameters(), strict=True):
+        torch.testing.assert_close(p_rbln.cpu(), p_cpu, rtol=1e-5, atol=1e-6)
+    fused = f"aten::_fused_{name}_" + (".tensor_lr" if "lr" in options else "")
+    assert ex.device_ops.get(fused) == 5, sorted(ex.device_ops)
+    assert not ex.fallback_ops, ex.fallback_reasons
+
+
+def test_fused_sgd_and_adagrad_check_like_cuda(assert_device_works):
+    p, g = torch.ones(4, device="rbln"), torch.ones(4, device="rbln", dtype=torch.float64)
+    with pytest.raises(RuntimeError, match="params, grads, and momentum_buffer_list must have same dtype, device"):
+        torch._fused_sgd_([p], [g], [torch.zeros(4, device="rbln")], weight_decay=0.0, momentum=0.9, lr=0.1,
+                          dampening=0.0, nesterov=False, maximize=False, is_first_step=True)
+    with pytest.raises(RuntimeError, match="Check failed: momentum == 0"):
+        torch._fused_sgd_([p], [p.clone()], [], weight_decay=0.0, momentum=0.9, lr=0.1, dampening=0.0,
+                          nesterov=False, maximize=False, is_first_step=False)
+    with pytest.raises(RuntimeError, match="params, grads, and state_sums must have same dtype, device"):
+        torch._fused_adagrad_([p], [g], [torch.zeros(4, device="rbln")], [torch.zeros((), device="rbln")], lr=0.1,
+                              lr_decay=0.0, weight_decay=0.0, eps=1e-10, maximize=False)
+    assert_device_works()
+
+
 def test_fused_adam_skips_the_step_where_the_grad_scaler_found_inf_and_checks_like_cuda(assert_device_works):
     p = torch.ones(4, device="rbln", requires_grad=True)
     opt = torch.optim.AdamW([p], lr=0.1, fused=True)
