@@ -54,41 +54,33 @@ def test_mlp_training_matches_cpu_with_no_fallback(optimizer, foreach):
     # The CNN and transformer versions (with their listed fallbacks) are in test_models.py.
 
 
-@pytest.mark.parametrize("adam", [torch.optim.Adam, torch.optim.AdamW])
-@pytest.mark.parametrize("options", [{}, {"amsgrad": True, "weight_decay": 0.1}, {"maximize": True},
-                                     {"lr": torch.tensor(0.01)}], ids=["default", "amsgrad", "maximize", "tensor_lr"])
-def test_fused_adam_steps_on_the_device_with_cpus_values(adam, options):
+FUSED_STEPS = {  # optimizer, its options (lr: a float unless given as a tensor)
+    **{f"{adam.__name__.lower()}_{name}": (adam, {"lr": 0.01, **options}) for adam in (torch.optim.Adam, torch.optim.AdamW)
+       for name, options in [("default", {}), ("amsgrad", {"amsgrad": True, "weight_decay": 0.1}),
+                             ("maximize", {"maximize": True}), ("tensor_lr", {"lr": torch.tensor(0.01)})]},
+    "sgd": (torch.optim.SGD, {"lr": 0.05}),
+    "sgd_momentum": (torch.optim.SGD, {"lr": 0.05, "momentum": 0.9}),
+    "sgd_nesterov": (torch.optim.SGD, {"lr": 0.05, "momentum": 0.9, "nesterov": True, "weight_decay": 0.1}),
+    "sgd_dampening_maximize": (torch.optim.SGD, {"lr": 0.05, "momentum": 0.9, "dampening": 0.5, "maximize": True}),
+    "sgd_tensor_lr": (torch.optim.SGD, {"lr": torch.tensor(0.05), "momentum": 0.9}),
+    "adagrad": (torch.optim.Adagrad, {"lr": 0.05}),
+    "adagrad_decay_maximize": (torch.optim.Adagrad, {"lr": 0.05, "lr_decay": 0.1, "weight_decay": 0.1, "maximize": True}),
+    "adagrad_tensor_lr": (torch.optim.Adagrad, {"lr": torch.tensor(0.05)}),
+}
+
+
+@pytest.mark.parametrize("case", FUSED_STEPS)
+def test_fused_optimizer_steps_on_the_device_with_cpus_values(case):
+    optimizer, options = FUSED_STEPS[case]
     torch.manual_seed(0)
-    make = lambda p: adam(p, **{"lr": 0.01, **options}, fused=True)  # noqa: E731
+    make = lambda p: optimizer(p, **options, fused=True)  # noqa: E731
     x, y = torch.randn(64, 16), torch.randint(0, 4, (64,))
     losses, models, ex = train_side_by_side(mlp, make, [(x, y)] * 5,
                                             lambda model, inputs, target: F.cross_entropy(model(inputs), target))
     torch.testing.assert_close(losses["rbln"], losses["cpu"], rtol=1e-5, atol=1e-6)
     for p_cpu, p_rbln in zip(models["cpu"].parameters(), models["rbln"].parameters(), strict=True):
         torch.testing.assert_close(p_rbln.cpu(), p_cpu, rtol=1e-5, atol=1e-6)
-    fused = f"aten::_fused_{adam.__name__.lower()}_" + (".tensor_lr" if "lr" in options else "")
-    assert ex.device_ops.get(fused) == 5, sorted(ex.device_ops)
-    assert not ex.fallback_ops, ex.fallback_reasons
-
-
-@pytest.mark.parametrize("name, options", [
-    ("sgd", {}), ("sgd", {"momentum": 0.9}), ("sgd", {"momentum": 0.9, "nesterov": True, "weight_decay": 0.1}),
-    ("sgd", {"momentum": 0.9, "dampening": 0.5, "maximize": True}), ("sgd", {"momentum": 0.9, "lr": torch.tensor(0.05)}),
-    ("adagrad", {}), ("adagrad", {"lr_decay": 0.1, "weight_decay": 0.1, "maximize": True}),
-    ("adagrad", {"lr": torch.tensor(0.05)}),
-], ids=["sgd", "momentum", "nesterov", "dampening_maximize", "sgd_tensor_lr", "adagrad", "adagrad_decay_maximize",
-        "adagrad_tensor_lr"])
-def test_fused_sgd_and_adagrad_step_on_the_device_with_cpus_values(name, options):
-    optimizer = {"sgd": torch.optim.SGD, "adagrad": torch.optim.Adagrad}[name]
-    torch.manual_seed(0)
-    make = lambda p: optimizer(p, **{"lr": 0.05, **options}, fused=True)  # noqa: E731
-    x, y = torch.randn(64, 16), torch.randint(0, 4, (64,))
-    losses, models, ex = train_side_by_side(mlp, make, [(x, y)] * 5,
-                                            lambda model, inputs, target: F.cross_entropy(model(inputs), target))
-    torch.testing.assert_close(losses["rbln"], losses["cpu"], rtol=1e-5, atol=1e-6)
-    for p_cpu, p_rbln in zip(models["cpu"].parameters(), models["rbln"].parameters(), strict=True):
-        torch.testing.assert_close(p_rbln.cpu(), p_cpu, rtol=1e-5, atol=1e-6)
-    fused = f"aten::_fused_{name}_" + (".tensor_lr" if "lr" in options else "")
+    fused = f"aten::_fused_{optimizer.__name__.lower()}_" + (".tensor_lr" if torch.is_tensor(options["lr"]) else "")
     assert ex.device_ops.get(fused) == 5, sorted(ex.device_ops)
     assert not ex.fallback_ops, ex.fallback_reasons
 
