@@ -5,6 +5,7 @@
 // a bad index surfaces at the next synchronizing call, as on CUDA.
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/core/DimVector.h>
 #include <c10/util/StringUtil.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/ops/empty.h>
@@ -57,7 +58,6 @@ at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tens
   // A strided self (a view, such as a paged KV cache whose blocks are selected) is read in place: making it
   // contiguous first would copy all of it for the few rows selected.
   const bool strided = !self.is_contiguous();
-  auto src = strided ? self : contiguous(self);
   auto idx = contiguous(index);
   const int64_t ndim = self.dim(), element = self.element_size();
   int64_t outer = ndim == 0 ? 1 : prod(self.sizes(), 0, dim);
@@ -65,10 +65,12 @@ at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tens
   int64_t inner = inner_elements * element;
   write_contiguous(out, [&](const at::Tensor& target) {
     auto* dst = static_cast<char*>(target.data_ptr());
-    const auto* s = static_cast<const char*>(src.const_data_ptr());
+    const auto* s = static_cast<const char*>(self.const_data_ptr());
     const void* ip = idx.const_data_ptr();
     bool is_long = idx.scalar_type() == at::kLong;
-    launch_on(target, "aten::index_select", [=, sizes = self.sizes().vec(), strides = self.strides().vec()] {
+    // self's shape in inline storage: no allocation per call
+    launch_on(target, "aten::index_select", [=, sizes = at::DimVector(self.sizes()),
+                                             strides = at::DimVector(self.strides())] {
       for (int64_t i = 0; i < n; ++i) {
         auto k = index_at(ip, is_long, i);
         if (k < 0 || k >= dim_size) throw std::out_of_range("index out of range in self");
