@@ -144,7 +144,9 @@ SLOW_FILES = ("tests/python/test_compile.py", "tests/python/test_distributed.py"
               "tests/python/test_sanitizer.py", "tests/python/test_compiled_ops.py", "tests/conformance/",
               "tests/python/test_autocast.py", "tests/python/test_upstream.py", "tests/python/test_attention.py",
               "tests/python/test_trainer.py", "tests/python/test_vllm.py", "tests/python/test_quantized.py",
-              "tests/python/test_aoti.py")
+              "tests/python/test_aoti.py", "tests/python/test_patches.py", "tests/python/test_serving.py",
+              "tests/python/test_graphs.py", "tests/python/test_profiler.py", "tests/python/test_streams.py",
+              "tests/python/test_rng.py", "tests/codegen/")
 
 
 def _slow(item) -> bool:
