@@ -19,6 +19,7 @@
 #include <ATen/ops/_cdist_forward_ops.h>
 #include <ATen/ops/_cholesky_solve_helper_ops.h>
 #include <ATen/ops/_conj_physical_ops.h>
+#include <ATen/ops/_convert_weight_to_int4pack_ops.h>
 #include <ATen/ops/_convert_weight_to_int4pack_for_cpu_ops.h>
 #include <ATen/ops/_copy_from_ops.h>
 #include <ATen/ops/_copy_from_and_resize_ops.h>
@@ -85,6 +86,7 @@
 #include <ATen/ops/_upsample_nearest_exact2d_backward_ops.h>
 #include <ATen/ops/_upsample_nearest_exact3d_ops.h>
 #include <ATen/ops/_upsample_nearest_exact3d_backward_ops.h>
+#include <ATen/ops/_weight_int4pack_mm_ops.h>
 #include <ATen/ops/_weight_int4pack_mm_for_cpu_ops.h>
 #include <ATen/ops/_weight_int8pack_mm_ops.h>
 #include <ATen/ops/adaptive_max_pool2d_ops.h>
@@ -4897,6 +4899,30 @@ at::Tensor & wrapper__scaled_mm_out(const at::Tensor & self, const at::Tensor & 
   return rbln::kernels::scaled_mm_out(self, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum, out);
 }
 
+at::Tensor wrapper__convert_weight_to_int4pack(const at::Tensor & self, int64_t innerKTiles) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Byte || t == at::ScalarType::Int; };
+  if (!(dtype_ok(self.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_convert_weight_to_int4pack>::call(self, innerKTiles);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_convert_weight_to_int4pack");
+  return rbln::kernels::_convert_weight_to_int4pack(self, innerKTiles);
+}
+
+at::Tensor wrapper__weight_int4pack_mm(const at::Tensor & self, const at::Tensor & mat2, int64_t qGroupSize, const at::Tensor & qScaleAndZeros) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper__weight_int4pack_mm", "self");
+  c10::impl::check_and_update_common_device(common_device, mat2, "wrapper__weight_int4pack_mm", "mat2");
+  c10::impl::check_and_update_common_device(common_device, qScaleAndZeros, "wrapper__weight_int4pack_mm", "qScaleAndZeros");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::BFloat16 || t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::Int; };
+  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat2.scalar_type()) && dtype_ok(qScaleAndZeros.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_weight_int4pack_mm>::call(self, mat2, qGroupSize, qScaleAndZeros);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::_weight_int4pack_mm");
+  return rbln::kernels::_weight_int4pack_mm(self, mat2, qGroupSize, qScaleAndZeros);
+}
+
 at::Tensor wrapper__convert_weight_to_int4pack_for_cpu(const at::Tensor & self, int64_t innerKTiles) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Int; };
@@ -6453,6 +6479,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_weight_int8pack_mm", TORCH_FN(wrapper__weight_int8pack_mm));
   m.impl("_scaled_mm", TORCH_FN(wrapper__scaled_mm));
   m.impl("_scaled_mm.out", TORCH_FN(wrapper__scaled_mm_out));
+  m.impl("_convert_weight_to_int4pack", TORCH_FN(wrapper__convert_weight_to_int4pack));
+  m.impl("_weight_int4pack_mm", TORCH_FN(wrapper__weight_int4pack_mm));
   m.impl("_convert_weight_to_int4pack_for_cpu", TORCH_FN(wrapper__convert_weight_to_int4pack_for_cpu));
   m.impl("_weight_int4pack_mm_for_cpu", TORCH_FN(wrapper__weight_int4pack_mm_for_cpu));
   m.impl("_dyn_quant_pack_4bit_weight", TORCH_FN(wrapper__dyn_quant_pack_4bit_weight));

@@ -8,6 +8,7 @@
 
 #include <string>
 #include <unordered_set>
+#include <ATen/ops/lshift_ops.h>
 #include <ATen/ops/mul_ops.h>
 
 #include "kernels/elementwise/Elementwise.h"
@@ -89,12 +90,54 @@ at::Tensor & wrapper_mul_out(const at::Tensor & self, const at::Tensor & other, 
   return out;
 }
 
+at::Tensor wrapper___lshift___Tensor(const at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::__lshift__.Tensor", rbln::functors::bitwise_left_shift<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::__lshift__.Tensor", rbln::functors::bitwise_left_shift<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::__lshift___Tensor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::__lshift__.Tensor");
+  return iter.output();
+}
+
+at::Tensor & wrapper___ilshift___Tensor(at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::__ilshift__.Tensor", rbln::functors::bitwise_left_shift<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::__ilshift__.Tensor", rbln::functors::bitwise_left_shift<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::__ilshift___Tensor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::__ilshift__.Tensor");
+  return self;
+}
+
+at::Tensor & wrapper___lshift___Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::__lshift__.Tensor_out", rbln::functors::bitwise_left_shift<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::__lshift__.Tensor_out", rbln::functors::bitwise_left_shift<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::__lshift___Tensor_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::__lshift__.Tensor_out");
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mul.Tensor", TORCH_FN(wrapper_mul_Tensor));
   m.impl("mul_.Tensor", TORCH_FN(wrapper_mul__Tensor));
   m.impl("mul.out", TORCH_FN(wrapper_mul_out));
+  m.impl("__lshift__.Tensor", TORCH_FN(wrapper___lshift___Tensor));
+  m.impl("__ilshift__.Tensor", TORCH_FN(wrapper___ilshift___Tensor));
+  m.impl("__lshift__.Tensor_out", TORCH_FN(wrapper___lshift___Tensor_out));
 }
 
 }  // namespace rbln::generated

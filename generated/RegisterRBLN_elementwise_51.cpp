@@ -13,6 +13,7 @@
 #include <ATen/ops/exp2_ops.h>
 #include <ATen/ops/hardsigmoid_backward_ops.h>
 #include <ATen/ops/hardswish_ops.h>
+#include <ATen/ops/rshift_ops.h>
 #include <ATen/ops/softplus_ops.h>
 
 #include "kernels/elementwise/Elementwise.h"
@@ -244,6 +245,48 @@ at::Tensor & wrapper_copysign_out(const at::Tensor & self, const at::Tensor & ot
   return out;
 }
 
+at::Tensor wrapper___rshift___Scalar(const at::Tensor & self, const at::Scalar & other) {
+  const auto other_t = at::native::wrapped_scalar_tensor(other);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, self, other_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::__rshift__.Scalar", rbln::functors::bitwise_right_shift<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::__rshift__.Scalar", rbln::functors::bitwise_right_shift<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::__rshift___Scalar>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::__rshift__.Scalar");
+  return iter.output();
+}
+
+at::Tensor & wrapper___irshift___Scalar(at::Tensor & self, const at::Scalar & other) {
+  const auto other_t = at::native::wrapped_scalar_tensor(other);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::binary_iter(result, self, other_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::__irshift__.Scalar", rbln::functors::bitwise_right_shift<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::__irshift__.Scalar", rbln::functors::bitwise_right_shift<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::__irshift___Scalar>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::__irshift__.Scalar");
+  return self;
+}
+
+at::Tensor & wrapper___rshift___Scalar_out(const at::Tensor & self, const at::Scalar & other, at::Tensor & out) {
+  const auto other_t = at::native::wrapped_scalar_tensor(other);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_iter(result, self, other_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::__rshift__.Scalar_out", rbln::functors::bitwise_right_shift<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::__rshift__.Scalar_out", rbln::functors::bitwise_right_shift<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::__rshift___Scalar_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::__rshift__.Scalar_out");
+  return out;
+}
+
 at::Tensor wrapper_hardsigmoid_backward(const at::Tensor & grad_output, const at::Tensor & self) {
   std::optional<c10::Device> common_device;
   c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_hardsigmoid_backward", "grad_output");
@@ -298,6 +341,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("copysign.Tensor", TORCH_FN(wrapper_copysign_Tensor));
   m.impl("copysign_.Tensor", TORCH_FN(wrapper_copysign__Tensor));
   m.impl("copysign.out", TORCH_FN(wrapper_copysign_out));
+  m.impl("__rshift__.Scalar", TORCH_FN(wrapper___rshift___Scalar));
+  m.impl("__irshift__.Scalar", TORCH_FN(wrapper___irshift___Scalar));
+  m.impl("__rshift__.Scalar_out", TORCH_FN(wrapper___rshift___Scalar_out));
   m.impl("hardsigmoid_backward", TORCH_FN(wrapper_hardsigmoid_backward));
   m.impl("hardsigmoid_backward.grad_input", TORCH_FN(wrapper_hardsigmoid_backward_grad_input));
 }

@@ -10,6 +10,7 @@
 #include <unordered_set>
 #include <ATen/ops/angle_ops.h>
 #include <ATen/ops/isneginf_ops.h>
+#include <ATen/ops/lshift_ops.h>
 #include <ATen/ops/minimum_ops.h>
 
 #include "kernels/elementwise/Elementwise.h"
@@ -137,6 +138,48 @@ at::Tensor & wrapper_minimum_out(const at::Tensor & self, const at::Tensor & oth
   return out;
 }
 
+at::Tensor wrapper___lshift___Scalar(const at::Tensor & self, const at::Scalar & other) {
+  const auto other_t = at::native::wrapped_scalar_tensor(other);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, self, other_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::__lshift__.Scalar", rbln::functors::bitwise_left_shift<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::__lshift__.Scalar", rbln::functors::bitwise_left_shift<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::__lshift___Scalar>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::__lshift__.Scalar");
+  return iter.output();
+}
+
+at::Tensor & wrapper___ilshift___Scalar(at::Tensor & self, const at::Scalar & other) {
+  const auto other_t = at::native::wrapped_scalar_tensor(other);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::binary_iter(result, self, other_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::__ilshift__.Scalar", rbln::functors::bitwise_left_shift<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::__ilshift__.Scalar", rbln::functors::bitwise_left_shift<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::__ilshift___Scalar>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::__ilshift__.Scalar");
+  return self;
+}
+
+at::Tensor & wrapper___lshift___Scalar_out(const at::Tensor & self, const at::Scalar & other, at::Tensor & out) {
+  const auto other_t = at::native::wrapped_scalar_tensor(other);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_iter(result, self, other_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::__lshift__.Scalar_out", rbln::functors::bitwise_left_shift<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::__lshift__.Scalar_out", rbln::functors::bitwise_left_shift<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::__lshift___Scalar_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::__lshift__.Scalar_out");
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -146,6 +189,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("isneginf.out", TORCH_FN(wrapper_isneginf_out));
   m.impl("minimum", TORCH_FN(wrapper_minimum));
   m.impl("minimum.out", TORCH_FN(wrapper_minimum_out));
+  m.impl("__lshift__.Scalar", TORCH_FN(wrapper___lshift___Scalar));
+  m.impl("__ilshift__.Scalar", TORCH_FN(wrapper___ilshift___Scalar));
+  m.impl("__lshift__.Scalar_out", TORCH_FN(wrapper___lshift___Scalar_out));
 }
 
 }  // namespace rbln::generated

@@ -45,6 +45,8 @@ import torch
 RBLN_COMPILE = "rbln compile"
 RBLN_OPERANDS = "rbln operands"
 RBLN_ACCELERATOR = "rbln accelerator"
+RBLN_LIBRARY_OPERANDS = "rbln library operands"
+INSIDE_RBLN_ANSWER = "inside rbln's answer"
 PROCESS = "process"
 SCOPES = {
     RBLN_COMPILE: "installed when the Inductor backend registers (the first rbln compile); rbln's answer only "
@@ -53,6 +55,10 @@ SCOPES = {
     RBLN_ACCELERATOR: "installed when the library module that defines the target has loaded; rbln's answer only "
                       "when the process's accelerator is rbln and the call is not asked to use the CPU or another "
                       "device, upstream's for every other call",
+    RBLN_LIBRARY_OPERANDS: "installed when the library module that defines the target has loaded; rbln's answer "
+                           "only for operands on rbln, upstream's for every other call",
+    INSIDE_RBLN_ANSWER: "installed at import; rbln's answer only on the thread running another patch's rbln "
+                        "answer, while it runs (that patch names it), upstream's for every other call",
     PROCESS: "process-wide, from import (Inductor's tables: from when the Inductor backend registers): entries "
              "under rbln's own keys, which only lookups for rbln read",
 }
@@ -266,6 +272,30 @@ PATCHES: tuple[Patch, ...] = (
         upstream="torchao: ask the weight's device whether it has `_scaled_mm` for the granularity (e.g. try the op "
                  "once, or a per-device capability table a backend can register into)",
     ),
+    Patch(
+        target="torchao.quantization.quantize_.workflows.int4.int4_tile_packed_to_4d_tensor.Int4TilePackedTo4dTensor"
+               ".from_hp",
+        after_import="torchao.quantization.quantize_.workflows.int4.int4_tile_packed_to_4d_tensor",
+        scope=RBLN_LIBRARY_OPERANDS,
+        replacement="torch_rbln._quantization:tile_packed_from_hp",
+        applies="torch_rbln._quantization:rbln_weight",
+        why="`Int4WeightOnlyConfig(int4_packing_format=\"tile_packed_to_4d\")` packs with CUDA's "
+            "`_convert_weight_to_int4pack` and runs CUDA's `_weight_int4pack_mm`, which rbln has "
+            "(kernels/quantized), but first asks `torch.cuda.get_device_capability()`, which a torch without CUDA "
+            "cannot answer. For a weight on rbln, upstream's `from_hp` runs with that question answered (the "
+            "next patch)",
+        upstream="torchao: ask the weight's device whether it has `_weight_int4pack_mm` (or a capability table "
+                 "a backend can register into) instead of CUDA's compute capability",
+    ),
+    Patch(
+        target="torch.cuda.get_device_capability",
+        scope=INSIDE_RBLN_ANSWER,
+        replacement="torch_rbln._quantization:tinygemm_capability",
+        applies="torch_rbln._quantization:packing_for_rbln",
+        why="answers `(8, 0)` (the capability of CUDA's tinygemm kernels, which rbln's int4 ops equal) only while "
+            "the previous patch runs torchao's `from_hp` for a weight on rbln, on that thread",
+        upstream="the same torchao change as the previous patch's",
+    ),
 )
 
 # When each patch is installed: at import, when the Inductor backend registers, or (a library's) when the module
@@ -349,12 +379,13 @@ def _apply(patch: Patch) -> None:
         setattr(owner, attr, prop)
         originals[patch.target] = static.func
         return
-    is_static = isinstance(static, staticmethod)
+    # A classmethod's replacement calls upstream's bound method: installed as a staticmethod, as a staticmethod's.
+    is_static = isinstance(static, (staticmethod, classmethod))
     original = getattr(owner, attr)
     patched = _gated(patch.target, original, _ref(patch.replacement), _ref(patch.applies))
     places = [resolve(name) for name in patch.names]
     for name, (holder, name_attr) in zip(patch.names, places):  # all checked before any is changed
-        if getattr(holder, name_attr) is not original:
+        if getattr(holder, name_attr) != original:  # a classmethod is bound anew at each lookup: equal, not same
             library = patch.after_import.partition(".")[0] or "torch"
             raise RuntimeError(f"torch_rbln._patches: {name} is not {patch.target} (has {library} changed?)")
     for holder, name_attr in places:

@@ -1,5 +1,7 @@
-"""Quantized inference on rbln: the answers of two patches listed in torch_rbln/_patches.py (docs/quantization.md)."""
+"""Quantized inference on rbln: the answers of the patches listed in torch_rbln/_patches.py (docs/quantization.md)."""
 from __future__ import annotations
+
+import threading
 
 import torch
 
@@ -29,3 +31,30 @@ def float8_hardware_check(granularities) -> None:
         if all(isinstance(g, kind) for g in granularities):
             return None
     return _patches.originals[HARDWARE_CHECK](granularities)
+
+
+TILE_PACKED_FROM_HP = ("torchao.quantization.quantize_.workflows.int4.int4_tile_packed_to_4d_tensor"
+                       ".Int4TilePackedTo4dTensor.from_hp")
+_packing = threading.local()  # packing.depth > 0: this thread runs torchao's from_hp for a weight on rbln
+
+
+def rbln_weight(hp_tensor, *args, **kwargs) -> bool:
+    return isinstance(hp_tensor, torch.Tensor) and hp_tensor.device.type == "rbln"
+
+
+def tile_packed_from_hp(hp_tensor, *args, **kwargs):
+    """torchao's Int4TilePackedTo4dTensor.from_hp with its CUDA capability question answered (tinygemm_capability):
+    it packs with rbln's _convert_weight_to_int4pack, CUDA's layout (kernels/quantized/Int4Tinygemm.cpp)."""
+    _packing.depth = getattr(_packing, "depth", 0) + 1
+    try:
+        return _patches.originals[TILE_PACKED_FROM_HP](hp_tensor, *args, **kwargs)
+    finally:
+        _packing.depth -= 1
+
+
+def packing_for_rbln(*args, **kwargs) -> bool:
+    return getattr(_packing, "depth", 0) > 0
+
+
+def tinygemm_capability(*args, **kwargs) -> tuple[int, int]:
+    return (8, 0)  # sm80: what torchao requires of CUDA for its tinygemm int4 kernels

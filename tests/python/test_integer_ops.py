@@ -90,3 +90,23 @@ def test_small_integer_arithmetic_wraps_as_on_cpu_on_the_device(dtype):
     # An image batch as a pipeline holds it: uint8 with a Python scalar, in place.
     img = torch.randint(0, 256, (2, 3, 4, 4), generator=gen, dtype=torch.uint8)
     _on_device(lambda x: x.clone().add_(200), img, ops={"aten::add_.Tensor"})
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64], ids=str)
+def test_shift_operators_are_cpus_on_the_device(dtype):
+    """`<<` and `>>` (torchao packs int4 weights with them), by a Python int and by a tensor of shifts, out of
+    range ones (negative, past the width) included, and in place."""
+    x = torch.tensor([0, 1, -1, 7, -8, 2**20, -(2**20), 12345], dtype=dtype)
+    by = torch.tensor([0, 1, 3, 4, 31, 40, -1, 63], dtype=dtype)
+    _on_device(lambda a: a << 4, x, ops={"aten::__lshift__.Scalar"})
+    _on_device(lambda a: a >> 3, x, ops={"aten::__rshift__.Scalar"})
+    _on_device(lambda a, b: a << b, x, by, ops={"aten::__lshift__.Tensor"})
+    _on_device(lambda a, b: a >> b, x, by, ops={"aten::__rshift__.Tensor"})
+
+    def shift_in_place(a, b):
+        a = a.clone()
+        a <<= b
+        a >>= 2
+        return a
+
+    _on_device(shift_in_place, x, by, ops={"aten::__ilshift__.Tensor", "aten::__irshift__.Scalar"})

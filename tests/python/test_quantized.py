@@ -47,6 +47,42 @@ def test_torchao_config_quantizes_and_runs_on_rbln_as_on_cpu(name):
     assert compute_error(reference.float(), y.cpu().float()) > sqnr  # torchao's accuracy against the float model
 
 
+def test_int4_weight_only_in_cudas_layout_quantizes_and_runs_on_rbln():
+    """Int4WeightOnlyConfig's tile_packed_to_4d tensors, the layout torchao packs for CUDA (CPU has neither of its
+    ops): packed by rbln's _convert_weight_to_int4pack, run by its _weight_int4pack_mm, within torchao's accuracy of
+    the float model, eight weights an int32 word in device memory."""
+    from torchao.quantization import Int4WeightOnlyConfig
+
+    model = mlp(torch.bfloat16)
+    x = torch.randn(8, 256, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
+    on_rbln = copy.deepcopy(model).to("rbln")
+    with torch.rbln.explain() as packing:
+        quantize_(on_rbln, Int4WeightOnlyConfig(group_size=64, int4_packing_format="tile_packed_to_4d"))
+    assert not packing.fallback_ops, packing.fallback_ops
+    assert packing.device_ops["aten::_convert_weight_to_int4pack"] == 2, packing.device_ops
+    weight = on_rbln[2].weight  # [128, 512]: packed from its padding to 1024 columns, torchao's rule
+    assert type(weight).__name__ == "Int4TilePackedTo4dTensor" and weight.qdata.device.type == "rbln"
+    assert weight.qdata.dtype == torch.int32 and weight.qdata.numel() * 8 == 128 * 1024
+    with torch.no_grad(), torch.rbln.explain() as ex:
+        y = on_rbln(x.rbln())
+    assert not ex.fallback_ops, ex.fallback_ops
+    assert ex.device_ops["aten::_weight_int4pack_mm"] == 2, ex.device_ops
+    with torch.no_grad():
+        reference = model(x)
+    assert y.dtype == torch.bfloat16 and compute_error(reference.float(), y.cpu().float()) > 20
+
+
+def test_the_cuda_capability_is_answered_only_while_packing_for_rbln():
+    from torchao.quantization import Int4WeightOnlyConfig
+
+    with pytest.raises(AssertionError, match="not compiled with CUDA"):
+        torch.cuda.get_device_capability()
+    with pytest.raises(AssertionError, match="not compiled with CUDA"):  # a CPU model: torchao's own question
+        quantize_(mlp(torch.bfloat16), Int4WeightOnlyConfig(group_size=64, int4_packing_format="tile_packed_to_4d"))
+    with pytest.raises(AssertionError, match="not compiled with CUDA"):
+        torch.cuda.get_device_capability()
+
+
 def test_int8_weights_take_a_quarter_of_float32_device_memory():
     torch.rbln.synchronize()
     start = torch.rbln.memory_allocated()

@@ -1,5 +1,6 @@
 """PyTorch's quantized matmuls on the device (kernels/quantized): _int_mm, _weight_int8pack_mm, _scaled_mm and
-the int4 weight-only ops, with CPU's values, CPU's (or CUDA's) errors, and no CPU fallback."""
+the int4 weight-only ops (CPU's layout and CUDA's), with CPU's values (CUDA's where CPU has none), CPU's (or
+CUDA's) errors, and no CPU fallback."""
 import pytest
 import torch
 
@@ -158,6 +159,69 @@ def test_int4_weight_only_matmul_is_cpus_with_packed_weights_on_the_device(dtype
     x = torch.randn(3, k, generator=G).to(dtype)
     expected = torch._weight_int4pack_mm_for_cpu(x, packed, group, scales_zeros)
     assert torch.equal(on_device(torch._weight_int4pack_mm_for_cpu, x, packed, group, scales_zeros), expected)
+
+
+def tinygemm_pack(w, inner_k_tiles):
+    """CUDA's _convert_weight_to_int4pack, written from int4mm.cu's indexing: int4 values w [n, k] (0..15) into
+    int32 words [n / 8][k / (inner_k_tiles * 16)][32][inner_k_tiles / 2]. Lane t of a word holds row t // 4 of
+    its 8-row tile and, per k-tile pair, the bytes t % 4 + {0, 4, 8, 12} of [n][k / 2] (the even k in the high
+    nibble): their high nibbles in bits 0-15, their low nibbles in bits 16-31."""
+    n, k = w.shape
+    data = (w[:, ::2] << 4 | w[:, 1::2]).to(torch.int64)  # [n, k / 2], as torchao packs it
+    out = torch.zeros(n // 8, k // (inner_k_tiles * 16), 32, inner_k_tiles // 2, dtype=torch.int64)
+    for t in range(32):
+        rows = data[t // 4 :: 8]  # [n / 8, k / 2]
+        for pair in range(inner_k_tiles // 2):
+            for i, offset in enumerate((0, 4, 8, 12)):
+                byte = rows[:, t % 4 + offset + 16 * pair :: inner_k_tiles * 8]  # [n / 8, k_outer]
+                out[:, :, t, pair] |= (byte >> 4) << (4 * i) | (byte & 0xF) << (16 + 4 * i)
+    return torch.where(out >= 2**31, out - 2**32, out).to(torch.int32)
+
+
+@pytest.mark.parametrize("inner_k_tiles", [2, 4, 8])
+def test_int4_pack_is_cudas_layout(inner_k_tiles):
+    n, k = 24, 256
+    w = torch.randint(0, 16, (n, k), dtype=torch.int32, generator=G)
+    packed = on_device(torch._convert_weight_to_int4pack, (w[:, ::2] << 4 | w[:, 1::2]).to(torch.uint8),
+                       inner_k_tiles)
+    assert packed.dtype == torch.int32 and packed.numel() * 8 == n * k  # eight values a word in device memory
+    assert torch.equal(packed, tinygemm_pack(w, inner_k_tiles))
+
+
+@pytest.mark.parametrize("inner_k_tiles,group", [(8, 32), (2, 128), (4, 256)])
+def test_int4_weight_only_matmul_in_cudas_layout_matches_cpus_op(inner_k_tiles, group):
+    """_weight_int4pack_mm over CUDA's layout gives what CPU's _weight_int4pack_mm_for_cpu gives for the same
+    int4 weights, scales and zeros (both: (q - 8) * scale + zero per group of k), to bfloat16 rounding, and
+    what the dequantized weights give in float64."""
+    m, n, k = 5, 48, 512
+    w = torch.randint(0, 16, (n, k), dtype=torch.int32, generator=G)
+    scales_zeros = (torch.rand(k // group, n, 2, generator=G) * 0.1).to(torch.bfloat16)
+    x = torch.randn(m, k, generator=G).to(torch.bfloat16)
+    packed = tinygemm_pack(w, inner_k_tiles)
+    actual = on_device(torch._weight_int4pack_mm, x, packed, group, scales_zeros)
+    assert actual.dtype == torch.bfloat16 and actual.shape == (m, n)
+    cpu = torch._weight_int4pack_mm_for_cpu(x, torch._convert_weight_to_int4pack_for_cpu(w, inner_k_tiles), group,
+                                            scales_zeros)
+    ulp = 2.0 ** -8 * cpu.abs().max().item()  # bfloat16's rounding at the outputs' scale: sums round differently
+    torch.testing.assert_close(actual, cpu, atol=ulp, rtol=2.0 ** -7)
+    scale, zero = scales_zeros.double().repeat_interleave(group, 0).unbind(-1)  # [k, n] each
+    dequantized = ((w.t().double() - 8) * scale + zero).to(torch.bfloat16).double()
+    torch.testing.assert_close(actual.double(), x.double() @ dequantized, atol=ulp, rtol=2.0 ** -8)
+
+
+@pytest.mark.parametrize("call", [
+    lambda x, p, sz: torch._weight_int4pack_mm(x.float(), p, 32, sz),  # CUDA computes bfloat16 only
+    lambda x, p, sz: torch._weight_int4pack_mm(x, p, 48, sz),  # not a group size CUDA has
+    lambda x, p, sz: torch._weight_int4pack_mm(x, p, 32, sz[:, :8]),  # scales for other columns
+    lambda x, p, sz: torch._convert_weight_to_int4pack(p.view(torch.uint8).flatten()[:64].view(2, 32), 3),
+], ids=["float32", "group48", "scales", "inner_k_tiles"])
+def test_int4_weight_only_errors_are_cudas_and_the_device_stays_usable(call):
+    w = torch.randint(0, 16, (16, 256), dtype=torch.int32, generator=G)
+    x = torch.randn(2, 256, generator=G).to(torch.bfloat16).rbln()
+    packed, sz = tinygemm_pack(w, 8).rbln(), torch.rand(8, 16, 2, generator=G).to(torch.bfloat16).rbln()
+    with pytest.raises(RuntimeError, match="Expected .* to be true"):
+        call(x, packed, sz)
+    assert torch._weight_int4pack_mm(x, packed, 32, sz).shape == (2, 16)
 
 
 @pytest.mark.parametrize("bias", [False, True])

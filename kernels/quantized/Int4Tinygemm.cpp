@@ -1,0 +1,175 @@
+// CUDA's int4 weight-only pair in CUDA's ("tinygemm") layout, which CPU does not have: torchao's
+// `tile_packed_to_4d` tensors and gpt-fast checkpoints hold weights packed this way.
+//
+// _convert_weight_to_int4pack packs [n][k / 2] uint8 (two int4 values a byte, the even k in the high nibble)
+// into int32 words [n / 8][k / (innerKTiles * 16)][32][innerKTiles / 2], eight values a word, in the order of
+// CUDA's m16n8k16 tensor-core B fragments (aten/src/ATen/native/cuda/int4mm.cu). _weight_int4pack_mm reads
+// that layout in place: w = (q - 8) * scale + zero per group of k, rounded to bfloat16 as CUDA's hfma2, sums in
+// float, the result rounded to bfloat16. The weights stay packed in device memory.
+#include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
+
+#include <numeric>
+#include <vector>
+
+#include "generated/RBLNNativeFunctions.h"
+#include "kernels/common/Common.h"
+
+namespace rbln::kernels {
+namespace {
+constexpr int64_t kNTile = 8, kKTile = 16, kLanes = 32;
+
+// Calls f(c, word, shift) for each byte column c of row n of [n][k / 2]: the packed word (its index) that holds
+// it and the nibble shift of its high (even k) value; its low (odd k) value sits 16 bits above. A lane of an
+// 8-row tile holds row lane / 4; per pair of k-tiles (16 bytes) its word takes bytes lane % 4 + {0, 4, 8, 12}.
+template <class F>
+void for_each_byte(int64_t n, int64_t k_outer_tiles, int64_t inner_k_tiles, F f) {
+  const int64_t pairs = inner_k_tiles / 2;
+  for (int64_t outer = 0; outer < k_outer_tiles; ++outer)
+    for (int64_t pair = 0; pair < pairs; ++pair)
+      for (int64_t q = 0; q < 4; ++q) {
+        const int64_t lane = (n % kNTile) * 4 + q;
+        const int64_t word = (((n / kNTile) * k_outer_tiles + outer) * kLanes + lane) * pairs + pair;
+        const int64_t first = (outer * inner_k_tiles + 2 * pair) * kKTile / 2 + q;
+        for (int i = 0; i < 4; ++i) f(first + 4 * i, word, 4 * i);
+      }
+}
+
+// A pair of k-tiles (one packed word per lane per pair) spans 32 k. The k (within the pair) of its packed value
+// j: word j / 8 of the lane's four (the byte offset q), nibble j % 8 (byte i = j % 4 of the word, its high value
+// for j % 8 < 4, else its low value).
+constexpr int64_t kPairK = 2 * kKTile;
+constexpr int64_t pair_k(int64_t j) { return 8 * (j % 4) + 2 * (j / 8) + (j % 8) / 4; }
+
+// A finite float rounded to bfloat16 (to nearest, ties to even), as a float: CUDA's hfma2 rounds so.
+inline float to_bfloat16(float f) {
+  const auto u = __builtin_bit_cast(uint32_t, f);
+  return __builtin_bit_cast(float, (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000u);
+}
+
+// sums[r * 32 + j] += x[r] . w over lane j of the pairs of k-tiles, for one output channel: its int4 weights (the
+// words of its lane, `words` at its first; a pair of k-tiles' four words `pairs` apart, the next outer tile's 32
+// lanes on), its scales and zeros (`sz` at its first group, groups `group_stride` apart, 2^group_shift pairs a
+// group), dequantized per pair and summed in float vector lanes (the CPU's widest ISA's): the order of the sums
+// is the device's, as CUDA's tensor cores have theirs.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void int4_channel(
+    const uint32_t* words, int64_t k_outer, int64_t pairs, const at::BFloat16* sz, int64_t group_stride,
+    int group_shift, const float* x, int64_t m, int64_t k, float* sums) {
+  for (int64_t outer = 0; outer < k_outer; ++outer)
+    for (int64_t pair = 0; pair < pairs; ++pair) {
+      const int64_t index = outer * pairs + pair;  // a pair's 32 k lie in one group
+      const at::BFloat16* g = sz + (index >> group_shift) * group_stride;
+      const float scale = g[0], zero = g[1];
+      const uint32_t* w = words + outer * kLanes * pairs + pair;
+      float d[kPairK];
+      for (int64_t word = 0; word < 4; ++word) {
+        const uint32_t bits = w[word * pairs];
+#pragma omp simd
+        for (int nibble = 0; nibble < 8; ++nibble) {
+          const auto q = static_cast<int32_t>((bits >> (4 * nibble)) & 0xF) - 8;
+          // q * scale is exact in float (4 bits times bfloat16's 8), so this rounds once, as a fused multiply-add
+          d[word * 8 + nibble] = to_bfloat16(static_cast<float>(q) * scale + zero);
+        }
+      }
+      for (int64_t r = 0; r < m; ++r) {
+        const float* xr = x + r * k + index * kPairK;
+        float* sr = sums + r * kPairK;
+#pragma omp simd
+        for (int64_t j = 0; j < kPairK; ++j) sr[j] += xr[j] * d[j];
+      }
+    }
+}
+}  // namespace
+
+at::Tensor _convert_weight_to_int4pack(const at::Tensor& self, int64_t innerKTiles) {
+  // CUDA's checks, in its order and words.
+  TORCH_CHECK(self.dim() == 2);
+  TORCH_CHECK(self.dtype() == at::kByte);
+  TORCH_CHECK(self.is_contiguous());
+  TORCH_CHECK(innerKTiles == 2 || innerKTiles == 4 || innerKTiles == 8);
+  const int64_t n = self.size(0), half_k = self.size(1);
+  TORCH_CHECK(half_k * 2 % (innerKTiles * kKTile) == 0 && half_k * 2 / (innerKTiles * kKTile) >= 1,
+              "_convert_weight_to_int4pack: k (", half_k * 2, ") must be a nonzero multiple of innerKTiles * 16 (",
+              innerKTiles * kKTile, ")");
+  const int64_t n_tiles = (n + kNTile - 1) / kNTile, k_outer = half_k * 2 / (innerKTiles * kKTile);
+  auto out = at::empty({n_tiles, k_outer, kLanes, innerKTiles / 2}, self.options().dtype(at::kInt));
+  if (out.numel() == 0) return out;
+  const uint8_t* in = self.const_data_ptr<uint8_t>();
+  auto* words = reinterpret_cast<uint32_t*>(out.data_ptr<int32_t>());
+  const int64_t total = out.numel();
+  launch_on(out, "aten::_convert_weight_to_int4pack", [=] {
+    std::fill(words, words + total, 0u);  // rows past n (the last tile's padding) stay zero, as CUDA's
+    at::parallel_for(0, n, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r)
+        for_each_byte(r, k_outer, innerKTiles, [&](int64_t c, int64_t word, int shift) {
+          const uint32_t byte = in[r * half_k + c];
+          words[word] |= ((byte >> 4) << shift) | ((byte & 0xF) << (shift + 16));
+        });
+    });
+  });
+  return out;
+}
+
+at::Tensor _weight_int4pack_mm(const at::Tensor& self, const at::Tensor& mat2, int64_t qGroupSize,
+                               const at::Tensor& qScaleAndZeros) {
+  const auto& A = self;
+  const auto& B = mat2;
+  TORCH_CHECK(A.device() == B.device() && A.device() == qScaleAndZeros.device());
+  // CUDA's checks, in its order and words.
+  const int64_t m = A.size(0), n = B.size(0) * kNTile, k = A.size(1);
+  const int64_t k_tiles = (k + kKTile - 1) / kKTile;
+  const int64_t inner_k_tiles = B.dim() == 4 ? B.size(3) * 2 : 0;
+  TORCH_CHECK(inner_k_tiles == 2 || inner_k_tiles == 4 || inner_k_tiles == 8);
+  TORCH_CHECK(A.dtype() == at::kBFloat16);
+  TORCH_CHECK(A.is_contiguous());
+  TORCH_CHECK(A.dim() == 2);
+  TORCH_CHECK(B.dtype() == at::kInt);
+  TORCH_CHECK(B.is_contiguous());
+  TORCH_CHECK(B.dim() == 4);
+  TORCH_CHECK(B.size(1) == k / (inner_k_tiles * kKTile));
+  TORCH_CHECK(B.size(2) == 32);
+  TORCH_CHECK(qGroupSize == 32 || qGroupSize == 64 || qGroupSize == 128 || qGroupSize == 256);
+  TORCH_CHECK(qScaleAndZeros.dim() == 3);
+  TORCH_CHECK(k_tiles * kKTile >= qGroupSize && (k_tiles * kKTile) % qGroupSize == 0);
+  TORCH_CHECK(qScaleAndZeros.size(1) == n);
+  TORCH_CHECK(qScaleAndZeros.size(2) == 2);
+  // CUDA's kernel reads past the packed words when k is not a multiple of innerKTiles * 16: refused here.
+  TORCH_CHECK(k % (inner_k_tiles * kKTile) == 0, "_weight_int4pack_mm: k (", k,
+              ") must be a multiple of innerKTiles * 16 (", inner_k_tiles * kKTile, ")");
+  TORCH_CHECK(qScaleAndZeros.dtype() == at::kBFloat16 && qScaleAndZeros.is_contiguous(),
+              "_weight_int4pack_mm: expected qScaleAndZeros to be a contiguous bfloat16 tensor, got ",
+              qScaleAndZeros.dtype());
+  TORCH_CHECK(qScaleAndZeros.size(0) >= k / qGroupSize, "_weight_int4pack_mm: expected qScaleAndZeros.size(0) >= ",
+              k / qGroupSize, ", got ", qScaleAndZeros.size(0));
+  check_same_device({&A, &B, &qScaleAndZeros});
+  auto C = at::empty({m, n}, A.options());
+  if (C.numel() == 0) return C;
+  const auto* a = A.const_data_ptr<at::BFloat16>();
+  const auto* words = reinterpret_cast<const uint32_t*>(B.const_data_ptr<int32_t>());
+  const auto* sz = qScaleAndZeros.const_data_ptr<at::BFloat16>();
+  auto* c = C.data_ptr<at::BFloat16>();
+  const int64_t k_outer = B.size(1), pairs = inner_k_tiles / 2;
+  const int group_shift = __builtin_ctzll(qGroupSize / kPairK);  // qGroupSize: a power of two, 32 or more
+  launch_on(C, "aten::_weight_int4pack_mm", [=] {
+    // The activations in float, each 32 k of a pair of k-tiles in the order the packed values are stored, so
+    // the weights are read in storage order.
+    std::vector<float> x(m * k);
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t base = 0; base < k; base += kPairK)
+        for (int64_t j = 0; j < kPairK; ++j) x[r * k + base + j] = static_cast<float>(a[r * k + base + pair_k(j)]);
+    at::parallel_for(0, n, 1, [&](int64_t lo, int64_t hi) {
+      std::vector<float> sums(m * kPairK);
+      for (int64_t col = lo; col < hi; ++col) {
+        std::fill(sums.begin(), sums.end(), 0.f);
+        const int64_t first_word = ((col / kNTile) * k_outer * kLanes + (col % kNTile) * 4) * pairs;
+        int4_channel(words + first_word, k_outer, pairs, sz + 2 * col, 2 * n, group_shift, x.data(), m, k,
+                     sums.data());
+        for (int64_t r = 0; r < m; ++r)
+          c[r * n + col] = static_cast<at::BFloat16>(std::accumulate(&sums[r * kPairK], &sums[(r + 1) * kPairK], 0.f));
+      }
+    });
+  });
+  return C;
+}
+
+}  // namespace rbln::kernels
