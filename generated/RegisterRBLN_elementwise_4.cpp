@@ -36,6 +36,11 @@ at::Tensor wrapper_mul_Tensor(const at::Tensor & self, const at::Tensor & other)
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<int16_t>()); break;
+    case at::ScalarType::Float8_e4m3fn: rbln::kernels::launch_elementwise<c10::Float8_e4m3fn, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<c10::Float8_e4m3fn>()); break;
+    case at::ScalarType::Float8_e5m2: rbln::kernels::launch_elementwise<c10::Float8_e5m2, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<c10::Float8_e5m2>()); break;
+    case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<c10::Float8_e4m3fnuz>()); break;
+    case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<c10::Float8_e5m2fnuz>()); break;
+    case at::ScalarType::Float8_e8m0fnu: rbln::kernels::launch_elementwise<c10::Float8_e8m0fnu, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<c10::Float8_e8m0fnu>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mul_Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::mul.Tensor");
@@ -60,6 +65,11 @@ at::Tensor & wrapper_mul__Tensor(at::Tensor & self, const at::Tensor & other) {
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<int16_t>()); break;
+    case at::ScalarType::Float8_e4m3fn: rbln::kernels::launch_elementwise<c10::Float8_e4m3fn, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<c10::Float8_e4m3fn>()); break;
+    case at::ScalarType::Float8_e5m2: rbln::kernels::launch_elementwise<c10::Float8_e5m2, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<c10::Float8_e5m2>()); break;
+    case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<c10::Float8_e4m3fnuz>()); break;
+    case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<c10::Float8_e5m2fnuz>()); break;
+    case at::ScalarType::Float8_e8m0fnu: rbln::kernels::launch_elementwise<c10::Float8_e8m0fnu, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<c10::Float8_e8m0fnu>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mul__Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::mul_.Tensor");
@@ -84,6 +94,11 @@ at::Tensor & wrapper_mul_out(const at::Tensor & self, const at::Tensor & other, 
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::mul.out", rbln::functors::mul<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::mul.out", rbln::functors::mul<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::mul.out", rbln::functors::mul<int16_t>()); break;
+    case at::ScalarType::Float8_e4m3fn: rbln::kernels::launch_elementwise<c10::Float8_e4m3fn, 3>(iter, "aten::mul.out", rbln::functors::mul<c10::Float8_e4m3fn>()); break;
+    case at::ScalarType::Float8_e5m2: rbln::kernels::launch_elementwise<c10::Float8_e5m2, 3>(iter, "aten::mul.out", rbln::functors::mul<c10::Float8_e5m2>()); break;
+    case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 3>(iter, "aten::mul.out", rbln::functors::mul<c10::Float8_e4m3fnuz>()); break;
+    case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 3>(iter, "aten::mul.out", rbln::functors::mul<c10::Float8_e5m2fnuz>()); break;
+    case at::ScalarType::Float8_e8m0fnu: rbln::kernels::launch_elementwise<c10::Float8_e8m0fnu, 3>(iter, "aten::mul.out", rbln::functors::mul<c10::Float8_e8m0fnu>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mul_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::mul.out");

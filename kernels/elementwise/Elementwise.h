@@ -318,6 +318,13 @@ template <>
 struct contiguous_kernel<functors::remainder<c10::BFloat16>, c10::BFloat16>
     : fmod_bf16_kernel<functors::remainder, true> {};
 
+// Functors whose CPU kernel has a separate loop for a reduced-precision tensor and one broadcast value that
+// takes float16/bfloat16 only (F::kReducedFloatScalarKernel names it): a float8 tensor there raises its error.
+template <class F, class = void>
+struct reduced_float_scalar_kernel : std::false_type {};
+template <class F>
+struct reduced_float_scalar_kernel<F, std::void_t<decltype(F::kReducedFloatScalarKernel)>> : std::true_type {};
+
 template <class F, class = void>
 struct exact_host_scalar : std::false_type {};
 template <class F>
@@ -333,6 +340,11 @@ struct has_scalar_divisor<F, std::void_t<decltype(std::declval<F&>().scalar_divi
 // Queues f over the iterator on the current stream of the output's device.
 template <class T, size_t N, class F>
 void launch_elementwise(const at::TensorIteratorBase& iter, const char* name, F f) {
+  if constexpr (N == 3 && reduced_float_scalar_kernel<F>::value) {
+    constexpr auto dtype = c10::CppTypeToScalarType<T>::value;
+    TORCH_CHECK_NOT_IMPLEMENTED(!(at::isFloat8Type(dtype) && iter.is_scalar(2)), '"', F::kReducedFloatScalarKernel,
+                                "\" not implemented for '", c10::toString(dtype), "'");
+  }
   if (iter.numel() == 0) return;
   auto device = iter.device(0).index();
   auto d = describe<N>(iter);

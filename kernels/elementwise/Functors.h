@@ -34,6 +34,11 @@ constexpr bool is_float = std::is_floating_point_v<C>;
 template <class C>
 constexpr bool is_complex = c10::is_complex<C>::value;
 
+template <class T>
+constexpr bool is_float8 = std::is_same_v<T, c10::Float8_e4m3fn> || std::is_same_v<T, c10::Float8_e5m2> ||
+                           std::is_same_v<T, c10::Float8_e4m3fnuz> || std::is_same_v<T, c10::Float8_e5m2fnuz> ||
+                           std::is_same_v<T, c10::Float8_e8m0fnu>;
+
 template <class C>
 bool is_nan(C x) {
   if constexpr (is_float<C>) return std::isnan(x); else return false;
@@ -312,8 +317,15 @@ template <class T>
 struct mul {
   using C = at::opmath_type<T>;
   static constexpr bool kExactHostScalar = true;  // see launch_elementwise
+  static constexpr const char* kReducedFloatScalarKernel = "mul_cpu_reduced_float";
   C operator()(C a, C b) const {
-    if constexpr (std::is_same_v<C, bool>) return a && b; else return a * b;
+    if constexpr (std::is_same_v<C, bool>) {
+      return a && b;
+    } else if constexpr (is_float8<T>) {
+      return is_nan(a) && is_nan(b) ? a : a * b;  // CPU's float8 kernel keeps the first NaN (its sign)
+    } else {
+      return a * b;
+    }
   }
 };
 

@@ -1,6 +1,6 @@
 // Matrix multiply on the device's matrix engine: the BLAS libtorch carries
 // (sgemm, dgemm, cgemm, zgemm; float16/bfloat16 widen to float32 first), a plain loop for integers
-// and, as CPU's bmm, for small batched products.
+// and, as CPU's bmm, for small batched products; float8 products (mm, addmm) on the op library, as CPU computes them.
 #include <ATen/TensorIterator.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
@@ -11,6 +11,7 @@
 #include "kernels/linalg/Blas.h"
 #include "kernels/common/Common.h"
 #include "kernels/elementwise/Elementwise.h"
+#include "kernels/library/Library.h"
 
 namespace rbln::kernels {
 namespace {
@@ -77,6 +78,14 @@ void gemm_batch(int64_t batch, int64_t n, int64_t k, int64_t p, const T* a, int6
 void matmul_into(const at::Tensor& out, const at::Tensor& m1, const at::Tensor& m2, const at::Scalar& alpha,
                  const at::Scalar& beta, const char* name) {
   if (out.numel() == 0) return;
+  if (at::isFloat8Type(out.scalar_type())) {  // mm and addmm: the op library computes CPU's float8 product
+    launch_library(name, {m1, m2, out}, {}, [alpha, beta](const std::vector<at::Tensor>& in) {
+      auto result = in[2];
+      result.addmm_(in[0], in[1], beta, alpha);
+      return std::vector<at::Tensor>{};
+    });
+    return;
+  }
   auto A = operand(m1), B = operand(m2);
   bool batched = out.dim() == 3;
   int64_t batch = batched ? out.size(0) : 1;

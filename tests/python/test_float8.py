@@ -1,5 +1,6 @@
 """The low-precision dtypes on the device: float8 (and float4_e2m1fn_x2 as storage) are created, copied, cast,
-viewed, selected and compared on rbln bit for bit as on CPU, with no CPU fallback."""
+viewed, selected, compared, multiplied and matrix-multiplied on rbln bit for bit as on CPU, with no CPU
+fallback."""
 import io
 
 import pytest
@@ -162,3 +163,43 @@ def test_float4_e2m1fn_x2_is_storage_on_the_device():
     with pytest.raises(RuntimeError) as rbln:
         d.to(torch.float32)
     assert type(rbln.value) is type(cpu.value)
+
+
+@pytest.mark.parametrize("dtype", FLOAT8, ids=str)
+def test_mul_is_cpus_bit_for_bit_on_the_device(dtype):
+    """Every pair of float8 values (NaN payloads and signs, infinities, zeros included), functional, in place and
+    into a float32 out= (CPU computes in float8, then casts)."""
+    every = torch.arange(256, dtype=torch.uint8).view(dtype)
+    a, b = every[:, None].expand(256, 256), every[None, :].expand(256, 256)
+    with torch.rbln.explain() as ex:
+        product = a.rbln() * b.rbln()
+        in_place = a.contiguous().rbln().mul_(b.rbln())
+        wide = torch.mul(a.rbln(), b.rbln(), out=torch.empty(256, 256, device="rbln"))
+    assert torch.equal(bits(product), bits(a * b)) and torch.equal(bits(in_place), bits(a * b))
+    assert torch.equal(bits(wide), bits(torch.mul(a, b, out=torch.empty(256, 256))))
+    assert not ex.fallback_ops, ex.fallback_ops
+    assert {"aten::mul.Tensor", "aten::mul_.Tensor", "aten::mul.out"} <= set(ex.device_ops), ex.device_ops
+
+
+def test_float8_times_one_broadcast_value_raises_cpus_error():
+    """CPU's loop for a reduced-precision tensor and one broadcast value takes float16/bfloat16 only."""
+    a = values(torch.float8_e4m3fn)[:16].view(4, 4)
+    for other in (a[0, 0], a[:1, :1], 2.0, torch.tensor(2.0)):
+        with pytest.raises(NotImplementedError, match="\"mul_cpu_reduced_float\" not implemented for 'Float8_e4m3fn'"):
+            a * other
+        with pytest.raises(NotImplementedError, match="\"mul_cpu_reduced_float\" not implemented for 'Float8_e4m3fn'"):
+            a.rbln() * (other.rbln() if isinstance(other, torch.Tensor) and other.dim() else other)
+    assert torch.equal(bits(a.rbln() * a[:1].rbln()), bits(a * a[:1]))  # a row broadcast is CPU's ordinary loop
+
+
+@pytest.mark.parametrize("dtype", FLOAT8[:4], ids=str)
+def test_mm_and_addmm_are_cpus_bit_for_bit_on_the_device(dtype):
+    g = torch.Generator().manual_seed(0)
+    m1, m2, bias = (torch.randn(*shape, generator=g).to(dtype) for shape in ((5, 24), (24, 7), (5, 7)))
+    with torch.rbln.explain() as ex:
+        product = m1.rbln() @ m2.rbln()
+        biased = torch.addmm(bias.rbln(), m1.rbln(), m2.t().contiguous().t().rbln(), beta=0.5, alpha=2)
+    assert torch.equal(bits(product), bits(m1 @ m2))
+    assert torch.equal(bits(biased), bits(torch.addmm(bias, m1, m2, beta=0.5, alpha=2)))
+    assert not ex.fallback_ops, ex.fallback_ops
+    assert {"aten::mm", "aten::addmm"} <= set(ex.device_ops), ex.device_ops
