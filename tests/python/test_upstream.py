@@ -223,44 +223,60 @@ class TestModule(TestCase):
                 self.assertFalse(ex.fallback_ops, f"{name} fell back to the CPU: {ex.fallback_reasons}")
 
 
+def optimizer_steps(optim_info, kwargs, device, dtype):
+    """The parameters after three steps on a small model on CPU and on the device, and what ran there."""
+    torch.manual_seed(0)
+    weight = torch.randn(5, 4, dtype=dtype)
+    bias = torch.randn(5, dtype=dtype)
+    x = torch.randn(3, 4, dtype=dtype)
+    idx = torch.tensor([0, 2, 2, 4])
+    params = {}
+    for dev in ("cpu", device):
+        w = weight.clone().to(dev).requires_grad_()
+        b = bias.clone().to(dev).requires_grad_()
+        # Muon takes matrices only; SparseAdam takes sparse gradients only (an embedding's).
+        opt = optim_info.optim_cls([w] if optim_info.name == "Muon" else [w, b], **kwargs)
+        with torch.rbln.explain() as explain:
+            for _ in range(3):
+                opt.zero_grad()
+                if optim_info.only_supports_sparse_grads:
+                    loss = (torch.nn.functional.embedding(idx.to(dev), w, sparse=True).tanh() ** 2).sum()
+                else:
+                    loss = (torch.nn.functional.linear(x.to(dev), w, b).tanh() ** 2).sum()
+                loss.backward()
+                if optim_info.step_requires_closure:
+                    opt.step(lambda: loss)
+                else:
+                    opt.step()
+        params[dev] = (w.detach().cpu(), b.detach().cpu())
+    return params, explain
+
+
 class TestOptim(TestCase):
     """Each OptimizerInfo's optimizer inputs (hyperparameter sets, for-loop and foreach where
-    supported), a few steps on a small model on rbln and on CPU: parameters must match."""
+    supported), and each again fused where CPU has a fused step, a few steps on a small model on rbln
+    and on CPU: parameters must match, with no fallback (the fused steps are kernels/optim's)."""
 
     @optims(_select(optim_db, OPTIMIZERS, lambda o: o.name), dtypes=[torch.float32])
     def test_step_matches_cpu(self, device, dtype, optim_info):
-        inputs = optim_info.optim_inputs_func(device=device)
         ran = 0
-        for optim_input in inputs:
+        for optim_input in optim_info.optim_inputs_func(device=device):
             kwargs = dict(optim_input.kwargs)
-            if kwargs.get("fused") or kwargs.get("capturable") or kwargs.get("differentiable"):
-                continue  # fused and capturable implementations are CUDA's
-            torch.manual_seed(0)
-            weight = torch.randn(5, 4, dtype=dtype)
-            bias = torch.randn(5, dtype=dtype)
-            x = torch.randn(3, 4, dtype=dtype)
-            idx = torch.tensor([0, 2, 2, 4])
-            params = {}
-            for dev in ("cpu", device):
-                w = weight.clone().to(dev).requires_grad_()
-                b = bias.clone().to(dev).requires_grad_()
-                # Muon takes matrices only; SparseAdam takes sparse gradients only (an embedding's).
-                opt = optim_info.optim_cls([w] if optim_info.name == "Muon" else [w, b], **kwargs)
-                for _ in range(3):
-                    opt.zero_grad()
-                    if optim_info.only_supports_sparse_grads:
-                        loss = (torch.nn.functional.embedding(idx.to(dev), w, sparse=True).tanh() ** 2).sum()
-                    else:
-                        loss = (torch.nn.functional.linear(x.to(dev), w, b).tanh() ** 2).sum()
-                    loss.backward()
-                    if optim_info.step_requires_closure:
-                        opt.step(lambda: loss)
-                    else:
-                        opt.step()
-                params[dev] = (w.detach().cpu(), b.detach().cpu())
-            self.assertEqual(params["cpu"], params[device], atol=1e-5, rtol=1e-5,
-                             msg=f"{optim_info.name} {optim_input.desc}")
-            ran += 1
+            if kwargs.get("capturable") or kwargs.get("differentiable"):
+                continue  # capturable implementations are CUDA's; differentiable steps are the autograd tests'
+            # The input as given, and fused where CPU has a fused kernel (rbln's: kernels/optim), CPU's the reference.
+            variants = [kwargs]
+            if "cpu" in optim_info.supports_fused_on and not optim_info.only_supports_sparse_grads:
+                variants.append({**{k: v for k, v in kwargs.items() if k != "foreach"}, "fused": True})
+            for variant in variants:
+                params, explain = optimizer_steps(optim_info, variant, device, dtype)
+                self.assertEqual(params["cpu"], params[device], atol=1e-5, rtol=1e-5,
+                                 msg=f"{optim_info.name} {optim_input.desc} {variant}")
+                self.assertFalse(explain.fallback_ops, msg=f"{optim_info.name} {variant}: {explain.fallback_reasons}")
+                if variant.get("fused"):
+                    fused = f"aten::_fused_{optim_info.name.lower()}_"
+                    self.assertTrue(any(op.startswith(fused) for op in explain.device_ops), msg=explain.device_ops)
+                ran += 1
         self.assertGreater(ran, 0)
 
 
