@@ -381,6 +381,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_mem_pool_release", [](uint64_t pool) { translate([&] { rbln::release_mem_pool(pool); }); });
   m.def("_is_current_stream_capturing", [] { return translate([] { return rbln::is_current_stream_capturing(); }); });
   m.def("_graph_pool_handle", [] { return rbln::graph_pool_handle(); });
+  m.def("_set_next_capture_generators", [](std::vector<at::Generator> generators) {
+    rbln::set_next_capture_generators(std::move(generators));
+  });
   m.def("_set_caching_enabled", [](bool enabled) { rbln::set_caching_enabled(enabled); });
   m.def("_caching_enabled", [] { return rbln::caching_enabled(); });
   m.def("_stream_handle", [](int device, int64_t stream_id) {

@@ -44,6 +44,10 @@ void RBLNGeneratorImpl::set_state(const c10::TensorImpl& state) {
 }
 
 PhiloxArgs RBLNGeneratorImpl::reserve(uint64_t count) {
+  // A draw recorded into a graph must advance per replay: only a generator the graph registered can.
+  TORCH_CHECK(capture_ || !driver::stream_is_capturing(current_stream(device().index())),
+              "RBLNGeneratorImpl: a random op drew from a generator during RBLN graph capture without a registered "
+              "capture state (register the generator with RBLNGraph.register_generator_state before the capture)");
   auto& offset = capture_ ? capture_offset_ : offset_;
   PhiloxArgs args{seed_, offset, capture_};
   offset += (count + 3) / 4 * 4;  // keep offsets aligned to Philox blocks

@@ -3,8 +3,8 @@
 // copies of the capturing stream in the driver, replay queues them as one task.
 // Memory allocated on the capturing streams comes from the graph's private pool of the
 // caching allocator (shared through pool= / graph_pool_handle) and stays
-// reserved while a graph uses the pool; the default generator hands captured
-// random ops offsets within the graph, and each replay sets where they start.
+// reserved while a graph uses the pool; the default generator (and those registered with the graph) hands
+// captured random ops offsets within the graph, and each replay sets where they start.
 #include "runtime/graphs/RBLNGraph.h"
 
 #include <ATen/core/GraphImplInterface.h>
@@ -17,6 +17,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "runtime/device/RBLNFunctions.h"
 #include "runtime/device/RBLNGenerator.h"
@@ -51,7 +53,16 @@ driver::CaptureMode to_driver(at::GraphCaptureMode mode) {
   }
 }
 
-RBLNGeneratorImpl* generator(c10::DeviceIndex device) { return default_generator(device).get<RBLNGeneratorImpl>(); }
+thread_local std::vector<at::Generator> t_next_capture_generators;
+
+// A generator a graph records draws from: where each replay's draws start (read by the captured random ops),
+// and how far a replay advances it.
+struct CapturedGenerator {
+  at::Generator generator;
+  std::shared_ptr<std::array<uint64_t, 2>> replay_state = std::make_shared<std::array<uint64_t, 2>>();
+  uint64_t increment = 0;
+  RBLNGeneratorImpl* impl() const { return generator.get<RBLNGeneratorImpl>(); }
+};
 
 struct RBLNGraphImpl final : at::GraphImplInterface {
   explicit RBLNGraphImpl(const at::GraphImplArgs& /*args: a driver graph needs no separate instantiation*/) {}
@@ -66,18 +77,26 @@ struct RBLNGraphImpl final : at::GraphImplInterface {
     TORCH_CHECK(!graph_ && !capturing_,
                 "This RBLNGraph instance already owns a captured graph. To capture a new graph, create a new "
                 "instance or call reset().");
+    auto registered = std::exchange(t_next_capture_generators, {});
     device_ = current_device();
     stream_ = current_stream(device_);
     TORCH_CHECK(stream_ != driver_call([&] { return driver::default_stream(device_); }),
                 "RBLN graphs must be captured on a non-default stream. (However, after capture, it's ok to replay "
                 "them on the default stream.)");
+    generators_ = {{default_generator(device_)}};
+    for (auto& g : registered) {
+      TORCH_CHECK(g.device() == c10::Device(kRBLN, device_), "RBLNGraph.register_generator_state: the generator is on ",
+                  g.device(), ", the capture on ", c10::Device(kRBLN, device_));
+      bool seen = false;
+      for (const auto& c : generators_) seen = seen || c.impl() == g.get<RBLNGeneratorImpl>();
+      if (!seen) generators_.push_back({std::move(g)});
+    }
     pool_ = pool.first || pool.second ? pool : graph_pool_handle();
     use_pool(pool_.second);
     begin_capture_pool(stream_, pool_.second);
-    replay_state_ = std::make_shared<std::array<uint64_t, 2>>();
-    {
-      std::lock_guard<std::mutex> lock(generator(device_)->mutex_);
-      generator(device_)->capture_begin(replay_state_);
+    for (auto& c : generators_) {
+      std::lock_guard<std::mutex> lock(c.impl()->mutex_);
+      c.impl()->capture_begin(c.replay_state);
     }
     try {
       driver_call([&] { driver::stream_begin_capture(stream_, to_driver(mode)); });
@@ -114,13 +133,14 @@ struct RBLNGraphImpl final : at::GraphImplInterface {
     TORCH_CHECK(graph_, "Called RBLNGraph::replay without a preceding successful capture.");
     // A profiler sees the call, and the replayed kernels and copies carry its correlation id.
     RECORD_FUNCTION("rbln::graph_replay", std::vector<c10::IValue>());
-    if (rng_increment_) {  // where this replay's random ops start, set in stream order before its work
+    for (auto& c : generators_) {  // where this replay's random ops start, set in stream order before its work
+      if (!c.increment) continue;
       std::array<uint64_t, 2> state;
       {
-        std::lock_guard<std::mutex> lock(generator(device_)->mutex_);
-        state = generator(device_)->replay_state(rng_increment_);
+        std::lock_guard<std::mutex> lock(c.impl()->mutex_);
+        state = c.impl()->replay_state(c.increment);
       }
-      launch(device_, "graph rng state", [slot = replay_state_, state] { *slot = state; });
+      launch(device_, "graph rng state", [slot = c.replay_state, state] { *slot = state; });
     }
     auto* stream = current_stream(device_);
     driver_call([&] { driver::graph_launch(graph_, stream); });
@@ -169,15 +189,22 @@ struct RBLNGraphImpl final : at::GraphImplInterface {
       if (nodes[i].bytes) out << "\t" << nodes[i].bytes << " bytes";
       out << "\n";
     }
-    if (rng_increment_) out << "random: " << rng_increment_ << " Philox offsets per replay\n";
+    for (size_t i = 0; i < generators_.size(); ++i) {
+      if (generators_[i].increment) {
+        out << "random: " << generators_[i].increment << " Philox offsets per replay from "
+            << (i ? "registered generator " + std::to_string(i) : std::string("the default generator")) << "\n";
+      }
+    }
   }
 
  private:
   // Allocations stop going to the graph's pool and random ops to its offsets.
   void stop_routing() {
     end_capture_pool(stream_);
-    std::lock_guard<std::mutex> lock(generator(device_)->mutex_);
-    rng_increment_ = generator(device_)->capture_end();
+    for (auto& c : generators_) {
+      std::lock_guard<std::mutex> lock(c.impl()->mutex_);
+      c.increment = c.impl()->capture_end();
+    }
   }
 
   driver::Graph* graph_ = nullptr;
@@ -186,13 +213,16 @@ struct RBLNGraphImpl final : at::GraphImplInterface {
   c10::DeviceIndex device_ = -1;
   driver::Stream* stream_ = nullptr;
   c10::MempoolId_t pool_{0, 0};
-  std::shared_ptr<std::array<uint64_t, 2>> replay_state_;  // read by the captured random ops
-  uint64_t rng_increment_ = 0;
+  std::vector<CapturedGenerator> generators_;  // the device's default first
 };
 
 }  // namespace
 
 bool is_current_stream_capturing() { return driver::stream_is_capturing(current_stream()); }
+
+void set_next_capture_generators(std::vector<at::Generator> generators) {
+  t_next_capture_generators = std::move(generators);
+}
 
 c10::MempoolId_t graph_pool_handle() { return {0, static_cast<c10::CaptureId_t>(create_mem_pool())}; }
 

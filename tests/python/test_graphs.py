@@ -203,6 +203,37 @@ def test_random_ops_draw_new_numbers_per_replay_reproducibly_from_the_seed():
     torch.testing.assert_close(r.cpu(), replays[0][0])
 
 
+def test_a_registered_generator_draws_new_numbers_per_replay_from_its_state():
+    """register_generator_state, as torch.cuda's: the capture records where the generator's draws start, each
+    replay draws where the generator stands (as eager draws from it would) and advances it."""
+    gen = torch.Generator(device="rbln").manual_seed(11)
+    eager = [torch.rand(1000, device="rbln", generator=gen).cpu() for _ in range(2)]
+    g = torch.rbln.RBLNGraph()
+    g.register_generator_state(gen)
+    with torch.rbln.graph(g):
+        r = torch.rand(1000, device="rbln", generator=gen)
+        default = torch.rand(10, device="rbln")  # the device's default generator, registered by every capture
+    gen.manual_seed(11)
+    replays = []
+    for _ in range(2):
+        g.replay()
+        replays.append(r.cpu())
+    torch.testing.assert_close(replays, eager)
+    assert gen.get_offset() == 2 * 1000  # each replay advanced it by the graph's draws
+    with pytest.raises(RuntimeError, match="rbln torch.Generator"):
+        g.register_generator_state(torch.Generator())
+
+
+def test_an_unregistered_generator_inside_capture_raises_and_the_device_stays_usable():
+    gen = torch.Generator(device="rbln").manual_seed(3)
+    g = torch.rbln.RBLNGraph()
+    with pytest.raises(RuntimeError, match="without a registered capture state"):
+        with torch.rbln.graph(g):
+            torch.rand(8, device="rbln", generator=gen)
+    torch.rbln.synchronize()
+    assert torch.rand(8, device="rbln", generator=gen).cpu().shape == (8,)
+
+
 def test_debug_dump_lists_captured_kernels_and_copies_with_streams(cpu_x, tmp_path):
     static_x = cpu_x.to("rbln")
     g = torch.rbln.RBLNGraph()

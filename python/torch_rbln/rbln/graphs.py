@@ -43,12 +43,22 @@ class RBLNGraph(torch._C._acceleratorGraph):
 
     def __init__(self, keep_graph: bool = False):
         super().__init__(keep_graph)
+        self._generators: list[torch.Generator] = []
+
+    def register_generator_state(self, generator: torch.Generator) -> None:
+        """As torch.cuda's: random ops of the captures begun after this that draw from `generator` (an rbln
+        generator besides the device's default, which every capture registers) draw new numbers each replay,
+        from the generator's state at the replay, which each replay advances."""
+        if not isinstance(generator, torch.Generator) or generator.device.type != "rbln":
+            raise RuntimeError(f"RBLNGraph.register_generator_state takes an rbln torch.Generator, got {generator!r}")
+        self._generators.append(generator)
 
     def capture_begin(self, pool: tuple[int, int] | None = None, capture_error_mode: str = "global",
                       check_input_liveness: bool = False) -> None:
         """Begins capturing the current stream's work; `pool` and `capture_error_mode` as torch.cuda's."""
         if check_input_liveness:
             raise NotImplementedError("RBLNGraph: check_input_liveness relies on CUDA's liveness tracker")
+        _C._set_next_capture_generators(self._generators)
         super().capture_begin(pool=pool, capture_error_mode=capture_error_mode)
 
 
