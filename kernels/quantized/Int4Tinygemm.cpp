@@ -41,10 +41,11 @@ void for_each_byte(int64_t n, int64_t k_outer_tiles, int64_t inner_k_tiles, F f)
 constexpr int64_t kPairK = 2 * kKTile;
 constexpr int64_t pair_k(int64_t j) { return 8 * (j % 4) + 2 * (j / 8) + (j % 8) / 4; }
 
-// A finite float rounded to bfloat16 (to nearest, ties to even), as a float: CUDA's hfma2 rounds so.
+// A float rounded to bfloat16 (to nearest, ties to even; NaN stays NaN), as a float: CUDA's hfma2 rounds so.
 inline float to_bfloat16(float f) {
   const auto u = __builtin_bit_cast(uint32_t, f);
-  return __builtin_bit_cast(float, (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000u);
+  const float rounded = __builtin_bit_cast(float, (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000u);
+  return f != f ? f : rounded;
 }
 
 // sums[r * 32 + j] += x[r] . w over lane j of the pairs of k-tiles, for one output channel: its int4 weights (the
