@@ -34,6 +34,10 @@ at::Tensor wrapper_abs(const at::Tensor & self) {
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::abs", rbln::functors::abs<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::abs", rbln::functors::abs<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::abs", rbln::functors::abs<int16_t>()); break;
+    case at::ScalarType::Float8_e4m3fn: rbln::kernels::launch_elementwise<c10::Float8_e4m3fn, 2>(iter, "aten::abs", rbln::functors::abs<c10::Float8_e4m3fn>()); break;
+    case at::ScalarType::Float8_e5m2: rbln::kernels::launch_elementwise<c10::Float8_e5m2, 2>(iter, "aten::abs", rbln::functors::abs<c10::Float8_e5m2>()); break;
+    case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 2>(iter, "aten::abs", rbln::functors::abs<c10::Float8_e4m3fnuz>()); break;
+    case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 2>(iter, "aten::abs", rbln::functors::abs<c10::Float8_e5m2fnuz>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::abs>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::abs");
@@ -57,6 +61,10 @@ at::Tensor & wrapper_abs_(at::Tensor & self) {
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::abs_", rbln::functors::abs<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::abs_", rbln::functors::abs<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::abs_", rbln::functors::abs<int16_t>()); break;
+    case at::ScalarType::Float8_e4m3fn: rbln::kernels::launch_elementwise<c10::Float8_e4m3fn, 2>(iter, "aten::abs_", rbln::functors::abs<c10::Float8_e4m3fn>()); break;
+    case at::ScalarType::Float8_e5m2: rbln::kernels::launch_elementwise<c10::Float8_e5m2, 2>(iter, "aten::abs_", rbln::functors::abs<c10::Float8_e5m2>()); break;
+    case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 2>(iter, "aten::abs_", rbln::functors::abs<c10::Float8_e4m3fnuz>()); break;
+    case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 2>(iter, "aten::abs_", rbln::functors::abs<c10::Float8_e5m2fnuz>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::abs_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::abs_");
@@ -80,6 +88,10 @@ at::Tensor & wrapper_abs_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::abs.out", rbln::functors::abs<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::abs.out", rbln::functors::abs<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::abs.out", rbln::functors::abs<int16_t>()); break;
+    case at::ScalarType::Float8_e4m3fn: rbln::kernels::launch_elementwise<c10::Float8_e4m3fn, 2>(iter, "aten::abs.out", rbln::functors::abs<c10::Float8_e4m3fn>()); break;
+    case at::ScalarType::Float8_e5m2: rbln::kernels::launch_elementwise<c10::Float8_e5m2, 2>(iter, "aten::abs.out", rbln::functors::abs<c10::Float8_e5m2>()); break;
+    case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 2>(iter, "aten::abs.out", rbln::functors::abs<c10::Float8_e4m3fnuz>()); break;
+    case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 2>(iter, "aten::abs.out", rbln::functors::abs<c10::Float8_e5m2fnuz>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::abs_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::abs.out");

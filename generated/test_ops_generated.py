@@ -17,7 +17,7 @@ ENTRIES = [
     ("tril_indices", ["tril_indices"], ["tril_indices"], ["int32", "int64"], "kernel", {}),
     ("triu_indices", ["triu_indices"], ["triu_indices"], ["int32", "int64"], "kernel", {}),
     ("clone", ["clone"], ["clone"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"], "composite", {}),
-    ("abs", ["abs", "abs.out", "abs_"], ["abs"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool", "complex64", "complex128", "int8", "uint8", "int16"], "kernel", {}),
+    ("abs", ["abs", "abs.out", "abs_"], ["abs"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool", "complex64", "complex128", "int8", "uint8", "int16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"], "kernel", {}),
     ("neg", ["neg", "neg.out", "neg_"], ["neg"], ["float32", "float16", "bfloat16", "float64", "int32", "int64", "complex64", "complex128", "int8", "uint8", "int16"], "kernel", {}),
     ("ceil", ["ceil", "ceil.out", "ceil_"], ["ceil"], ["float32", "float16", "bfloat16", "float64", "int32", "int64"], "kernel", {}),
     ("floor", ["floor", "floor.out", "floor_"], ["floor"], ["float32", "float16", "bfloat16", "float64", "int32", "int64"], "kernel", {}),

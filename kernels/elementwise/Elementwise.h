@@ -252,11 +252,21 @@ void for_range(const ElementwiseDesc<N>& d, int64_t begin, int64_t end, const In
 
 }  // namespace detail
 
+// The type a functor computes in: its own C (T itself for abs of float8), else T's opmath type.
+template <class F, class T, class = void>
+struct compute_type {
+  using type = at::opmath_type<T>;
+};
+template <class F, class T>
+struct compute_type<F, T, std::void_t<typename F::C>> {
+  using type = typename F::C;
+};
+
 // Applies f elementwise. T is the compute dtype's C++ type; f receives
 // opmath values (float for half/bfloat16) and returns opmath or bool.
 template <class T, size_t N, class F, size_t... I>
 void run_elementwise(const ElementwiseDesc<N>& d, const F& f, std::index_sequence<I...>) {
-  using C = at::opmath_type<T>;
+  using C = typename compute_type<F, T>::type;
   using R = std::invoke_result_t<F, decltype((void)I, C())...>;
   using Out = std::conditional_t<std::is_same_v<R, C>, T, R>;
   bool typed = d.dtypes[0] == c10::CppTypeToScalarType<Out>::value;

@@ -51,10 +51,11 @@ bool is_nan(C x) {
     C operator()(C x) const { return expr; } \
   };
 
-// A complex input gives its magnitude, a real value (the `unary_real` family stores it).
+// A complex input gives its magnitude, a real value (the `unary_real` family stores it). float8 computes on
+// its own type, as CPU's kernel: a NaN keeps its bits (payload and sign), which a trip through float would not.
 template <class T>
 struct abs {
-  using C = at::opmath_type<T>;
+  using C = std::conditional_t<is_float8<T>, T, at::opmath_type<T>>;
   auto operator()(C x) const {
     if constexpr (is_complex<C>) return std::abs(x); else return x < C(0) ? C(-x) : x;
   }

@@ -1,5 +1,5 @@
 """The low-precision dtypes on the device: float8 (and float4_e2m1fn_x2 as storage) are created, copied, cast,
-viewed, selected, compared, multiplied and matrix-multiplied on rbln bit for bit as on CPU, with no CPU
+viewed, selected, compared, multiplied, matrix-multiplied and abs'd on rbln bit for bit as on CPU, with no CPU
 fallback."""
 import io
 
@@ -203,3 +203,20 @@ def test_mm_and_addmm_are_cpus_bit_for_bit_on_the_device(dtype):
     assert torch.equal(bits(biased), bits(torch.addmm(bias, m1, m2, beta=0.5, alpha=2)))
     assert not ex.fallback_ops, ex.fallback_ops
     assert {"aten::mm", "aten::addmm"} <= set(ex.device_ops), ex.device_ops
+
+
+@pytest.mark.parametrize("dtype", FLOAT8[:4], ids=str)
+def test_abs_is_cpus_bit_for_bit_on_the_device(dtype):
+    """Every float8 value: CPU's abs works on the float8 type itself, so a NaN keeps its payload and sign."""
+    every = torch.arange(256, dtype=torch.uint8).view(dtype)
+    with torch.rbln.explain() as ex:
+        result = every.rbln().abs()
+        in_place = every.rbln().abs_()
+        into = torch.abs(every.rbln(), out=torch.empty(256, dtype=dtype, device="rbln"))
+    for out in (result, in_place, into):
+        assert torch.equal(bits(out), bits(every.abs()))
+    assert not ex.fallback_ops, ex.fallback_ops
+    assert {"aten::abs.out", "aten::abs_"} <= set(ex.device_ops), ex.device_ops
+    for device in ("cpu", "rbln"):  # out= of another dtype: CPU's error
+        with pytest.raises(RuntimeError, match="Found dtype Float but expected Float8"):
+            torch.abs(every.to(device), out=torch.empty(256, device=device))
