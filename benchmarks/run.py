@@ -131,7 +131,8 @@ def int4_linears(model):
 
 
 def quantized_rows(reps):
-    """Issue 42's table: the int8 weight-only linear against CPU's and against CPU's float32 linear, _int_mm,
+    """Issue 42's table: the int8 weight-only linear against CPU's and against CPU's float32 linear, the int4
+    one in CUDA's layout against CPU's int4 kernel, _int_mm,
     rowwise _scaled_mm, and the device memory of an int8 weight-only Llama against its float32 version."""
     rows = []
     gen = torch.Generator().manual_seed(0)
@@ -150,6 +151,21 @@ def quantized_rows(reps):
         return int8_linear(device)
     rows.append(compare("int8 weight-only linear, batch 1, 4096x4096 / CPU float32 linear", "quantized",
                         against_float, reps, 0.6, reference="CPU float32 F.linear"))
+
+    q4 = torch.randint(0, 16, (4096, 4096), dtype=torch.int32, generator=gen)
+    sz4 = (torch.rand(4096 // 128, 4096, 2, generator=gen) * 0.01).to(torch.bfloat16)
+    x4 = x.to(torch.bfloat16)
+
+    def int4_linear(device):
+        """CUDA's int4 layout on rbln (torchao's tile_packed_to_4d) against CPU's own int4 layout and kernel."""
+        if device == "cpu":
+            packed = torch._convert_weight_to_int4pack_for_cpu(q4, 8)
+            return lambda: [torch._weight_int4pack_mm_for_cpu(x4, packed, 128, sz4) for _ in range(10)]
+        packed = torch._convert_weight_to_int4pack((q4[:, ::2] << 4 | q4[:, 1::2]).to(torch.uint8).rbln(), 8)
+        a, s = x4.rbln(), sz4.rbln()
+        return lambda: [torch._weight_int4pack_mm(a, packed, 128, s) for _ in range(10)]
+    rows.append(compare("int4 weight-only linear (CUDA's layout), batch 1, 4096x4096 / CPU _weight_int4pack_mm_for_cpu",
+                        "quantized", int4_linear, reps, 1.0))
 
     a8, b8 = (torch.randint(-128, 128, (1024, 1024), dtype=torch.int8, generator=gen) for _ in range(2))
 

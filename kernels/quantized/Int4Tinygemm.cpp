@@ -63,13 +63,14 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void int4_channel(
       const float scale = g[0], zero = g[1];
       const uint32_t* w = words + outer * kLanes * pairs + pair;
       float d[kPairK];
-      for (int64_t word = 0; word < 4; ++word) {
-        const uint32_t bits = w[word * pairs];
+      for (int64_t half = 0; half < 2; ++half) {  // two words, 16 values, a vector at a time
+        const uint32_t low = w[2 * half * pairs], high = w[(2 * half + 1) * pairs];
 #pragma omp simd
-        for (int nibble = 0; nibble < 8; ++nibble) {
-          const auto q = static_cast<int32_t>((bits >> (4 * nibble)) & 0xF) - 8;
+        for (int j = 0; j < 16; ++j) {
+          const uint32_t bits = j < 8 ? low : high;
+          const auto q = static_cast<int32_t>((bits >> (4 * (j % 8))) & 0xF) - 8;
           // q * scale is exact in float (4 bits times bfloat16's 8), so this rounds once, as a fused multiply-add
-          d[word * 8 + nibble] = to_bfloat16(static_cast<float>(q) * scale + zero);
+          d[half * 16 + j] = to_bfloat16(static_cast<float>(q) * scale + zero);
         }
       }
       for (int64_t r = 0; r < m; ++r) {
