@@ -148,3 +148,29 @@ def test_demo_int8_generation_matches_cpu(capsys):
     out = capsys.readouterr().out
     assert "equal the CPU's int8 model's: True" in out
     assert float(out.split("MiB (")[1].split("x)")[0]) <= 0.35
+
+
+def test_hugging_face_torchao_int4_config_in_cudas_layout_loads_and_generates_on_rbln(tmp_path):
+    """TorchAoConfig(Int4WeightOnlyConfig(tile_packed_to_4d)) with device_map="rbln": packed while loading, generates
+    with no fallback, its logits within torchao's int4 accuracy of the bfloat16 model's (CPU cannot run it)."""
+    from transformers import LlamaConfig, LlamaForCausalLM, TorchAoConfig
+    from torchao.quantization import Int4WeightOnlyConfig
+
+    config = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(tmp_path)
+    prompt = torch.randint(0, 256, (1, 8), generator=torch.Generator().manual_seed(2))
+    quant = TorchAoConfig(Int4WeightOnlyConfig(group_size=32, int4_packing_format="tile_packed_to_4d"))
+    model = LlamaForCausalLM.from_pretrained(tmp_path, quantization_config=quant, device_map="rbln",
+                                             dtype=torch.bfloat16)
+    weight = model.model.layers[0].mlp.up_proj.weight
+    assert type(weight).__name__ == "Int4TilePackedTo4dTensor" and weight.qdata.device.type == "rbln"
+    with torch.no_grad(), torch.rbln.explain() as ex:
+        tokens = model.generate(prompt.rbln(), max_new_tokens=8, do_sample=False)
+        logits = model(prompt.rbln()).logits
+    assert not ex.fallback_ops, ex.fallback_ops
+    assert ex.device_ops["aten::_weight_int4pack_mm"] > 0 and tokens.shape == (1, 16)
+    with torch.no_grad():
+        reference = LlamaForCausalLM.from_pretrained(tmp_path, dtype=torch.bfloat16)(prompt).logits
+    assert compute_error(reference.float(), logits.cpu().float()) > 15
