@@ -19,27 +19,17 @@ namespace rbln::kernels {
 namespace {
 constexpr int64_t kNTile = 8, kKTile = 16, kLanes = 32;
 
-// Calls f(c, word, shift) for each byte column c of row n of [n][k / 2]: the packed word (its index) that holds
-// it and the nibble shift of its high (even k) value; its low (odd k) value sits 16 bits above. A lane of an
-// 8-row tile holds row lane / 4; per pair of k-tiles (16 bytes) its word takes bytes lane % 4 + {0, 4, 8, 12}.
-template <class F>
-void for_each_byte(int64_t n, int64_t k_outer_tiles, int64_t inner_k_tiles, F f) {
-  const int64_t pairs = inner_k_tiles / 2;
-  for (int64_t outer = 0; outer < k_outer_tiles; ++outer)
-    for (int64_t pair = 0; pair < pairs; ++pair)
-      for (int64_t q = 0; q < 4; ++q) {
-        const int64_t lane = (n % kNTile) * 4 + q;
-        const int64_t word = (((n / kNTile) * k_outer_tiles + outer) * kLanes + lane) * pairs + pair;
-        const int64_t first = (outer * inner_k_tiles + 2 * pair) * kKTile / 2 + q;
-        for (int i = 0; i < 4; ++i) f(first + 4 * i, word, 4 * i);
-      }
-}
-
 // A pair of k-tiles (one packed word per lane per pair) spans 32 k. The k (within the pair) of its packed value
 // j: word j / 8 of the lane's four (the byte offset q), nibble j % 8 (byte i = j % 4 of the word, its high value
 // for j % 8 < 4, else its low value).
 constexpr int64_t kPairK = 2 * kKTile;
 constexpr int64_t pair_k(int64_t j) { return 8 * (j % 4) + 2 * (j / 8) + (j % 8) / 4; }
+
+// The first packed word of row n: a lane of an 8-row tile holds row lane / 4, four lanes a row. The row's four
+// words of pair p of outer k-tile o follow at o * kLanes * pairs + p, `pairs` apart.
+constexpr int64_t first_word(int64_t n, int64_t k_outer, int64_t pairs) {
+  return ((n / kNTile) * k_outer * kLanes + (n % kNTile) * 4) * pairs;
+}
 
 // A float rounded to bfloat16 (to nearest, ties to even; NaN stays NaN), as a float: CUDA's hfma2 rounds so.
 inline float to_bfloat16(float f) {
@@ -98,15 +88,20 @@ at::Tensor _convert_weight_to_int4pack(const at::Tensor& self, int64_t innerKTil
   if (out.numel() == 0) return out;
   const uint8_t* in = self.const_data_ptr<uint8_t>();
   auto* words = reinterpret_cast<uint32_t*>(out.data_ptr<int32_t>());
-  const int64_t total = out.numel();
+  const int64_t total = out.numel(), pairs = innerKTiles / 2;
   launch_on(out, "aten::_convert_weight_to_int4pack", [=] {
     std::fill(words, words + total, 0u);  // rows past n (the last tile's padding) stay zero, as CUDA's
     at::parallel_for(0, n, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t r = lo; r < hi; ++r)
-        for_each_byte(r, k_outer, innerKTiles, [&](int64_t c, int64_t word, int shift) {
-          const uint32_t byte = in[r * half_k + c];
-          words[word] |= ((byte >> 4) << shift) | ((byte & 0xF) << (shift + 16));
-        });
+      for (int64_t r = lo; r < hi; ++r) {
+        uint32_t* row = words + first_word(r, k_outer, pairs);
+        for (int64_t index = 0; index < k_outer * pairs; ++index)  // outer * pairs + pair
+          for (int64_t j = 0; j < kPairK; ++j) {
+            const int64_t kk = index * kPairK + pair_k(j);
+            const uint32_t byte = in[r * half_k + kk / 2];
+            const uint32_t value = kk % 2 ? byte & 0xF : byte >> 4;  // the even k in the high nibble
+            row[(index / pairs) * kLanes * pairs + index % pairs + (j / 8) * pairs] |= value << (4 * (j % 8));
+          }
+      }
     });
   });
   return out;
@@ -163,9 +158,8 @@ at::Tensor _weight_int4pack_mm(const at::Tensor& self, const at::Tensor& mat2, i
       std::vector<float> sums(m * kPairK);
       for (int64_t col = lo; col < hi; ++col) {
         std::fill(sums.begin(), sums.end(), 0.f);
-        const int64_t first_word = ((col / kNTile) * k_outer * kLanes + (col % kNTile) * 4) * pairs;
-        int4_channel(words + first_word, k_outer, pairs, sz + 2 * col, 2 * n, group_shift, x.data(), m, k,
-                     sums.data());
+        int4_channel(words + first_word(col, k_outer, pairs), k_outer, pairs, sz + 2 * col, 2 * n, group_shift,
+                     x.data(), m, k, sums.data());
         for (int64_t r = 0; r < m; ++r)
           c[r * n + col] = static_cast<at::BFloat16>(std::accumulate(&sums[r * kPairK], &sums[(r + 1) * kPairK], 0.f));
       }
