@@ -3,6 +3,7 @@ list of names left out (with the reason), and the names added for parity behave 
 from __future__ import annotations
 
 import importlib
+import math
 import re
 import threading
 import time
@@ -464,16 +465,24 @@ def test_memory_usage_is_the_percent_of_capacity_in_use():
     assert torch.rbln.memory_usage(1) == before
 
 
-def test_utilization_is_the_busy_fraction_of_the_last_second(busy, cpu_rand):
-    import time
+def queue_work(x, seconds):
+    """Queues about `seconds` of tanh(x @ x) on x's current stream, timed on this machine first."""
+    start = time.perf_counter()
+    for _ in range(3):
+        x = torch.tanh(x @ x)
+    torch.rbln.current_stream(x.device).synchronize()
+    for _ in range(math.ceil(3 * seconds / (time.perf_counter() - start))):
+        x = torch.tanh(x @ x)
+    return x
 
+
+def test_utilization_is_the_busy_fraction_of_the_last_second(cpu_rand):
     torch.rbln.utilization(1)  # starts the sampler (a first call waits for its first samples)
-    d = (cpu_rand(1024, 1024) / 320).to("rbln:1")
+    d = cpu_rand(1024, 1024).to("rbln:1")
     stream = torch.rbln.Stream(device=1)  # a stream made after the sampler started counts too
     stream.wait_stream(torch.rbln.current_stream(1))
     with torch.rbln.stream(stream):
-        for _ in range(6):
-            d = busy(d, 8)  # more than a second of queued matmuls on rbln:1
+        d = queue_work(d, seconds=1.5)
     time.sleep(0.7)  # the host waits, the device works: at least 70% of the window
     assert not stream.query(), "the queued work finished early: too little of it to measure"
     during, other = torch.rbln.utilization(1), torch.rbln.utilization(0)
@@ -501,9 +510,7 @@ def test_list_gpu_processes_names_this_process_once_it_holds_device_memory():
 
 
 def test_synchronize_releases_the_gil_while_it_waits():
-    x = torch.randn(512, 512, device="rbln")
-    for _ in range(40):
-        x = torch.tanh(x @ x)  # about a second of queued work
+    x = queue_work(torch.randn(512, 512, device="rbln"), seconds=1)
     entering, waited = threading.Event(), []
 
     def wait():
