@@ -10,6 +10,7 @@
 #include <ATen/TensorIterator.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/DynamicCast.h>
+#include <c10/util/FunctionRef.h>
 #include <c10/util/SmallVector.h>
 
 #include <algorithm>
@@ -216,9 +217,13 @@ C load(const char* p) {
   return static_cast<C>(*reinterpret_cast<const T*>(p));
 }
 
-// Runs f over [begin, end) of the flattened iteration space.
-template <size_t N, class Inner>
-void for_range(const ElementwiseDesc<N>& d, int64_t begin, int64_t end, const Inner& inner) {
+// A kernel's loop over one row: the operands' pointers and strides, and the row's length.
+template <size_t N>
+using RowFn = c10::function_ref<void(const std::array<char*, N>&, const std::array<int64_t, N>&, int64_t)>;
+
+// Runs a kernel's rows over [begin, end) of the flattened iteration space.
+template <size_t N>
+void for_range(const ElementwiseDesc<N>& d, int64_t begin, int64_t end, RowFn<N> inner) {
   const int64_t ndim = d.ndim;
   const int64_t* shape = d.shape();
   std::array<const int64_t*, N> strides;
@@ -247,6 +252,17 @@ void for_range(const ElementwiseDesc<N>& d, int64_t begin, int64_t end, const In
       if (++index[dim] < shape[dim]) break;
       index[dim] = 0;
     }
+  }
+}
+
+// Every row of the iteration space, split over the intra-op threads when it is large: the same code for every
+// functor (its rows arrive through a function_ref), so each kernel instantiates only its row loop.
+template <size_t N>
+void for_rows(const ElementwiseDesc<N>& d, RowFn<N> inner) {
+  if (d.numel < kGrainSize) {
+    for_range(d, 0, d.numel, inner);
+  } else {
+    at::parallel_for(0, d.numel, kGrainSize, [&](int64_t b, int64_t e) { for_range(d, b, e, inner); });
   }
 }
 
@@ -301,16 +317,13 @@ void run_elementwise(const ElementwiseDesc<N>& d, const F& f, std::index_sequenc
     }
     // The result rounds to the compute dtype before the cast into another out= dtype, as CPU's
     // TensorIterator computes into a temporary of the compute dtype (half + half into float32 overflows).
+    const auto dtypes = d.dtypes;  // a local copy: the stores below could alias d for all the compiler knows
     for (int64_t k = 0; k < n; ++k) {
-      c10::cast_and_store<Out>(d.dtypes[0], p[0] + k * s[0],
-                               static_cast<Out>(f(c10::fetch_and_cast<C>(d.dtypes[I + 1], p[I + 1] + k * s[I + 1])...)));
+      c10::cast_and_store<Out>(dtypes[0], p[0] + k * s[0],
+                               static_cast<Out>(f(c10::fetch_and_cast<C>(dtypes[I + 1], p[I + 1] + k * s[I + 1])...)));
     }
   };
-  if (d.numel < kGrainSize) {
-    detail::for_range(d, 0, d.numel, inner);
-  } else {
-    at::parallel_for(0, d.numel, kGrainSize, [&](int64_t b, int64_t e) { detail::for_range(d, b, e, inner); });
-  }
+  detail::for_rows<N>(d, inner);
 }
 
 // bfloat16 fmod and remainder split as CPU's vectorized loop (see fmod_bf16).
