@@ -55,14 +55,18 @@ driver::CaptureMode to_driver(at::GraphCaptureMode mode) {
 
 thread_local std::vector<at::Generator> t_next_capture_generators;
 
-// A generator a graph records draws from: where each replay's draws start (read by the captured random ops),
-// and how far a replay advances it.
+// A generator state a graph records draws from (as CUDA, the state: a generator may swap states later with
+// graphsafe_set_state): where each replay's draws start (read by the captured random ops), and how far a
+// replay advances it.
 struct CapturedGenerator {
-  at::Generator generator;
-  std::shared_ptr<std::array<uint64_t, 2>> replay_state = std::make_shared<std::array<uint64_t, 2>>();
+  c10::intrusive_ptr<RBLNGeneratorState> state;
+  std::shared_ptr<std::array<uint64_t, 2>> replay_start = std::make_shared<std::array<uint64_t, 2>>();
   uint64_t increment = 0;
-  RBLNGeneratorImpl* impl() const { return generator.get<RBLNGeneratorImpl>(); }
 };
+
+const c10::intrusive_ptr<RBLNGeneratorState>& state_of(const at::Generator& generator) {
+  return generator.get<RBLNGeneratorImpl>()->state();
+}
 
 struct RBLNGraphImpl final : at::GraphImplInterface {
   explicit RBLNGraphImpl(const at::GraphImplArgs& /*args: a driver graph needs no separate instantiation*/) {}
@@ -83,21 +87,18 @@ struct RBLNGraphImpl final : at::GraphImplInterface {
     TORCH_CHECK(stream_ != driver_call([&] { return driver::default_stream(device_); }),
                 "RBLN graphs must be captured on a non-default stream. (However, after capture, it's ok to replay "
                 "them on the default stream.)");
-    generators_ = {{default_generator(device_)}};
+    generators_ = {{state_of(default_generator(device_))}};
     for (auto& g : registered) {
       TORCH_CHECK(g.device() == c10::Device(kRBLN, device_), "RBLNGraph.register_generator_state: the generator is on ",
                   g.device(), ", the capture on ", c10::Device(kRBLN, device_));
       bool seen = false;
-      for (const auto& c : generators_) seen = seen || c.impl() == g.get<RBLNGeneratorImpl>();
-      if (!seen) generators_.push_back({std::move(g)});
+      for (const auto& c : generators_) seen = seen || c.state == state_of(g);
+      if (!seen) generators_.push_back({state_of(g)});
     }
     pool_ = pool.first || pool.second ? pool : graph_pool_handle();
     use_pool(pool_.second);
     begin_capture_pool(stream_, pool_.second);
-    for (auto& c : generators_) {
-      std::lock_guard<std::mutex> lock(c.impl()->mutex_);
-      c.impl()->capture_begin(c.replay_state);
-    }
+    for (auto& c : generators_) c.state->capture_begin(c.replay_start);
     try {
       driver_call([&] { driver::stream_begin_capture(stream_, to_driver(mode)); });
     } catch (...) {
@@ -135,12 +136,9 @@ struct RBLNGraphImpl final : at::GraphImplInterface {
     RECORD_FUNCTION("rbln::graph_replay", std::vector<c10::IValue>());
     for (auto& c : generators_) {  // where this replay's random ops start, set in stream order before its work
       if (!c.increment) continue;
-      std::array<uint64_t, 2> state;
-      {
-        std::lock_guard<std::mutex> lock(c.impl()->mutex_);
-        state = c.impl()->replay_state(c.increment);
-      }
-      launch(device_, "graph rng state", [slot = c.replay_state, state] { *slot = state; });
+      launch(device_, "graph rng state", [slot = c.replay_start, start = c.state->replay_state(c.increment)] {
+        *slot = start;
+      });
     }
     auto* stream = current_stream(device_);
     driver_call([&] { driver::graph_launch(graph_, stream); });
@@ -201,10 +199,7 @@ struct RBLNGraphImpl final : at::GraphImplInterface {
   // Allocations stop going to the graph's pool and random ops to its offsets.
   void stop_routing() {
     end_capture_pool(stream_);
-    for (auto& c : generators_) {
-      std::lock_guard<std::mutex> lock(c.impl()->mutex_);
-      c.increment = c.impl()->capture_end();
-    }
+    for (auto& c : generators_) c.increment = c.state->capture_end();
   }
 
   driver::Graph* graph_ = nullptr;

@@ -224,6 +224,46 @@ def test_a_registered_generator_draws_new_numbers_per_replay_from_its_state():
         g.register_generator_state(torch.Generator())
 
 
+def test_graphsafe_states_swap_what_a_generator_draws_from_and_graphs_record_the_state():
+    """torch.Generator.graphsafe_get_state/graphsafe_set_state/clone_state, as on CUDA: a state is shared by the
+    generators holding it, a clone draws the same numbers independently, and a capture that swaps the default
+    generator to a registered state draws from that state at each replay, leaving the default's state alone."""
+    gen = torch.rbln.default_generators[0]
+    gen.manual_seed(5)
+    first, second = torch.rand(64, device="rbln").cpu(), torch.rand(64, device="rbln").cpu()
+
+    gen.manual_seed(5)
+    torch.rand(64, device="rbln")
+    default = gen.graphsafe_get_state()
+    assert default.device == torch.device("rbln", 0) and default.get_offset() == gen.get_offset() == 64
+    side = default.clone_state()  # its own state, where the default stands
+    gen.graphsafe_set_state(side)
+    torch.testing.assert_close(torch.rand(64, device="rbln").cpu(), second)  # drawn from the clone
+    assert side.get_offset() == 128 and default.get_offset() == 64
+    gen.graphsafe_set_state(default)
+    torch.testing.assert_close(torch.rand(64, device="rbln").cpu(), second)  # the default went on where it was
+    assert not torch.equal(first, second)
+
+    side.manual_seed(9)
+    reference = side.clone_state()
+    eager = [torch.rand(100, device="rbln", generator=reference).cpu() for _ in range(2)]
+    g = torch.rbln.RBLNGraph()
+    g.register_generator_state(side)
+    with torch.rbln.graph(g):
+        gen.graphsafe_set_state(side)
+        r = torch.rand(100, device="rbln")
+        gen.graphsafe_set_state(default)
+    before = gen.get_offset()
+    replays = []
+    for _ in range(2):
+        g.replay()
+        replays.append(r.cpu())
+    torch.testing.assert_close(replays, eager)  # each replay drew where the registered state stood
+    assert side.get_offset() == 200 and gen.get_offset() == before
+    with pytest.raises(RuntimeError, match="rbln generator"):
+        gen.graphsafe_set_state(torch.Generator())
+
+
 def test_an_unregistered_generator_inside_capture_raises_and_the_device_stays_usable():
     gen = torch.Generator(device="rbln").manual_seed(3)
     g = torch.rbln.RBLNGraph()

@@ -46,12 +46,12 @@ class RBLNGraph(torch._C._acceleratorGraph):
         self._generators: list[torch.Generator] = []
 
     def register_generator_state(self, generator: torch.Generator) -> None:
-        """As torch.cuda's: random ops of the captures begun after this that draw from `generator` (an rbln
-        generator besides the device's default, which every capture registers) draw new numbers each replay,
-        from the generator's state at the replay, which each replay advances."""
+        """As torch.cuda's: random ops of the captures begun after this that draw from the state `generator`
+        holds now (besides the device's default generator's, which every capture registers) draw new numbers
+        each replay, from where that state stands at the replay, which each replay advances."""
         if not isinstance(generator, torch.Generator) or generator.device.type != "rbln":
             raise RuntimeError(f"RBLNGraph.register_generator_state takes an rbln torch.Generator, got {generator!r}")
-        self._generators.append(generator)
+        self._generators.append(generator.graphsafe_get_state())  # the state, should `generator` swap later
 
     def capture_begin(self, pool: tuple[int, int] | None = None, capture_error_mode: str = "global",
                       check_input_liveness: bool = False) -> None:
