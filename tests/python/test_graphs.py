@@ -264,6 +264,27 @@ def test_graphsafe_states_swap_what_a_generator_draws_from_and_graphs_record_the
         gen.graphsafe_set_state(torch.Generator())
 
 
+def test_check_input_liveness_raises_at_replay_once_an_input_is_freed():
+    """torch.cuda's check_input_liveness: an input the capture read from outside the graph's pool that is freed
+    before a replay makes the replay raise (it would read freed memory); tensors of the graph's own pool may go."""
+    g = torch.rbln.RBLNGraph()
+    x = torch.arange(8.0, device="rbln")
+    with torch.rbln.graph(g, check_input_liveness=True):
+        inner = x * 2  # allocated from the graph's pool
+        y = inner + 1
+    del inner
+    g.replay()
+    torch.testing.assert_close(y.cpu(), torch.arange(8.0) * 2 + 1)
+    del x
+    with pytest.raises(RuntimeError, match="RBLN graph replay detected 1 dead tensor"):
+        g.replay()
+    assert (torch.ones(2, device="rbln") + 1).cpu().tolist() == [2.0, 2.0]  # the device stays usable
+    plain = torch.rbln.RBLNGraph()  # without the check, nothing is tracked
+    with torch.rbln.graph(plain):
+        torch.ones(2, device="rbln").add_(1)
+    assert plain._tracker is None
+
+
 def test_an_unregistered_generator_inside_capture_raises_and_the_device_stays_usable():
     gen = torch.Generator(device="rbln").manual_seed(3)
     g = torch.rbln.RBLNGraph()

@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 from torch.cuda import graphs as _cuda_graphs
+from torch.utils._cuda_debug import _CUDAGraphInputLivenessTracker, _TensorTrackingMode
+from torch.utils._pytree import tree_iter
 
 from .. import _C
 from ._device import synchronize
@@ -33,6 +35,48 @@ def graph_pool_handle() -> tuple[int, int]:
     return _C._graph_pool_handle()
 
 
+def _on_device(values: object) -> bool:
+    return any(isinstance(v, torch.Tensor) and v.device.type == "rbln" for v in tree_iter(values))
+
+
+class _InputTracking(_TensorTrackingMode):
+    """torch.cuda's tracking of a capture's inputs (torch/utils/_cuda_debug.py), for ops that run on rbln."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if is_current_stream_capturing() and _on_device([args, kwargs]):
+            for v in tree_iter([args, kwargs]):  # as CUDA's: device tensors and pinned host ones
+                if isinstance(v, torch.Tensor) and v.data_ptr() != 0 and (
+                        v.device.type == "rbln" or (v.is_cpu and v.is_pinned())):
+                    self._tracker.track_external_input(v)
+            for v in tree_iter(out):
+                if isinstance(v, torch.Tensor) and v.device.type == "rbln":
+                    self._tracker.mark_internal_output(v)
+        return out
+
+
+class _InputLivenessTracker(_CUDAGraphInputLivenessTracker):
+    """torch.cuda's check_input_liveness: a replay raises, with the tensor's creation and deletion tracebacks,
+    when an input the capture read from outside the graph's pool has been freed."""
+
+    def start(self) -> None:
+        self._dispatch_mode = _InputTracking(self)
+        self._dispatch_mode.__enter__()
+
+    def check_alive(self, capture_pool) -> None:
+        try:
+            super().check_alive(capture_pool)
+        except RuntimeError as e:
+            raise RuntimeError(str(e).replace("CUDA graph", "RBLN graph", 1)) from None
+
+    def _get_memory_snapshot(self, capture_pool):
+        if self._memory_snapshot is None:
+            self._memory_snapshot = [segment for segment in torch.rbln.memory_snapshot()
+                                     if tuple(segment["segment_pool_id"]) == tuple(capture_pool)]
+        return self._memory_snapshot
+
+
 class RBLNGraph(torch._C._acceleratorGraph):
     """An rbln graph, as `torch.cuda.CUDAGraph`: `capture_begin`/`capture_end` record the work queued on the
     current stream, `replay` queues it again as one task. `keep_graph` is accepted for CUDA's signature; an rbln
@@ -44,6 +88,7 @@ class RBLNGraph(torch._C._acceleratorGraph):
     def __init__(self, keep_graph: bool = False):
         super().__init__(keep_graph)
         self._generators: list[torch.Generator] = []
+        self._tracker: _InputLivenessTracker | None = None
 
     def register_generator_state(self, generator: torch.Generator) -> None:
         """As torch.cuda's: random ops of the captures begun after this that draw from the state `generator`
@@ -55,11 +100,41 @@ class RBLNGraph(torch._C._acceleratorGraph):
 
     def capture_begin(self, pool: tuple[int, int] | None = None, capture_error_mode: str = "global",
                       check_input_liveness: bool = False) -> None:
-        """Begins capturing the current stream's work; `pool` and `capture_error_mode` as torch.cuda's."""
-        if check_input_liveness:
-            raise NotImplementedError("RBLNGraph: check_input_liveness relies on CUDA's liveness tracker")
+        """Begins capturing the current stream's work; `pool`, `capture_error_mode` and `check_input_liveness`
+        as torch.cuda's."""
+        self._stop_tracking()
         _C._set_next_capture_generators(self._generators)
         super().capture_begin(pool=pool, capture_error_mode=capture_error_mode)
+        if check_input_liveness:
+            self._tracker = _InputLivenessTracker()
+            self._tracker.start()
+
+    def capture_end(self) -> None:
+        try:
+            super().capture_end()
+        finally:
+            if self._tracker is not None:
+                self._tracker.stop()
+
+    def replay(self) -> None:
+        if self._tracker is not None:
+            self._tracker.check_alive(self.pool())
+        super().replay()
+
+    def reset(self) -> None:
+        self._stop_tracking()
+        super().reset()
+
+    def __del__(self) -> None:
+        try:
+            self._stop_tracking()
+        except Exception:
+            pass  # never raise under garbage collection
+
+    def _stop_tracking(self) -> None:
+        tracker, self._tracker = self._tracker, None
+        if tracker is not None:
+            tracker.stop()
 
 
 class _Namespace(types.ModuleType):
