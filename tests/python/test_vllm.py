@@ -43,9 +43,24 @@ def hf_greedy(checkpoint: str, prompts: list[str]) -> list[list[int]]:
     return out
 
 
+def hf_logprobs(checkpoint: str, prompt: str, tokens: list[int]) -> list[float]:
+    """The log-probability Hugging Face's model on CPU gives each of `tokens` after `prompt` and the ones before."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    ids = AutoTokenizer.from_pretrained(checkpoint)(prompt, return_tensors="pt")["input_ids"]
+    model = AutoModelForCausalLM.from_pretrained(checkpoint)
+    full = torch.cat([ids, torch.tensor([tokens])], 1)
+    with torch.no_grad():
+        logits = model(full).logits[0, ids.shape[1] - 1:-1].log_softmax(-1)
+    return [logits[i, t].item() for i, t in enumerate(tokens)]
+
+
 def test_llm_generate_with_chunked_prefill_and_prefix_caching_matches_hugging_face_on_cpu(run_python, checkpoint):
     """Prompts of 20 to 26 tokens in steps of 16 tokens (chunked prefill), then again (their first block from
-    the prefix cache): both times Hugging Face's greedy tokens."""
+    the prefix cache): both times Hugging Face's greedy tokens. On the same engine, vLLM's sampling options:
+    seeded sampling with n=2 reproduces itself, logprobs are Hugging Face's log-softmax on CPU, a stop string
+    ends the text."""
     prompts = serving.prompts(12)[-4:]
     got = run_python(f"""
         from vllm import LLM, SamplingParams
@@ -58,7 +73,21 @@ def test_llm_generate_with_chunked_prefill_and_prefix_caching_matches_hugging_fa
         params = SamplingParams(temperature=0, max_tokens={MAX_TOKENS}, ignore_eos=True)
         with torch.rbln.explain() as ex:
             runs = [llm.generate({prompts!r}, params) for _ in range(2)]
+        # vLLM's other sampling options on the same engine: seeded sampling (n=2) twice, greedy with logprobs,
+        # and a stop string taken from the greedy text.
+        seeded = SamplingParams(temperature=1.0, top_p=0.9, seed=7, n=2, max_tokens={MAX_TOKENS}, ignore_eos=True)
+        samples = [[list(c.token_ids) for c in llm.generate({prompts[0]!r}, seeded)[0].outputs] for _ in range(2)]
+        logprobs = llm.generate({prompts[0]!r}, SamplingParams(temperature=0, max_tokens={MAX_TOKENS},
+                                                              ignore_eos=True, logprobs=2))[0].outputs[0]
+        greedy_text = runs[0][0].outputs[0].text
+        stop = greedy_text[len(greedy_text) // 2:][:3]
+        stopped = llm.generate({prompts[0]!r}, SamplingParams(temperature=0, max_tokens={MAX_TOKENS}, ignore_eos=True,
+                                                              stop=[stop]))[0].outputs[0]
         print(json.dumps({{
+            "samples": samples,
+            "logprobs": [{{str(t): lp.logprob for t, lp in step.items()}} for step in logprobs.logprobs],
+            "logprob_tokens": list(logprobs.token_ids),
+            "greedy_text": greedy_text, "stop": stop, "stopped": [stopped.text, stopped.finish_reason],
             "platform": current_platform.device_type,
             "tokens": [[list(o.outputs[0].token_ids) for o in outs] for outs in runs],
             "cached": [o.num_cached_tokens for o in runs[1]],
@@ -73,6 +102,17 @@ def test_llm_generate_with_chunked_prefill_and_prefix_caching_matches_hugging_fa
     assert got["cached"] == [16] * 4
     expected = hf_greedy(checkpoint, prompts)
     assert got["tokens"] == [expected, expected]
+    # Seeded sampling: two completions per request, the same in both runs.
+    assert len(got["samples"][0]) == 2 and got["samples"][0] == got["samples"][1]
+    assert all(len(tokens) == MAX_TOKENS for tokens in got["samples"][0])
+    # Logprobs of the greedy tokens: Hugging Face's log-softmax on CPU, the chosen token among the top two.
+    assert got["logprob_tokens"] == expected[0]
+    for token, step, reference in zip(expected[0], got["logprobs"], hf_logprobs(checkpoint, prompts[0], expected[0])):
+        assert str(token) in step and len(step) <= 3, step  # the sampled token plus the top 2
+        assert abs(step[str(token)] - reference) < 1e-3, (step, reference)
+    # A stop string ends the text before it.
+    text, reason = got["stopped"]
+    assert reason == "stop" and text == got["greedy_text"][:got["greedy_text"].index(got["stop"])], got
 
 
 def test_vllm_serve_answers_concurrent_requests_with_cpu_tokens_and_exits_cleanly(checkpoint, tmp_path):
