@@ -4,6 +4,7 @@ cache on rbln and no CPU fallback while generating; `vllm serve` answers concurr
 same tokens."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -115,9 +116,30 @@ def test_llm_generate_with_chunked_prefill_and_prefix_caching_matches_hugging_fa
     assert reason == "stop" and text == got["greedy_text"][:got["greedy_text"].index(got["stop"])], got
 
 
+def streamed_text(port: int, model: str, prompt: str, chat: bool) -> str:
+    """A greedy completion or chat with `"stream": true`: its server-sent events' pieces joined."""
+    body = {"model": model, "max_tokens": MAX_TOKENS, "temperature": 0, "stream": True}
+    route, body = (("/v1/chat/completions", {**body, "messages": [{"role": "user", "content": prompt}]}) if chat
+                   else ("/v1/completions", {**body, "prompt": prompt}))
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{route}", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    pieces, events = [], 0
+    with urllib.request.urlopen(request, timeout=60) as response:
+        for line in response:
+            line = line.decode().strip()
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            choice = json.loads(line[len("data: "):])["choices"][0]
+            pieces.append(choice["delta"].get("content") or "" if chat else choice["text"])
+            events += 1
+    assert events > 1, pieces  # streamed as it was generated, not in one piece
+    return "".join(pieces)
+
+
 def test_vllm_serve_answers_concurrent_requests_with_cpu_tokens_and_exits_cleanly(checkpoint, tmp_path):
     """`vllm serve` (engine core in its own process, as users run it): 8 concurrent completions and chats give
-    Hugging Face's greedy text on CPU; SIGTERM shuts it down with exit status 0."""
+    Hugging Face's greedy text on CPU, and so do a streamed completion and chat; SIGTERM shuts it down with exit
+    status 0."""
     requests = [(prompt, i % 2 == 1) for i, prompt in enumerate(serving.prompts(8))]
     expected = serving.cpu_greedy(checkpoint, requests, MAX_TOKENS)
     with socket.socket() as s:
@@ -139,6 +161,7 @@ def test_vllm_serve_answers_concurrent_requests_with_cpu_tokens_and_exits_cleanl
                 assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
                 time.sleep(0.5)
         results = serving.load(port, checkpoint, requests, MAX_TOKENS, timeout=60)["results"]
+        streamed = [streamed_text(port, checkpoint, prompt, chat) for prompt, chat in requests[:2]]
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0, (tmp_path / "serve.log").read_text()
     finally:
@@ -147,3 +170,4 @@ def test_vllm_serve_answers_concurrent_requests_with_cpu_tokens_and_exits_cleanl
             proc.wait()
     # vLLM decodes a continuation of the prompt, so its text starts with the separating space; words are tokens.
     assert [{"text": r["text"].lstrip(), "tokens": r["tokens"]} for r in results] == expected
+    assert [text.lstrip() for text in streamed] == [e["text"] for e in expected[:2]]  # streamed, the same text
