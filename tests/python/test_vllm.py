@@ -67,6 +67,7 @@ def test_llm_generate_with_chunked_prefill_and_prefix_caching_matches_hugging_fa
         from vllm import LLM, SamplingParams
         from vllm.platforms import current_platform
 
+        baseline = torch.rbln.memory_allocated()
         llm = LLM(model={checkpoint!r}, dtype="float32", enforce_eager=True, max_model_len=256,
                   gpu_memory_utilization=0.2, max_num_seqs=8, enable_prefix_caching=True,
                   enable_chunked_prefill=True, max_num_batched_tokens=16)
@@ -84,7 +85,28 @@ def test_llm_generate_with_chunked_prefill_and_prefix_caching_matches_hugging_fa
         stop = greedy_text[len(greedy_text) // 2:][:3]
         stopped = llm.generate({prompts[0]!r}, SamplingParams(temperature=0, max_tokens={MAX_TOKENS}, ignore_eos=True,
                                                               stop=[stop]))[0].outputs[0]
+        errors = []  # bad input gets vLLM's own errors, and the engine goes on
+        for bad in (lambda: llm.generate({prompts[0]!r} * 100, params),  # far over max_model_len
+                    lambda: SamplingParams(temperature=-1.0)):
+            try:
+                bad()
+            except Exception as e:
+                errors.append(f"{{type(e).__name__}}: {{e}}")
+        after = [list(o.outputs[0].token_ids) for o in llm.generate({prompts!r}, params)]
+        weights = sorted({{str(p.device.type) for p in runner.model.parameters()}})
+        kv_cache = sorted({{str(t.device.type) for t in runner.kv_caches}})
+        import gc, sys
+        held = torch.rbln.memory_allocated()
+        del llm, runner
+        gc.collect()
+        # Module-level tensors a package made on import while vLLM had rbln as the default device stay (on CUDA
+        # they would stay on CUDA): what may remain beyond the baseline, in the allocator's 512-byte blocks.
+        module_tensors = [[name, key, -(-value.untyped_storage().nbytes() // 512) * 512]
+                          for name, module in list(sys.modules.items()) for key, value in list(vars(module).items())
+                          if isinstance(value, torch.Tensor) and value.device.type == "rbln"]
         print(json.dumps({{
+            "errors": errors, "after": after, "module_tensors": module_tensors,
+            "baseline": baseline, "held": held, "released": torch.rbln.memory_allocated(),
             "samples": samples,
             "logprobs": [{{str(t): lp.logprob for t, lp in step.items()}} for step in logprobs.logprobs],
             "logprob_tokens": list(logprobs.token_ids),
@@ -93,8 +115,7 @@ def test_llm_generate_with_chunked_prefill_and_prefix_caching_matches_hugging_fa
             "tokens": [[list(o.outputs[0].token_ids) for o in outs] for outs in runs],
             "cached": [o.num_cached_tokens for o in runs[1]],
             "fallbacks": ex.fallback_ops,
-            "weights": sorted({{str(p.device.type) for p in runner.model.parameters()}}),
-            "kv_cache": sorted({{str(t.device.type) for t in runner.kv_caches}}),
+            "weights": weights, "kv_cache": kv_cache,
         }}))
     """, VLLM_ENABLE_V1_MULTIPROCESSING="0")
     assert got["platform"] == "rbln"  # chosen through the vllm.platform_plugins entry point
@@ -111,6 +132,15 @@ def test_llm_generate_with_chunked_prefill_and_prefix_caching_matches_hugging_fa
     for token, step, reference in zip(expected[0], got["logprobs"], hf_logprobs(checkpoint, prompts[0], expected[0])):
         assert str(token) in step and len(step) <= 3, step  # the sampled token plus the top 2
         assert abs(step[str(token)] - reference) < 1e-3, (step, reference)
+    # A prompt over the context and a negative temperature: vLLM's errors; then the same tokens again.
+    assert len(got["errors"]) == 2, got["errors"]
+    assert got["errors"][0].startswith("VLLMValidationError: This model's maximum context length is 256 tokens")
+    assert got["errors"][1].startswith("VLLMValidationError: temperature must be non-negative"), got["errors"]
+    # Dropping the engine frees its weights and KV cache on the device.
+    assert got["held"] > 1 << 20, got["held"]
+    assert got["released"] - got["baseline"] <= sum(size for *_, size in got["module_tensors"]), got
+    assert all(not name.startswith("vllm") for name, *_ in got["module_tensors"]), got["module_tensors"]
+    assert got["after"] == expected
     # A stop string ends the text before it.
     text, reason = got["stopped"]
     assert reason == "stop" and text == got["greedy_text"][:got["greedy_text"].index(got["stop"])], got
