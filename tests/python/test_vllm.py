@@ -167,10 +167,11 @@ def streamed_text(port: int, model: str, prompt: str, chat: bool) -> str:
 
 
 def test_vllm_serve_answers_concurrent_requests_with_cpu_tokens_and_exits_cleanly(checkpoint, tmp_path):
-    """`vllm serve` (engine core in its own process, as users run it): 8 concurrent completions and chats give
+    """`vllm serve` (engine core in its own process, as users run it) with 24 KV blocks of 16 tokens, fewer than
+    the requests need at once: 32 concurrent completions and chats (queued by vLLM) give
     Hugging Face's greedy text on CPU, and so do a streamed completion and chat; SIGTERM shuts it down with exit
     status 0."""
-    requests = [(prompt, i % 2 == 1) for i, prompt in enumerate(serving.prompts(8))]
+    requests = [(prompt, i % 2 == 1) for i, prompt in enumerate(serving.prompts(32))]
     expected = serving.cpu_greedy(checkpoint, requests, MAX_TOKENS)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -179,7 +180,8 @@ def test_vllm_serve_answers_concurrent_requests_with_cpu_tokens_and_exits_cleanl
     with open(tmp_path / "serve.log", "w") as log:
         proc = subprocess.Popen([vllm, "serve", checkpoint, "--host", "127.0.0.1", "--port", str(port),
                                  "--dtype", "float32", "--enforce-eager", "--max-model-len", "256",
-                                 "--gpu-memory-utilization", "0.2", "--max-num-seqs", "8"],
+                                 "--gpu-memory-utilization", "0.2", "--max-num-seqs", "8",
+                                 "--num-gpu-blocks-override", "24"],  # fewer KV blocks than 32 requests need
                                 stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 120
