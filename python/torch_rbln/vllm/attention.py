@@ -1,5 +1,6 @@
 """A paged-attention backend for vLLM written with device ops: new keys and values go into their cache slots
-with index_put_, and each request's attention reads its blocks with index_select and runs SDPA.
+with index_put_; the requests that decode one token share one attention call over their blocks gathered with
+index_select (padded to the longest context, masked), and each prefill (or chunk of one) runs its own.
 
 The KV cache is vLLM's `[num_blocks, num_kv_heads, block_size, 2 * head_size]` layout (keys, then values, on
 the last dimension). A request's context is gathered whole, so decode memory grows with the context length
@@ -29,6 +30,10 @@ class RBLNAttentionMetadata:
     seq_lens_cpu: list[int]
     block_table: torch.Tensor  # [num_reqs, max_blocks] on the device
     slot_mapping: torch.Tensor  # [num_tokens] on the device
+    # The requests that decode one token, batched into one attention call when there are several: their
+    # indices (host), and on the device their rows of the block table, query positions and context lengths.
+    decodes: list[int]
+    decode_tensors: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None
 
 
 class RBLNAttentionMetadataBuilder(AttentionMetadataBuilder[RBLNAttentionMetadata]):
@@ -38,12 +43,22 @@ class RBLNAttentionMetadataBuilder(AttentionMetadataBuilder[RBLNAttentionMetadat
     def build(self, common_prefix_len: int, common_attn_metadata: CommonAttentionMetadata,
               fast_build: bool = False) -> RBLNAttentionMetadata:
         m = common_attn_metadata
+        starts = m.query_start_loc_cpu[: m.num_reqs + 1].tolist()
+        seq_lens = m.seq_lens[: m.num_reqs].tolist()
+        decodes = [i for i in range(m.num_reqs) if starts[i + 1] - starts[i] == 1]
+        decode_tensors = None
+        if len(decodes) > 1:  # one host-to-device copy per step (not per layer), queued without waiting
+            host = torch.tensor([decodes, [starts[i] for i in decodes], [seq_lens[i] for i in decodes]],
+                                pin_memory=True)
+            decode_tensors = tuple(host.to(self.device, non_blocking=True).unbind(0))
         return RBLNAttentionMetadata(
             num_actual_tokens=m.num_actual_tokens,
-            query_start_loc_cpu=m.query_start_loc_cpu[: m.num_reqs + 1].tolist(),
-            seq_lens_cpu=m.seq_lens[: m.num_reqs].tolist(),
+            query_start_loc_cpu=starts,
+            seq_lens_cpu=seq_lens,
             block_table=m.block_table_tensor,
             slot_mapping=m.slot_mapping,
+            decodes=decodes,
+            decode_tensors=decode_tensors,
         )
 
 
@@ -100,9 +115,12 @@ class RBLNAttentionImpl(AttentionImpl):
             return output.fill_(0)
         block_size = kv_cache.shape[2]
         starts = attn_metadata.query_start_loc_cpu
+        batched = attn_metadata.decode_tensors is not None
+        if batched:
+            self._decode_batch(query, kv_cache, attn_metadata, output)
         for i, context in enumerate(attn_metadata.seq_lens_cpu):
             start, end = starts[i], starts[i + 1]
-            if end == start:
+            if end == start or (batched and end - start == 1):
                 continue
             num_blocks = -(-context // block_size)
             blocks = kv_cache.index_select(0, attn_metadata.block_table[i, :num_blocks])
@@ -116,6 +134,28 @@ class RBLNAttentionImpl(AttentionImpl):
             )
             output[start:end] = out.transpose(0, 1)
         return output
+
+    def _decode_batch(self, query, kv_cache, attn_metadata, output) -> None:
+        """The requests that decode one token, in one attention call: their blocks gathered to the longest
+        context's count, the keys past each request's context (and outside its window) masked."""
+        block_size = kv_cache.shape[2]
+        rows, positions, contexts = attn_metadata.decode_tensors
+        count = len(attn_metadata.decodes)
+        num_blocks = -(-max(attn_metadata.seq_lens_cpu[i] for i in attn_metadata.decodes) // block_size)
+        table = attn_metadata.block_table.index_select(0, rows)[:, :num_blocks]  # [R, blocks]
+        blocks = kv_cache.index_select(0, table.reshape(-1))  # [R * blocks, H, block_size, 2D]
+        kv = blocks.view(count, num_blocks, self.num_kv_heads, block_size, -1).transpose(1, 2)
+        kv = kv.reshape(count, self.num_kv_heads, num_blocks * block_size, -1)
+        k, v = kv[..., : self.head_size], kv[..., self.head_size :]
+        q = query.index_select(0, positions).unsqueeze(2)  # [R, Hq, 1, D]
+        context = contexts.view(-1, 1, 1, 1)
+        key_pos = torch.arange(num_blocks * block_size, device=query.device).view(1, 1, 1, -1)
+        mask = key_pos < context
+        if self.sliding_window is not None:
+            mask &= key_pos >= context - self.sliding_window
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale,
+                                             enable_gqa=self.num_heads != self.num_kv_heads)
+        output.index_copy_(0, positions, out.squeeze(2).to(output.dtype))
 
     def _mask(self, length: int, context: int, device: torch.device) -> torch.Tensor | None:
         """Causal (queries are the last `length` positions of the context) and the sliding window; None when
