@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import signal
 import socket
 import subprocess
 import sys
@@ -108,31 +109,23 @@ def load(port: int, model: str, requests: list[tuple[str, bool]], max_tokens: in
     return {"results": results, "wall": time.perf_counter() - start}
 
 
-class Server:
-    """`python examples/serving.py serve MODEL OPTIONS` in a subprocess on a free loopback port, its stderr to `log`:
-    `with Server(...) as server:` returns once it answers /health; `ask("memory")`; `stop()` -> (reply, exit status)."""
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
-    def __init__(self, model: str, options: list[str], log: str, timeout: float = 60):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.model, self.timeout = model, timeout
-        with open(log, "w") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, os.path.abspath(__file__), "serve", model, *options, "--host", "127.0.0.1",
-                 "--port", str(self.port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True)
-        # Its stdout also carries uvicorn's access log: a thread reads every line, reply() picks the JSON ones.
-        self.lines: queue.Queue = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
 
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            self.lines.put(line)
-        self.lines.put("")  # end of output: the server exited
+class _HTTPServer:
+    """A server subprocess (`proc`) on a loopback `port`: `__enter__` waits for its /health, `load()` sends it
+    requests, `__exit__` kills what is still running."""
+    port: int
+    model: str
+    timeout: float
+    proc: subprocess.Popen
 
-    def __enter__(self) -> "Server":
+    def __enter__(self):
         try:
-            self.started = self.reply()
+            self.started = self._started()
             deadline = time.monotonic() + self.timeout
             while True:
                 try:
@@ -146,10 +139,39 @@ class Server:
             self.__exit__()
             raise
 
+    def _started(self) -> dict | None:
+        return None
+
     def __exit__(self, *exc) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
+
+    def load(self, requests: list[tuple[str, bool]], max_tokens: int) -> dict:
+        return load(self.port, self.model, requests, max_tokens, timeout=self.timeout)
+
+
+class Server(_HTTPServer):
+    """`python examples/serving.py serve MODEL OPTIONS` in a subprocess on a free loopback port, its stderr to `log`:
+    `with Server(...) as server:` returns once it answers /health; `ask("memory")`; `stop()` -> (reply, exit status)."""
+
+    def __init__(self, model: str, options: list[str], log: str, timeout: float = 60):
+        self.port, self.model, self.timeout = free_port(), model, timeout
+        with open(log, "w") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, os.path.abspath(__file__), "serve", model, *options, "--host", "127.0.0.1",
+                 "--port", str(self.port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True)
+        # Its stdout also carries uvicorn's access log: a thread reads every line, reply() picks the JSON ones.
+        self.lines: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put("")  # end of output: the server exited
+
+    def _started(self) -> dict:
+        return self.reply()
 
     def reply(self) -> dict:
         """The next JSON line the server prints, within the timeout."""
@@ -173,8 +195,22 @@ class Server:
         stopped = self.ask("stop")
         return stopped, self.proc.wait(timeout=self.timeout)
 
-    def load(self, requests: list[tuple[str, bool]], max_tokens: int) -> dict:
-        return load(self.port, self.model, requests, max_tokens, timeout=self.timeout)
+
+class VLLMServer(_HTTPServer):
+    """`vllm serve MODEL OPTIONS` (on rbln through torch_rbln's vLLM platform plugin, docs/serving.md) in a
+    subprocess on a free loopback port, its output to `log`: `with VLLMServer(...) as server:` returns once it
+    answers /health; `stop()` sends SIGTERM, as a user's Ctrl-C, and returns the exit status."""
+
+    def __init__(self, model: str, options: list[str], log: str, timeout: float = 120):
+        self.port, self.model, self.timeout = free_port(), model, timeout
+        vllm = os.path.join(os.path.dirname(sys.executable), "vllm")
+        with open(log, "w") as out:
+            self.proc = subprocess.Popen([vllm, "serve", model, "--host", "127.0.0.1", "--port", str(self.port),
+                                          *options], stdout=out, stderr=subprocess.STDOUT)
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=self.timeout)
 
 
 def memory(device: str) -> dict:

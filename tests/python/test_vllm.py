@@ -5,13 +5,7 @@ same tokens."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
 import sys
-import time
-import urllib.error
 import urllib.request
 
 import pytest
@@ -173,33 +167,14 @@ def test_vllm_serve_answers_concurrent_requests_with_cpu_tokens_and_exits_cleanl
     status 0."""
     requests = [(prompt, i % 2 == 1) for i, prompt in enumerate(serving.prompts(32))]
     expected = serving.cpu_greedy(checkpoint, requests, MAX_TOKENS)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    vllm = os.path.join(os.path.dirname(sys.executable), "vllm")
-    with open(tmp_path / "serve.log", "w") as log:
-        proc = subprocess.Popen([vllm, "serve", checkpoint, "--host", "127.0.0.1", "--port", str(port),
-                                 "--dtype", "float32", "--enforce-eager", "--max-model-len", "256",
-                                 "--gpu-memory-utilization", "0.2", "--max-num-seqs", "8",
-                                 "--num-gpu-blocks-override", "24"],  # fewer KV blocks than 32 requests need
-                                stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).close()
-                break
-            except (urllib.error.URLError, ConnectionError):
-                assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
-                time.sleep(0.5)
-        results = serving.load(port, checkpoint, requests, MAX_TOKENS, timeout=60)["results"]
-        streamed = [streamed_text(port, checkpoint, prompt, chat) for prompt, chat in requests[:2]]
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 0, (tmp_path / "serve.log").read_text()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    log = tmp_path / "serve.log"
+    with serving.VLLMServer(checkpoint, ["--dtype", "float32", "--enforce-eager", "--max-model-len", "256",
+                                         "--gpu-memory-utilization", "0.2", "--max-num-seqs", "8",
+                                         "--num-gpu-blocks-override", "24"],  # fewer than 32 requests need
+                            str(log)) as server:
+        results = server.load(requests, MAX_TOKENS)["results"]
+        streamed = [streamed_text(server.port, checkpoint, prompt, chat) for prompt, chat in requests[:2]]
+        assert server.stop() == 0, log.read_text()
     # vLLM decodes a continuation of the prompt, so its text starts with the separating space; words are tokens.
     assert [{"text": r["text"].lstrip(), "tokens": r["tokens"]} for r in results] == expected
     assert [text.lstrip() for text in streamed] == [e["text"] for e in expected[:2]]  # streamed, the same text
