@@ -1,6 +1,7 @@
 """A paged-attention backend for vLLM written with device ops: new keys and values go into their cache slots
-with index_put_; the requests that decode one token share one attention call over their blocks gathered with
-index_select (padded to the longest context, masked), and each prefill (or chunk of one) runs its own.
+with index_put_; the requests that decode one token share an attention call per group of similar context
+lengths over their blocks gathered with index_select (padded to the group's longest context, masked), and each
+prefill (or chunk of one) runs its own.
 
 The KV cache is vLLM's `[num_blocks, num_kv_heads, block_size, 2 * head_size]` layout (keys, then values, on
 the last dimension). A request's context is gathered whole, so decode memory grows with the context length
@@ -30,15 +31,26 @@ class RBLNAttentionMetadata:
     seq_lens_cpu: list[int]
     block_table: torch.Tensor  # [num_reqs, max_blocks] on the device
     slot_mapping: torch.Tensor  # [num_tokens] on the device
-    # The requests that decode one token, batched into one attention call when there are several: their
-    # indices (host), and on the device their rows of the block table, query positions and context lengths.
-    decodes: list[int]
-    decode_tensors: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None
+    # The requests that decode one token when there are several, batched into one attention call per group of
+    # similar context lengths (empty otherwise: each request runs its own).
+    decode_groups: list[DecodeGroup]
+
+
+@dataclass
+class DecodeGroup:
+    """Requests decoding one token whose contexts take between 2^(k-1) and 2^k blocks: `num_blocks`, the most
+    any of them takes (what their gather pads to), and on the device their rows of the block table, query
+    positions and context lengths."""
+    num_blocks: int
+    rows: torch.Tensor
+    positions: torch.Tensor
+    contexts: torch.Tensor
 
 
 class RBLNAttentionMetadataBuilder(AttentionMetadataBuilder[RBLNAttentionMetadata]):
     def __init__(self, kv_cache_spec, layer_names, vllm_config, device):
         super().__init__(kv_cache_spec, layer_names, vllm_config, device)
+        self.block_size = kv_cache_spec.block_size
 
     def build(self, common_prefix_len: int, common_attn_metadata: CommonAttentionMetadata,
               fast_build: bool = False) -> RBLNAttentionMetadata:
@@ -46,20 +58,33 @@ class RBLNAttentionMetadataBuilder(AttentionMetadataBuilder[RBLNAttentionMetadat
         starts = m.query_start_loc_cpu[: m.num_reqs + 1].tolist()
         seq_lens = m.seq_lens[: m.num_reqs].tolist()
         decodes = [i for i in range(m.num_reqs) if starts[i + 1] - starts[i] == 1]
-        decode_tensors = None
-        if len(decodes) > 1:  # one host-to-device copy per step (not per layer), queued without waiting
-            host = torch.tensor([decodes, [starts[i] for i in decodes], [seq_lens[i] for i in decodes]],
-                                pin_memory=True)
-            decode_tensors = tuple(host.to(self.device, non_blocking=True).unbind(0))
         return RBLNAttentionMetadata(
             num_actual_tokens=m.num_actual_tokens,
             query_start_loc_cpu=starts,
             seq_lens_cpu=seq_lens,
             block_table=m.block_table_tensor,
             slot_mapping=m.slot_mapping,
-            decodes=decodes,
-            decode_tensors=decode_tensors,
+            decode_groups=self._decode_groups(decodes, starts, seq_lens) if len(decodes) > 1 else [],
         )
+
+    def _decode_groups(self, decodes: list[int], starts: list[int], seq_lens: list[int]) -> list[DecodeGroup]:
+        # Grouped by the power of two of their block counts, so a gather pads each context to at most twice its
+        # blocks (the gather is most of a decode step's device time); one host-to-device copy per step, queued
+        # without waiting.
+        blocks = {i: -(-seq_lens[i] // self.block_size) for i in decodes}
+        by_size: dict[int, list[int]] = {}
+        for i in decodes:
+            by_size.setdefault((blocks[i] - 1).bit_length(), []).append(i)
+        members = [by_size[k] for k in sorted(by_size)]
+        order = [i for group in members for i in group]
+        host = torch.tensor([order, [starts[i] for i in order], [seq_lens[i] for i in order]], pin_memory=True)
+        device = host.to(self.device, non_blocking=True)
+        groups, offset = [], 0
+        for group in members:
+            rows, positions, contexts = device[:, offset: offset + len(group)].unbind(0)
+            groups.append(DecodeGroup(max(blocks[i] for i in group), rows, positions, contexts))
+            offset += len(group)
+        return groups
 
 
 class RBLNAttentionBackend(AttentionBackend):
@@ -115,9 +140,9 @@ class RBLNAttentionImpl(AttentionImpl):
             return output.fill_(0)
         block_size = kv_cache.shape[2]
         starts = attn_metadata.query_start_loc_cpu
-        batched = attn_metadata.decode_tensors is not None
-        if batched:
-            self._decode_batch(query, kv_cache, attn_metadata, output)
+        batched = bool(attn_metadata.decode_groups)
+        for group in attn_metadata.decode_groups:
+            self._decode_batch(query, kv_cache, attn_metadata.block_table, group, output)
         for i, context in enumerate(attn_metadata.seq_lens_cpu):
             start, end = starts[i], starts[i + 1]
             if end == start or (batched and end - start == 1):
@@ -135,14 +160,13 @@ class RBLNAttentionImpl(AttentionImpl):
             output[start:end] = out.transpose(0, 1)
         return output
 
-    def _decode_batch(self, query, kv_cache, attn_metadata, output) -> None:
-        """The requests that decode one token, in one attention call: their blocks gathered to the longest
-        context's count, the keys past each request's context (and outside its window) masked."""
+    def _decode_batch(self, query, kv_cache, block_table, group: DecodeGroup, output) -> None:
+        """A group of requests that decode one token, in one attention call: their blocks gathered to the group's
+        longest context, the keys past each request's context (and outside its window) masked."""
         block_size = kv_cache.shape[2]
-        rows, positions, contexts = attn_metadata.decode_tensors
-        count = len(attn_metadata.decodes)
-        num_blocks = -(-max(attn_metadata.seq_lens_cpu[i] for i in attn_metadata.decodes) // block_size)
-        table = attn_metadata.block_table.index_select(0, rows)[:, :num_blocks]  # [R, blocks]
+        rows, positions, contexts, num_blocks = group.rows, group.positions, group.contexts, group.num_blocks
+        count = rows.shape[0]
+        table = block_table.index_select(0, rows)[:, :num_blocks]  # [R, blocks]
         blocks = kv_cache.index_select(0, table.reshape(-1))  # [R * blocks, H, block_size, 2D]
         kv = blocks.view(count, num_blocks, self.num_kv_heads, block_size, -1).transpose(1, 2)
         kv = kv.reshape(count, self.num_kv_heads, num_blocks * block_size, -1)
