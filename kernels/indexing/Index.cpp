@@ -88,6 +88,10 @@ at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tens
         }
         return off;
       };
+      // A strided self is copied in runs: its trailing dims that are laid out contiguously (a KV cache's head
+      // dim) are one memcpy each.
+      int64_t run = 1;
+      for (int64_t d = ndim - 1; d > dim && strides[d] == run; --d) run *= sizes[d];
       at::parallel_for(0, outer * n, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(inner, 1)),
                        [&](int64_t b, int64_t e) {
                          for (int64_t r = b; r < e; ++r) {
@@ -97,8 +101,8 @@ at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tens
                              std::memcpy(dst + r * inner, s + (o * dim_size + k) * inner, inner);
                              continue;
                            }
-                           for (int64_t j = 0; j < inner_elements; ++j) {
-                             std::memcpy(dst + r * inner + j * element, s + offset(o, k, j) * element, element);
+                           for (int64_t j = 0; j < inner_elements; j += run) {
+                             std::memcpy(dst + r * inner + j * element, s + offset(o, k, j) * element, run * element);
                            }
                          }
                        });
