@@ -147,11 +147,8 @@ class RBLNAttentionImpl(AttentionImpl):
             start, end = starts[i], starts[i + 1]
             if end == start or (batched and end - start == 1):
                 continue
-            num_blocks = -(-context // block_size)
-            blocks = kv_cache.index_select(0, attn_metadata.block_table[i, :num_blocks])
-            # [blocks, H, block_size, 2D] -> [H, context, 2D]
-            kv = blocks.transpose(0, 1).reshape(self.num_kv_heads, num_blocks * block_size, -1)[:, :context]
-            k, v = kv[..., : self.head_size], kv[..., self.head_size :]
+            table = attn_metadata.block_table[i : i + 1, : -(-context // block_size)]
+            k, v = (t[0, :, :context] for t in self._gather(kv_cache, table))
             q = query[start:end].transpose(0, 1)  # [Hq, L, D]
             out = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=self._mask(end - start, context, q.device), scale=self.scale,
@@ -163,23 +160,27 @@ class RBLNAttentionImpl(AttentionImpl):
     def _decode_batch(self, query, kv_cache, block_table, group: DecodeGroup, output) -> None:
         """A group of requests that decode one token, in one attention call: their blocks gathered to the group's
         longest context, the keys past each request's context (and outside its window) masked."""
-        block_size = kv_cache.shape[2]
-        rows, positions, contexts, num_blocks = group.rows, group.positions, group.contexts, group.num_blocks
-        count = rows.shape[0]
-        table = block_table.index_select(0, rows)[:, :num_blocks]  # [R, blocks]
-        blocks = kv_cache.index_select(0, table.reshape(-1))  # [R * blocks, H, block_size, 2D]
-        kv = blocks.view(count, num_blocks, self.num_kv_heads, block_size, -1).transpose(1, 2)
-        kv = kv.reshape(count, self.num_kv_heads, num_blocks * block_size, -1)
-        k, v = kv[..., : self.head_size], kv[..., self.head_size :]
-        q = query.index_select(0, positions).unsqueeze(2)  # [R, Hq, 1, D]
-        context = contexts.view(-1, 1, 1, 1)
-        key_pos = torch.arange(num_blocks * block_size, device=query.device).view(1, 1, 1, -1)
-        mask = key_pos < context
-        if self.sliding_window is not None:
-            mask &= key_pos >= context - self.sliding_window
+        k, v = self._gather(kv_cache, block_table.index_select(0, group.rows)[:, : group.num_blocks])
+        q = query.index_select(0, group.positions).unsqueeze(2)  # [R, Hq, 1, D]
+        key_pos = torch.arange(k.shape[2], device=query.device).view(1, 1, 1, -1)
+        mask = self._visible(key_pos, group.contexts.view(-1, 1, 1, 1) - 1)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale,
                                              enable_gqa=self.num_heads != self.num_kv_heads)
-        output.index_copy_(0, positions, out.squeeze(2).to(output.dtype))
+        output.index_copy_(0, group.positions, out.squeeze(2).to(output.dtype))
+
+    def _gather(self, kv_cache, table: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values [R, H, blocks * block_size, D] of the blocks of `table` [R, blocks], in order."""
+        count, num_blocks = table.shape
+        blocks = kv_cache.index_select(0, table.reshape(-1))  # [R * blocks, H, block_size, 2D]
+        kv = blocks.view(count, num_blocks, *blocks.shape[1:]).transpose(1, 2).flatten(2, 3)
+        return kv[..., : self.head_size], kv[..., self.head_size :]
+
+    def _visible(self, key_pos: torch.Tensor, query_pos: torch.Tensor) -> torch.Tensor:
+        """Which keys a query sees: causal, and within the sliding window."""
+        mask = key_pos <= query_pos
+        if self.sliding_window is not None:
+            mask &= key_pos > query_pos - self.sliding_window
+        return mask
 
     def _mask(self, length: int, context: int, device: torch.device) -> torch.Tensor | None:
         """Causal (queries are the last `length` positions of the context) and the sliding window; None when
@@ -187,8 +188,4 @@ class RBLNAttentionImpl(AttentionImpl):
         if length == 1 and (self.sliding_window is None or context <= self.sliding_window):
             return None
         query_pos = torch.arange(context - length, context, device=device).unsqueeze(1)
-        key_pos = torch.arange(context, device=device).unsqueeze(0)
-        mask = key_pos <= query_pos
-        if self.sliding_window is not None:
-            mask &= key_pos > query_pos - self.sliding_window
-        return mask
+        return self._visible(torch.arange(context, device=device).unsqueeze(0), query_pos)
