@@ -178,3 +178,33 @@ def test_vllm_serve_answers_concurrent_requests_with_cpu_tokens_and_exits_cleanl
     # vLLM decodes a continuation of the prompt, so its text starts with the separating space; words are tokens.
     assert [{"text": r["text"].lstrip(), "tokens": r["tokens"]} for r in results] == expected
     assert [text.lstrip() for text in streamed] == [e["text"] for e in expected[:2]]  # streamed, the same text
+
+
+@pytest.mark.parametrize("window", [None, 5])
+def test_batched_decode_attention_equals_a_float64_reference(window):
+    """The attention call decoding requests share (GQA, vLLM's permuted block layout, contexts of different
+    lengths, an optional sliding window) against SDPA in float64 over each request's own keys on CPU."""
+    import torch
+    import torch.nn.functional as F
+    from torch_rbln.vllm.attention import DecodeGroup, RBLNAttentionImpl
+
+    torch.manual_seed(0)
+    heads, kv_heads, dim, block = 4, 2, 8, 4
+    cache = torch.randn(12, block, kv_heads, 2 * dim).permute(0, 2, 1, 3)  # [blocks, H, block_size, 2D]
+    table, contexts = torch.tensor([[3, 7, 1, 0], [5, 2, 9, 11]]), [10, 15]
+    query = torch.randn(2, heads, dim)
+    impl = RBLNAttentionImpl(num_heads=heads, head_size=dim, scale=dim ** -0.5, num_kv_heads=kv_heads,
+                             sliding_window=window)
+    rows = torch.tensor([0, 1]).rbln()
+    out = torch.zeros(2, heads, dim).rbln()
+    with torch.rbln.explain() as ex:
+        impl._decode_batch(query.rbln(), cache.rbln(), table.rbln(), DecodeGroup(4, rows, rows,
+                                                                               torch.tensor(contexts).rbln()), out)
+    assert not ex.fallback_ops and "aten::index_select" in ex.device_ops
+    for r, context in enumerate(contexts):
+        kv = cache[table[r]].transpose(0, 1).reshape(kv_heads, -1, 2 * dim)[:, :context].double()
+        keys = torch.arange(context) >= (0 if window is None else context - window)
+        k = kv[..., :dim].repeat_interleave(heads // kv_heads, 0)[:, keys]
+        v = kv[..., dim:].repeat_interleave(heads // kv_heads, 0)[:, keys]
+        expected = F.scaled_dot_product_attention(query[r].double().unsqueeze(1), k, v, scale=dim ** -0.5)[:, 0]
+        torch.testing.assert_close(out.cpu()[r].double(), expected, rtol=1e-5, atol=1e-5)
