@@ -270,9 +270,10 @@ def _aoti_shim_files(env: jinja2.Environment) -> dict[str, str]:
 
 
 def shard(e: Entry) -> int:
-    """An elementwise entry's shard, by a stable hash of its op: adding or editing one entry rewrites (and
-    rebuilds) only its own shard, not every shard after it."""
-    return zlib.crc32(e.func.encode()) % ELEMENTWISE_SHARDS
+    """An elementwise entry's shard, by a stable hash of its functor: adding or editing one entry rewrites (and
+    rebuilds) only its own shard, not every shard after it, and the entries of one functor (add.Tensor,
+    add.Scalar, ...) share its kernel instantiations in one file instead of compiling them once per file."""
+    return zlib.crc32((e.functor or e.func).encode()) % ELEMENTWISE_SHARDS
 
 
 def render(entries: list[Entry], root: str = ROOT) -> dict[str, str]:

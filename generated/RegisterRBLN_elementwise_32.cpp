@@ -8,6 +8,7 @@
 
 #include <string>
 #include <unordered_set>
+#include <ATen/ops/copysign_ops.h>
 #include <ATen/ops/gelu_backward_ops.h>
 #include <ATen/ops/logaddexp2_ops.h>
 #include <ATen/ops/special_chebyshev_polynomial_v_ops.h>
@@ -47,6 +48,51 @@ at::Tensor & wrapper_special_ndtri_out(const at::Tensor & self, at::Tensor & out
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::special_ndtri_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::special_ndtri.out");
+  return out;
+}
+
+at::Tensor wrapper_copysign_Tensor(const at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_float_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::copysign.Tensor", rbln::functors::copysign<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::copysign.Tensor", rbln::functors::copysign<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::copysign.Tensor", rbln::functors::copysign<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::copysign.Tensor", rbln::functors::copysign<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::copysign_Tensor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::copysign.Tensor");
+  return iter.output();
+}
+
+at::Tensor & wrapper_copysign__Tensor(at::Tensor & self, const at::Tensor & other) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::binary_float_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::copysign_.Tensor", rbln::functors::copysign<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::copysign_.Tensor", rbln::functors::copysign<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::copysign_.Tensor", rbln::functors::copysign<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::copysign_.Tensor", rbln::functors::copysign<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::copysign__Tensor>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::copysign_.Tensor");
+  return self;
+}
+
+at::Tensor & wrapper_copysign_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_float_iter(result, self, other);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::copysign.out", rbln::functors::copysign<float>()); break;
+    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::copysign.out", rbln::functors::copysign<at::Half>()); break;
+    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::copysign.out", rbln::functors::copysign<at::BFloat16>()); break;
+    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::copysign.out", rbln::functors::copysign<double>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::copysign_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::copysign.out");
   return out;
 }
 
@@ -181,6 +227,9 @@ at::Tensor & wrapper_gelu_backward_grad_input(const at::Tensor & grad_output, co
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("special_ndtri", TORCH_FN(wrapper_special_ndtri));
   m.impl("special_ndtri.out", TORCH_FN(wrapper_special_ndtri_out));
+  m.impl("copysign.Tensor", TORCH_FN(wrapper_copysign_Tensor));
+  m.impl("copysign_.Tensor", TORCH_FN(wrapper_copysign__Tensor));
+  m.impl("copysign.out", TORCH_FN(wrapper_copysign_out));
   m.impl("logaddexp2", TORCH_FN(wrapper_logaddexp2));
   m.impl("logaddexp2.out", TORCH_FN(wrapper_logaddexp2_out));
   m.impl("special_chebyshev_polynomial_v", TORCH_FN(wrapper_special_chebyshev_polynomial_v));

@@ -8,8 +8,8 @@
 
 #include <string>
 #include <unordered_set>
-#include <ATen/ops/lshift_ops.h>
-#include <ATen/ops/mul_ops.h>
+#include <ATen/ops/bitwise_right_shift_ops.h>
+#include <ATen/ops/rshift_ops.h>
 
 #include "kernels/elementwise/Elementwise.h"
 #include "kernels/elementwise/Functors.h"
@@ -18,141 +18,138 @@
 namespace rbln::generated {
 namespace {
 
-at::Tensor wrapper_mul_Tensor(const at::Tensor & self, const at::Tensor & other) {
+at::Tensor wrapper_bitwise_right_shift_Tensor(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<bool>()); break;
-    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<c10::complex<float>>()); break;
-    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<c10::complex<double>>()); break;
-    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<c10::complex<c10::Half>>()); break;
-    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<int8_t>()); break;
-    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<uint8_t>()); break;
-    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<int16_t>()); break;
-    case at::ScalarType::Float8_e4m3fn: rbln::kernels::launch_elementwise<c10::Float8_e4m3fn, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<c10::Float8_e4m3fn>()); break;
-    case at::ScalarType::Float8_e5m2: rbln::kernels::launch_elementwise<c10::Float8_e5m2, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<c10::Float8_e5m2>()); break;
-    case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<c10::Float8_e4m3fnuz>()); break;
-    case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<c10::Float8_e5m2fnuz>()); break;
-    case at::ScalarType::Float8_e8m0fnu: rbln::kernels::launch_elementwise<c10::Float8_e8m0fnu, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<c10::Float8_e8m0fnu>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mul_Tensor>::call(self, other);
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_right_shift.Tensor", rbln::functors::bitwise_right_shift<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_right_shift.Tensor", rbln::functors::bitwise_right_shift<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_right_shift_Tensor>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::mul.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::bitwise_right_shift.Tensor");
   return iter.output();
 }
 
-at::Tensor & wrapper_mul__Tensor(at::Tensor & self, const at::Tensor & other) {
+at::Tensor & wrapper_bitwise_right_shift__Tensor(at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<bool>()); break;
-    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<c10::complex<float>>()); break;
-    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<c10::complex<double>>()); break;
-    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<c10::complex<c10::Half>>()); break;
-    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<int8_t>()); break;
-    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<uint8_t>()); break;
-    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<int16_t>()); break;
-    case at::ScalarType::Float8_e4m3fn: rbln::kernels::launch_elementwise<c10::Float8_e4m3fn, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<c10::Float8_e4m3fn>()); break;
-    case at::ScalarType::Float8_e5m2: rbln::kernels::launch_elementwise<c10::Float8_e5m2, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<c10::Float8_e5m2>()); break;
-    case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<c10::Float8_e4m3fnuz>()); break;
-    case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<c10::Float8_e5m2fnuz>()); break;
-    case at::ScalarType::Float8_e8m0fnu: rbln::kernels::launch_elementwise<c10::Float8_e8m0fnu, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<c10::Float8_e8m0fnu>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mul__Tensor>::call(self, other);
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_right_shift_.Tensor", rbln::functors::bitwise_right_shift<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_right_shift_.Tensor", rbln::functors::bitwise_right_shift<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_right_shift__Tensor>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::mul_.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::bitwise_right_shift_.Tensor");
   return self;
 }
 
-at::Tensor & wrapper_mul_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+at::Tensor & wrapper_bitwise_right_shift_Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::mul.out", rbln::functors::mul<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::mul.out", rbln::functors::mul<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::mul.out", rbln::functors::mul<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::mul.out", rbln::functors::mul<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::mul.out", rbln::functors::mul<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::mul.out", rbln::functors::mul<int64_t>()); break;
-    case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::mul.out", rbln::functors::mul<bool>()); break;
-    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::mul.out", rbln::functors::mul<c10::complex<float>>()); break;
-    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::mul.out", rbln::functors::mul<c10::complex<double>>()); break;
-    case at::ScalarType::ComplexHalf: rbln::kernels::launch_elementwise<c10::complex<c10::Half>, 3>(iter, "aten::mul.out", rbln::functors::mul<c10::complex<c10::Half>>()); break;
-    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::mul.out", rbln::functors::mul<int8_t>()); break;
-    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::mul.out", rbln::functors::mul<uint8_t>()); break;
-    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::mul.out", rbln::functors::mul<int16_t>()); break;
-    case at::ScalarType::Float8_e4m3fn: rbln::kernels::launch_elementwise<c10::Float8_e4m3fn, 3>(iter, "aten::mul.out", rbln::functors::mul<c10::Float8_e4m3fn>()); break;
-    case at::ScalarType::Float8_e5m2: rbln::kernels::launch_elementwise<c10::Float8_e5m2, 3>(iter, "aten::mul.out", rbln::functors::mul<c10::Float8_e5m2>()); break;
-    case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 3>(iter, "aten::mul.out", rbln::functors::mul<c10::Float8_e4m3fnuz>()); break;
-    case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 3>(iter, "aten::mul.out", rbln::functors::mul<c10::Float8_e5m2fnuz>()); break;
-    case at::ScalarType::Float8_e8m0fnu: rbln::kernels::launch_elementwise<c10::Float8_e8m0fnu, 3>(iter, "aten::mul.out", rbln::functors::mul<c10::Float8_e8m0fnu>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mul_out>::call(self, other, out);
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_right_shift.Tensor_out", rbln::functors::bitwise_right_shift<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_right_shift.Tensor_out", rbln::functors::bitwise_right_shift<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_right_shift_Tensor_out>::call(self, other, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::mul.out");
+  RBLN_COUNT_DEVICE_OP("aten::bitwise_right_shift.Tensor_out");
   return out;
 }
 
-at::Tensor wrapper___lshift___Tensor(const at::Tensor & self, const at::Tensor & other) {
+at::Tensor wrapper___rshift___Scalar(const at::Tensor & self, const at::Scalar & other) {
+  const auto other_t = at::native::wrapped_scalar_tensor(other);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result;
+  auto iter = rbln::kernels::binary_iter(result, self, other_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::__rshift__.Scalar", rbln::functors::bitwise_right_shift<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::__rshift__.Scalar", rbln::functors::bitwise_right_shift<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::__rshift___Scalar>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::__rshift__.Scalar");
+  return iter.output();
+}
+
+at::Tensor & wrapper___irshift___Scalar(at::Tensor & self, const at::Scalar & other) {
+  const auto other_t = at::native::wrapped_scalar_tensor(other);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = self;
+  auto iter = rbln::kernels::binary_iter(result, self, other_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::__irshift__.Scalar", rbln::functors::bitwise_right_shift<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::__irshift__.Scalar", rbln::functors::bitwise_right_shift<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::__irshift___Scalar>::call(self, other);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::__irshift__.Scalar");
+  return self;
+}
+
+at::Tensor & wrapper___rshift___Scalar_out(const at::Tensor & self, const at::Scalar & other, at::Tensor & out) {
+  const auto other_t = at::native::wrapped_scalar_tensor(other);
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  at::Tensor result = out;
+  auto iter = rbln::kernels::binary_iter(result, self, other_t);
+  switch (iter.common_dtype()) {
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::__rshift__.Scalar_out", rbln::functors::bitwise_right_shift<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::__rshift__.Scalar_out", rbln::functors::bitwise_right_shift<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::__rshift___Scalar_out>::call(self, other, out);
+  }
+  RBLN_COUNT_DEVICE_OP("aten::__rshift__.Scalar_out");
+  return out;
+}
+
+at::Tensor wrapper___rshift___Tensor(const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::__lshift__.Tensor", rbln::functors::bitwise_left_shift<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::__lshift__.Tensor", rbln::functors::bitwise_left_shift<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::__lshift___Tensor>::call(self, other);
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::__rshift__.Tensor", rbln::functors::bitwise_right_shift<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::__rshift__.Tensor", rbln::functors::bitwise_right_shift<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::__rshift___Tensor>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::__lshift__.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::__rshift__.Tensor");
   return iter.output();
 }
 
-at::Tensor & wrapper___ilshift___Tensor(at::Tensor & self, const at::Tensor & other) {
+at::Tensor & wrapper___irshift___Tensor(at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::__ilshift__.Tensor", rbln::functors::bitwise_left_shift<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::__ilshift__.Tensor", rbln::functors::bitwise_left_shift<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::__ilshift___Tensor>::call(self, other);
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::__irshift__.Tensor", rbln::functors::bitwise_right_shift<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::__irshift__.Tensor", rbln::functors::bitwise_right_shift<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::__irshift___Tensor>::call(self, other);
   }
-  RBLN_COUNT_DEVICE_OP("aten::__ilshift__.Tensor");
+  RBLN_COUNT_DEVICE_OP("aten::__irshift__.Tensor");
   return self;
 }
 
-at::Tensor & wrapper___lshift___Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+at::Tensor & wrapper___rshift___Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
   auto iter = rbln::kernels::binary_iter(result, self, other);
   switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::__lshift__.Tensor_out", rbln::functors::bitwise_left_shift<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::__lshift__.Tensor_out", rbln::functors::bitwise_left_shift<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::__lshift___Tensor_out>::call(self, other, out);
+    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::__rshift__.Tensor_out", rbln::functors::bitwise_right_shift<int32_t>()); break;
+    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::__rshift__.Tensor_out", rbln::functors::bitwise_right_shift<int64_t>()); break;
+    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::__rshift___Tensor_out>::call(self, other, out);
   }
-  RBLN_COUNT_DEVICE_OP("aten::__lshift__.Tensor_out");
+  RBLN_COUNT_DEVICE_OP("aten::__rshift__.Tensor_out");
   return out;
 }
 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("mul.Tensor", TORCH_FN(wrapper_mul_Tensor));
-  m.impl("mul_.Tensor", TORCH_FN(wrapper_mul__Tensor));
-  m.impl("mul.out", TORCH_FN(wrapper_mul_out));
-  m.impl("__lshift__.Tensor", TORCH_FN(wrapper___lshift___Tensor));
-  m.impl("__ilshift__.Tensor", TORCH_FN(wrapper___ilshift___Tensor));
-  m.impl("__lshift__.Tensor_out", TORCH_FN(wrapper___lshift___Tensor_out));
+  m.impl("bitwise_right_shift.Tensor", TORCH_FN(wrapper_bitwise_right_shift_Tensor));
+  m.impl("bitwise_right_shift_.Tensor", TORCH_FN(wrapper_bitwise_right_shift__Tensor));
+  m.impl("bitwise_right_shift.Tensor_out", TORCH_FN(wrapper_bitwise_right_shift_Tensor_out));
+  m.impl("__rshift__.Scalar", TORCH_FN(wrapper___rshift___Scalar));
+  m.impl("__irshift__.Scalar", TORCH_FN(wrapper___irshift___Scalar));
+  m.impl("__rshift__.Scalar_out", TORCH_FN(wrapper___rshift___Scalar_out));
+  m.impl("__rshift__.Tensor", TORCH_FN(wrapper___rshift___Tensor));
+  m.impl("__irshift__.Tensor", TORCH_FN(wrapper___irshift___Tensor));
+  m.impl("__rshift__.Tensor_out", TORCH_FN(wrapper___rshift___Tensor_out));
 }
 
 }  // namespace rbln::generated

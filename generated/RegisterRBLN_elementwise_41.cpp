@@ -8,8 +8,6 @@
 
 #include <string>
 #include <unordered_set>
-#include <ATen/ops/hardshrink_backward_ops.h>
-#include <ATen/ops/remainder_ops.h>
 #include <ATen/ops/special_xlog1py_ops.h>
 
 #include "kernels/elementwise/Elementwise.h"
@@ -49,88 +47,11 @@ at::Tensor & wrapper_special_xlog1py_out(const at::Tensor & self, const at::Tens
   return out;
 }
 
-at::Tensor wrapper_remainder_Scalar_Tensor(const at::Scalar & self, const at::Tensor & other) {
-  const auto self_t = at::native::wrapped_scalar_tensor(self);
-  const c10::OptionalDeviceGuard guard(at::device_of(other));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, self_t, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::remainder.Scalar_Tensor", rbln::functors::remainder<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::remainder.Scalar_Tensor", rbln::functors::remainder<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::remainder.Scalar_Tensor", rbln::functors::remainder<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::remainder.Scalar_Tensor", rbln::functors::remainder<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::remainder.Scalar_Tensor", rbln::functors::remainder<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::remainder.Scalar_Tensor", rbln::functors::remainder<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::remainder_Scalar_Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::remainder.Scalar_Tensor");
-  return iter.output();
-}
-
-at::Tensor & wrapper_remainder_Scalar_Tensor_out(const at::Scalar & self, const at::Tensor & other, at::Tensor & out) {
-  const auto self_t = at::native::wrapped_scalar_tensor(self);
-  const c10::OptionalDeviceGuard guard(at::device_of(other));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, self_t, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::remainder.Scalar_Tensor_out", rbln::functors::remainder<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::remainder.Scalar_Tensor_out", rbln::functors::remainder<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::remainder.Scalar_Tensor_out", rbln::functors::remainder<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::remainder.Scalar_Tensor_out", rbln::functors::remainder<double>()); break;
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::remainder.Scalar_Tensor_out", rbln::functors::remainder<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::remainder.Scalar_Tensor_out", rbln::functors::remainder<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::remainder_Scalar_Tensor_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::remainder.Scalar_Tensor_out");
-  return out;
-}
-
-at::Tensor wrapper_hardshrink_backward(const at::Tensor & grad_out, const at::Tensor & self, const at::Scalar & lambd) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, grad_out, "wrapper_hardshrink_backward", "grad_out");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_hardshrink_backward", "self");
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_out));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, grad_out, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hardshrink_backward", rbln::functors::shrink_backward<float>(lambd)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hardshrink_backward", rbln::functors::shrink_backward<at::Half>(lambd)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hardshrink_backward", rbln::functors::shrink_backward<at::BFloat16>(lambd)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hardshrink_backward", rbln::functors::shrink_backward<double>(lambd)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardshrink_backward>::call(grad_out, self, lambd);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::hardshrink_backward");
-  return iter.output();
-}
-
-at::Tensor & wrapper_hardshrink_backward_grad_input(const at::Tensor & grad_out, const at::Tensor & self, const at::Scalar & lambd, at::Tensor & grad_input) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, grad_input, "wrapper_hardshrink_backward_grad_input", "grad_input");
-  c10::impl::check_and_update_common_device(common_device, grad_out, "wrapper_hardshrink_backward_grad_input", "grad_out");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_hardshrink_backward_grad_input", "self");
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_out));
-  at::Tensor result = grad_input;
-  auto iter = rbln::kernels::binary_iter(result, grad_out, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::hardshrink_backward.grad_input", rbln::functors::shrink_backward<float>(lambd)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::hardshrink_backward.grad_input", rbln::functors::shrink_backward<at::Half>(lambd)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::hardshrink_backward.grad_input", rbln::functors::shrink_backward<at::BFloat16>(lambd)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::hardshrink_backward.grad_input", rbln::functors::shrink_backward<double>(lambd)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::hardshrink_backward_grad_input>::call(grad_out, self, lambd, grad_input);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::hardshrink_backward.grad_input");
-  return grad_input;
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("special_xlog1py", TORCH_FN(wrapper_special_xlog1py));
   m.impl("special_xlog1py.out", TORCH_FN(wrapper_special_xlog1py_out));
-  m.impl("remainder.Scalar_Tensor", TORCH_FN(wrapper_remainder_Scalar_Tensor));
-  m.impl("remainder.Scalar_Tensor_out", TORCH_FN(wrapper_remainder_Scalar_Tensor_out));
-  m.impl("hardshrink_backward", TORCH_FN(wrapper_hardshrink_backward));
-  m.impl("hardshrink_backward.grad_input", TORCH_FN(wrapper_hardshrink_backward_grad_input));
 }
 
 }  // namespace rbln::generated

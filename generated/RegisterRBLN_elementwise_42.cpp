@@ -11,7 +11,6 @@
 #include <ATen/ops/logit_ops.h>
 #include <ATen/ops/sigmoid_backward_ops.h>
 #include <ATen/ops/sin_ops.h>
-#include <ATen/ops/softshrink_backward_ops.h>
 
 #include "kernels/elementwise/Elementwise.h"
 #include "kernels/elementwise/Functors.h"
@@ -159,43 +158,6 @@ at::Tensor & wrapper_sigmoid_backward_grad_input(const at::Tensor & grad_output,
   return grad_input;
 }
 
-at::Tensor wrapper_softshrink_backward(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & lambd) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_softshrink_backward", "grad_output");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_softshrink_backward", "self");
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::softshrink_backward", rbln::functors::shrink_backward<float>(lambd)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::softshrink_backward", rbln::functors::shrink_backward<at::Half>(lambd)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::softshrink_backward", rbln::functors::shrink_backward<at::BFloat16>(lambd)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::softshrink_backward", rbln::functors::shrink_backward<double>(lambd)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::softshrink_backward>::call(grad_output, self, lambd);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::softshrink_backward");
-  return iter.output();
-}
-
-at::Tensor & wrapper_softshrink_backward_grad_input(const at::Tensor & grad_output, const at::Tensor & self, const at::Scalar & lambd, at::Tensor & grad_input) {
-  std::optional<c10::Device> common_device;
-  c10::impl::check_and_update_common_device(common_device, grad_input, "wrapper_softshrink_backward_grad_input", "grad_input");
-  c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_softshrink_backward_grad_input", "grad_output");
-  c10::impl::check_and_update_common_device(common_device, self, "wrapper_softshrink_backward_grad_input", "self");
-  const c10::OptionalDeviceGuard guard(at::device_of(grad_output));
-  at::Tensor result = grad_input;
-  auto iter = rbln::kernels::binary_iter(result, grad_output, self);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::softshrink_backward.grad_input", rbln::functors::shrink_backward<float>(lambd)); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::softshrink_backward.grad_input", rbln::functors::shrink_backward<at::Half>(lambd)); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::softshrink_backward.grad_input", rbln::functors::shrink_backward<at::BFloat16>(lambd)); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::softshrink_backward.grad_input", rbln::functors::shrink_backward<double>(lambd)); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::softshrink_backward_grad_input>::call(grad_output, self, lambd, grad_input);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::softshrink_backward.grad_input");
-  return grad_input;
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -207,8 +169,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("logit.out", TORCH_FN(wrapper_logit_out));
   m.impl("sigmoid_backward", TORCH_FN(wrapper_sigmoid_backward));
   m.impl("sigmoid_backward.grad_input", TORCH_FN(wrapper_sigmoid_backward_grad_input));
-  m.impl("softshrink_backward", TORCH_FN(wrapper_softshrink_backward));
-  m.impl("softshrink_backward.grad_input", TORCH_FN(wrapper_softshrink_backward_grad_input));
 }
 
 }  // namespace rbln::generated

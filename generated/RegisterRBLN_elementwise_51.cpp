@@ -8,12 +8,10 @@
 
 #include <string>
 #include <unordered_set>
-#include <ATen/ops/copysign_ops.h>
 #include <ATen/ops/cosh_ops.h>
 #include <ATen/ops/exp2_ops.h>
 #include <ATen/ops/hardsigmoid_backward_ops.h>
 #include <ATen/ops/hardswish_ops.h>
-#include <ATen/ops/rshift_ops.h>
 #include <ATen/ops/softplus_ops.h>
 
 #include "kernels/elementwise/Elementwise.h"
@@ -200,93 +198,6 @@ at::Tensor & wrapper_softplus_out(const at::Tensor & self, const at::Scalar & be
   return out;
 }
 
-at::Tensor wrapper_copysign_Tensor(const at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_float_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::copysign.Tensor", rbln::functors::copysign<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::copysign.Tensor", rbln::functors::copysign<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::copysign.Tensor", rbln::functors::copysign<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::copysign.Tensor", rbln::functors::copysign<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::copysign_Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::copysign.Tensor");
-  return iter.output();
-}
-
-at::Tensor & wrapper_copysign__Tensor(at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::binary_float_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::copysign_.Tensor", rbln::functors::copysign<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::copysign_.Tensor", rbln::functors::copysign<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::copysign_.Tensor", rbln::functors::copysign<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::copysign_.Tensor", rbln::functors::copysign<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::copysign__Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::copysign_.Tensor");
-  return self;
-}
-
-at::Tensor & wrapper_copysign_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_float_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 3>(iter, "aten::copysign.out", rbln::functors::copysign<float>()); break;
-    case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 3>(iter, "aten::copysign.out", rbln::functors::copysign<at::Half>()); break;
-    case at::ScalarType::BFloat16: rbln::kernels::launch_elementwise<at::BFloat16, 3>(iter, "aten::copysign.out", rbln::functors::copysign<at::BFloat16>()); break;
-    case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::copysign.out", rbln::functors::copysign<double>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::copysign_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::copysign.out");
-  return out;
-}
-
-at::Tensor wrapper___rshift___Scalar(const at::Tensor & self, const at::Scalar & other) {
-  const auto other_t = at::native::wrapped_scalar_tensor(other);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, self, other_t);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::__rshift__.Scalar", rbln::functors::bitwise_right_shift<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::__rshift__.Scalar", rbln::functors::bitwise_right_shift<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::__rshift___Scalar>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::__rshift__.Scalar");
-  return iter.output();
-}
-
-at::Tensor & wrapper___irshift___Scalar(at::Tensor & self, const at::Scalar & other) {
-  const auto other_t = at::native::wrapped_scalar_tensor(other);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::binary_iter(result, self, other_t);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::__irshift__.Scalar", rbln::functors::bitwise_right_shift<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::__irshift__.Scalar", rbln::functors::bitwise_right_shift<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::__irshift___Scalar>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::__irshift__.Scalar");
-  return self;
-}
-
-at::Tensor & wrapper___rshift___Scalar_out(const at::Tensor & self, const at::Scalar & other, at::Tensor & out) {
-  const auto other_t = at::native::wrapped_scalar_tensor(other);
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, self, other_t);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::__rshift__.Scalar_out", rbln::functors::bitwise_right_shift<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::__rshift__.Scalar_out", rbln::functors::bitwise_right_shift<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::__rshift___Scalar_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::__rshift__.Scalar_out");
-  return out;
-}
-
 at::Tensor wrapper_hardsigmoid_backward(const at::Tensor & grad_output, const at::Tensor & self) {
   std::optional<c10::Device> common_device;
   c10::impl::check_and_update_common_device(common_device, grad_output, "wrapper_hardsigmoid_backward", "grad_output");
@@ -338,12 +249,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("hardswish.out", TORCH_FN(wrapper_hardswish_out));
   m.impl("softplus", TORCH_FN(wrapper_softplus));
   m.impl("softplus.out", TORCH_FN(wrapper_softplus_out));
-  m.impl("copysign.Tensor", TORCH_FN(wrapper_copysign_Tensor));
-  m.impl("copysign_.Tensor", TORCH_FN(wrapper_copysign__Tensor));
-  m.impl("copysign.out", TORCH_FN(wrapper_copysign_out));
-  m.impl("__rshift__.Scalar", TORCH_FN(wrapper___rshift___Scalar));
-  m.impl("__irshift__.Scalar", TORCH_FN(wrapper___irshift___Scalar));
-  m.impl("__rshift__.Scalar_out", TORCH_FN(wrapper___rshift___Scalar_out));
   m.impl("hardsigmoid_backward", TORCH_FN(wrapper_hardsigmoid_backward));
   m.impl("hardsigmoid_backward.grad_input", TORCH_FN(wrapper_hardsigmoid_backward_grad_input));
 }

@@ -10,7 +10,6 @@
 #include <unordered_set>
 #include <ATen/ops/asinh_ops.h>
 #include <ATen/ops/igammac_ops.h>
-#include <ATen/ops/rshift_ops.h>
 #include <ATen/ops/sign_ops.h>
 #include <ATen/ops/softshrink_ops.h>
 
@@ -219,45 +218,6 @@ at::Tensor & wrapper_igammac_out(const at::Tensor & self, const at::Tensor & oth
   return out;
 }
 
-at::Tensor wrapper___rshift___Tensor(const at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::__rshift__.Tensor", rbln::functors::bitwise_right_shift<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::__rshift__.Tensor", rbln::functors::bitwise_right_shift<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::__rshift___Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::__rshift__.Tensor");
-  return iter.output();
-}
-
-at::Tensor & wrapper___irshift___Tensor(at::Tensor & self, const at::Tensor & other) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = self;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::__irshift__.Tensor", rbln::functors::bitwise_right_shift<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::__irshift__.Tensor", rbln::functors::bitwise_right_shift<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::__irshift___Tensor>::call(self, other);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::__irshift__.Tensor");
-  return self;
-}
-
-at::Tensor & wrapper___rshift___Tensor_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  const c10::OptionalDeviceGuard guard(at::device_of(self));
-  at::Tensor result = out;
-  auto iter = rbln::kernels::binary_iter(result, self, other);
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::__rshift__.Tensor_out", rbln::functors::bitwise_right_shift<int32_t>()); break;
-    case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::__rshift__.Tensor_out", rbln::functors::bitwise_right_shift<int64_t>()); break;
-    default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::__rshift___Tensor_out>::call(self, other, out);
-  }
-  RBLN_COUNT_DEVICE_OP("aten::__rshift__.Tensor_out");
-  return out;
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -272,9 +232,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("igammac", TORCH_FN(wrapper_igammac));
   m.impl("igammac_", TORCH_FN(wrapper_igammac_));
   m.impl("igammac.out", TORCH_FN(wrapper_igammac_out));
-  m.impl("__rshift__.Tensor", TORCH_FN(wrapper___rshift___Tensor));
-  m.impl("__irshift__.Tensor", TORCH_FN(wrapper___irshift___Tensor));
-  m.impl("__rshift__.Tensor_out", TORCH_FN(wrapper___rshift___Tensor_out));
 }
 
 }  // namespace rbln::generated
