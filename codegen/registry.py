@@ -43,7 +43,8 @@ DTYPE_GROUPS = {
     "floating": ["float32", "float16", "bfloat16", "float64"],
     "integral": ["int32", "int64"],
     # CPU's smaller integer types (image and int8 pipelines): on the device for the core arithmetic,
-    # comparison and bitwise entries, which compute in the type itself as CPU does (wrapping).
+    # comparison and bitwise entries, which compute in the type itself as CPU does (wrapping), and for the
+    # hand-written kernels (reductions, indexing, sorting, ...), whose dtype dispatch already covers them.
     "small_integral": ["int8", "uint8", "int16"],
     "all": ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"],
     "complex": ["complex64", "complex128"],
