@@ -136,7 +136,7 @@ class Entry:
         return [v.name for v in self.variants]
 
 
-class _LineLoader(yaml.SafeLoader):
+class _LineLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml's parser where PyYAML has it, as torchgen
     def construct_mapping(self, node, deep=False):
         mapping = super().construct_mapping(node, deep=deep)
         mapping["__line__"] = node.start_mark.line + 1
