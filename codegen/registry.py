@@ -67,7 +67,10 @@ FAMILIES = {
 }
 STRATEGIES = ("kernel", "composite", "fallback", "compile", "library")
 KEYS = {"func", "strategy", "kernel", "functor", "dtypes", "notes", "opinfo", "tolerance", "structured", "synced",
-        "upcast"}
+        "upcast", "key"}
+# The dispatch keys an entry registers for: rbln's dense tensors, and its quantized tensors (quint8, qint8, qint32
+# on the device dispatch to QuantizedPrivateUse1, as CUDA's to QuantizedCUDA).
+DISPATCH_KEYS = ("PrivateUse1", "QuantizedPrivateUse1")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # A hand-written kernel's C++ namespace unless its `kernel:` is qualified (`rbln::copy_`). The generator
 # declares every kernel in generated/RBLNNativeFunctions.h with its dispatcher signature, so the compiler
@@ -90,6 +93,7 @@ class Variant:
     cpp_name: str
     decl: str
     arg_names: list[str]
+    key: str = "PrivateUse1"  # the dispatch key it registers for (the entry's `key`)
 
 
 @dataclass
@@ -108,6 +112,7 @@ class Entry:
     synced: bool = False  # a library op sized by its results (the host waits), not by its meta function
     upcast: bool = False  # a library op computing float16/bfloat16 in float32 (its CPU kernel has neither)
     kernel_decl: str | None = None  # the hand-written kernel's declaration (unqualified name), for the header
+    key: str = "PrivateUse1"  # the dispatch key of the tensors it serves (DISPATCH_KEYS)
 
     @property
     def own_composite(self) -> bool:
@@ -200,9 +205,10 @@ def _decl(f: NativeFunction, name: str) -> tuple[str, list[str]]:
         return sig.decl(name=name), [a.name for a in sig.arguments()]
 
 
-def _variant(f: NativeFunction) -> Variant:
-    cpp_name = "wrapper_" + f.func.name.unambiguous_name()
-    return Variant(str(f.func.name), f.func.kind().name, f, cpp_name, *_decl(f, cpp_name))
+def _variant(f: NativeFunction, key: str = "PrivateUse1") -> Variant:
+    prefix = "wrapper_" if key == "PrivateUse1" else f"wrapper_{key}_"
+    cpp_name = prefix + f.func.name.unambiguous_name()
+    return Variant(str(f.func.name), f.func.kind().name, f, cpp_name, *_decl(f, cpp_name), key)
 
 
 def is_operand(arg) -> bool:
@@ -224,7 +230,7 @@ def load(path: str) -> list[Entry]:
     by_name, group_of, composite = _native_functions()
     errors: list[str] = []
     entries: list[Entry] = []
-    seen: dict[str, int] = {}
+    seen: dict[tuple[str, str], int] = {}
 
     with local.parametrize(use_const_ref_for_mutable_tensors=False, use_ilistref_for_tensor_lists=False):
         for item in raw:
@@ -266,10 +272,15 @@ def load(path: str) -> list[Entry]:
                 err(f"{func}: strategy 'library' takes a functional overload with Tensor (or one Tensor[]) results "
                     f"and no tensor-list arguments")
                 continue
-            for key in ("synced", "upcast"):
-                if item.get(key) and strategy != "library":
-                    err(f"{func}: '{key}' only applies to strategy 'library'")
-            if any(item.get(key) and strategy != "library" for key in ("synced", "upcast")):
+            key = item.get("key", "PrivateUse1")
+            if key not in DISPATCH_KEYS or (key != "PrivateUse1" and strategy != "kernel"):
+                err(f"{func}: 'key' is one of {', '.join(DISPATCH_KEYS)}; other keys than PrivateUse1 take strategy "
+                    f"'kernel'")
+                continue
+            for flag in ("synced", "upcast"):
+                if item.get(flag) and strategy != "library":
+                    err(f"{func}: '{flag}' only applies to strategy 'library'")
+            if any(item.get(flag) and strategy != "library" for flag in ("synced", "upcast")):
                 continue
             kernel, functor = item.get("kernel"), item.get("functor")
             # Whether a kernel or functor exists, and its signature, the compiler checks (the generated
@@ -347,16 +358,16 @@ def load(path: str) -> list[Entry]:
             else:
                 variants = [f]
             entry = Entry(func, line, strategy, kernel, functor, dtypes, str(item.get("notes", "")).strip(),
-                          _opinfo_names(item, func), [_variant(v) for v in variants], tolerance, structured,
-                          bool(item.get("synced", False)), bool(item.get("upcast", False)))
+                          _opinfo_names(item, func), [_variant(v, key) for v in variants], tolerance, structured,
+                          bool(item.get("synced", False)), bool(item.get("upcast", False)), key=key)
             if kernel and kernel not in FAMILIES:  # the out= overload's signature for a structured kernel
                 entry.kernel_decl = _decl(group_of[func][SchemaKind.out] if structured else f, entry.kernel_name)[0]
-            dup = [o for o in entry.overloads if o in seen]
+            dup = [o for o in entry.overloads if (key, o) in seen]
             if dup:
-                err(f"duplicate entry: {', '.join(dup)} already registered by the entry at line {seen[dup[0]]}")
+                err(f"duplicate entry: {', '.join(dup)} already registered by the entry at line {seen[key, dup[0]]}")
                 continue
             for o in entry.overloads:
-                seen[o] = line
+                seen[key, o] = line
             entries.append(entry)
     if errors:
         raise OpsYamlError("\n".join(errors))

@@ -347,5 +347,34 @@ at::Tensor _weight_int8pack_mm(const at::Tensor & self, const at::Tensor & mat2,
 at::Tensor & scaled_mm_out(const at::Tensor & self, const at::Tensor & mat2, const at::Tensor & scale_a, const at::Tensor & scale_b, const ::std::optional<at::Tensor> & bias, const ::std::optional<at::Tensor> & scale_result, ::std::optional<at::ScalarType> out_dtype, bool use_fast_accum, at::Tensor & out);
 at::Tensor _convert_weight_to_int4pack(const at::Tensor & self, int64_t innerKTiles);
 at::Tensor _weight_int4pack_mm(const at::Tensor & self, const at::Tensor & mat2, int64_t qGroupSize, const at::Tensor & qScaleAndZeros);
+at::Tensor quantize_per_tensor(const at::Tensor & self, double scale, int64_t zero_point, at::ScalarType dtype);
+at::Tensor quantize_per_tensor_tensor_qparams(const at::Tensor & self, const at::Tensor & scale, const at::Tensor & zero_point, at::ScalarType dtype);
+at::Tensor quantize_per_channel(const at::Tensor & self, const at::Tensor & scales, const at::Tensor & zero_points, int64_t axis, at::ScalarType dtype);
+at::Tensor make_per_tensor_quantized_tensor(const at::Tensor & self, double scale, int64_t zero_point);
+at::Tensor make_per_channel_quantized_tensor(const at::Tensor & self, const at::Tensor & scale, const at::Tensor & zero_point, int64_t axis);
+at::Tensor empty_affine_quantized(c10::SymIntArrayRef size, ::std::optional<at::ScalarType> dtype, ::std::optional<at::Layout> layout, ::std::optional<at::Device> device, ::std::optional<bool> pin_memory, double scale, int64_t zero_point, ::std::optional<at::MemoryFormat> memory_format);
+at::Tensor empty_per_channel_affine_quantized(c10::SymIntArrayRef size, const at::Tensor & scales, const at::Tensor & zero_points, int64_t axis, ::std::optional<at::ScalarType> dtype, ::std::optional<at::Layout> layout, ::std::optional<at::Device> device, ::std::optional<bool> pin_memory, ::std::optional<at::MemoryFormat> memory_format);
+at::Tensor empty_quantized(at::IntArrayRef size, const at::Tensor & qtensor, ::std::optional<at::ScalarType> dtype, ::std::optional<at::Layout> layout, ::std::optional<at::Device> device, ::std::optional<bool> pin_memory, ::std::optional<at::MemoryFormat> memory_format);
+at::Tensor empty_unknown_quantized(c10::SymIntArrayRef size, ::std::optional<at::ScalarType> dtype, ::std::optional<at::Layout> layout, ::std::optional<at::Device> device, ::std::optional<bool> pin_memory, ::std::optional<at::MemoryFormat> memory_format);
+at::Tensor empty_strided_unknown_quantized(c10::SymIntArrayRef size, c10::SymIntArrayRef stride, ::std::optional<at::ScalarType> dtype, ::std::optional<at::Layout> layout, ::std::optional<at::Device> device, ::std::optional<bool> pin_memory);
+at::Tensor empty_like_quantized(const at::Tensor & self, ::std::optional<at::ScalarType> dtype, ::std::optional<at::Layout> layout, ::std::optional<at::Device> device, ::std::optional<bool> pin_memory, ::std::optional<at::MemoryFormat> memory_format);
+at::Tensor as_strided_quantized(const at::Tensor & self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride, ::std::optional<c10::SymInt> storage_offset);
+at::Tensor view_quantized(const at::Tensor & self, c10::SymIntArrayRef size);
+at::Tensor reshape_alias_quantized(const at::Tensor & self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride);
+at::Tensor squeeze_quantized(const at::Tensor & self);
+at::Tensor squeeze_dim_quantized(const at::Tensor & self, int64_t dim);
+at::Tensor squeeze_dims_quantized(const at::Tensor & self, at::IntArrayRef dim);
+at::Tensor unsqueeze_quantized(const at::Tensor & self, int64_t dim);
+at::Tensor clone_quantized(const at::Tensor & self, ::std::optional<at::MemoryFormat> memory_format);
+at::Tensor copy_from_quantized(const at::Tensor & self, const at::Tensor & dst, bool non_blocking);
+at::Tensor & set_storage_quantized(at::Tensor & self, at::Storage source, c10::SymInt storage_offset, c10::SymIntArrayRef size, c10::SymIntArrayRef stride);
+at::Tensor dequantize_quantized(const at::Tensor & self);
+at::Tensor int_repr_quantized(const at::Tensor & self);
+double q_scale_quantized(const at::Tensor & self);
+int64_t q_zero_point_quantized(const at::Tensor & self);
+at::Tensor q_per_channel_scales_quantized(const at::Tensor & self);
+at::Tensor q_per_channel_zero_points_quantized(const at::Tensor & self);
+int64_t q_per_channel_axis_quantized(const at::Tensor & self);
+at::QScheme qscheme_quantized(const at::Tensor & self);
 
 }  // namespace rbln::kernels

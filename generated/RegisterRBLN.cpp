@@ -35,6 +35,8 @@
 #include <ATen/ops/_embedding_bag_dense_backward_ops.h>
 #include <ATen/ops/_embedding_bag_forward_only_ops.h>
 #include <ATen/ops/_embedding_bag_per_sample_weights_backward_ops.h>
+#include <ATen/ops/_empty_affine_quantized_ops.h>
+#include <ATen/ops/_empty_per_channel_affine_quantized_ops.h>
 #include <ATen/ops/_fft_c2c_ops.h>
 #include <ATen/ops/_fft_c2r_ops.h>
 #include <ATen/ops/_fft_r2c_ops.h>
@@ -58,6 +60,8 @@
 #include <ATen/ops/_log_softmax_ops.h>
 #include <ATen/ops/_log_softmax_backward_data_ops.h>
 #include <ATen/ops/_logcumsumexp_ops.h>
+#include <ATen/ops/_make_per_channel_quantized_tensor_ops.h>
+#include <ATen/ops/_make_per_tensor_quantized_tensor_ops.h>
 #include <ATen/ops/_native_batch_norm_legit_ops.h>
 #include <ATen/ops/_pdist_backward_ops.h>
 #include <ATen/ops/_pdist_forward_ops.h>
@@ -123,6 +127,7 @@
 #include <ATen/ops/cholesky_ops.h>
 #include <ATen/ops/cholesky_inverse_ops.h>
 #include <ATen/ops/clamp_ops.h>
+#include <ATen/ops/clone_ops.h>
 #include <ATen/ops/complex_ops.h>
 #include <ATen/ops/conj_physical_ops.h>
 #include <ATen/ops/convolution_backward_overrideable_ops.h>
@@ -131,10 +136,13 @@
 #include <ATen/ops/count_nonzero_ops.h>
 #include <ATen/ops/cumprod_ops.h>
 #include <ATen/ops/cumsum_ops.h>
+#include <ATen/ops/dequantize_ops.h>
 #include <ATen/ops/dot_ops.h>
 #include <ATen/ops/embedding_dense_backward_ops.h>
 #include <ATen/ops/embedding_renorm_ops.h>
 #include <ATen/ops/empty_ops.h>
+#include <ATen/ops/empty_like_ops.h>
+#include <ATen/ops/empty_quantized_ops.h>
 #include <ATen/ops/empty_strided_ops.h>
 #include <ATen/ops/equal_ops.h>
 #include <ATen/ops/exponential_ops.h>
@@ -178,6 +186,7 @@
 #include <ATen/ops/index_fill_ops.h>
 #include <ATen/ops/index_reduce_ops.h>
 #include <ATen/ops/index_select_ops.h>
+#include <ATen/ops/int_repr_ops.h>
 #include <ATen/ops/isin_ops.h>
 #include <ATen/ops/kthvalue_ops.h>
 #include <ATen/ops/linalg_cholesky_ex_ops.h>
@@ -246,6 +255,14 @@
 #include <ATen/ops/polar_ops.h>
 #include <ATen/ops/prod_ops.h>
 #include <ATen/ops/put_ops.h>
+#include <ATen/ops/q_per_channel_axis_ops.h>
+#include <ATen/ops/q_per_channel_scales_ops.h>
+#include <ATen/ops/q_per_channel_zero_points_ops.h>
+#include <ATen/ops/q_scale_ops.h>
+#include <ATen/ops/q_zero_point_ops.h>
+#include <ATen/ops/qscheme_ops.h>
+#include <ATen/ops/quantize_per_channel_ops.h>
+#include <ATen/ops/quantize_per_tensor_ops.h>
 #include <ATen/ops/random_ops.h>
 #include <ATen/ops/randperm_ops.h>
 #include <ATen/ops/record_stream_ops.h>
@@ -273,6 +290,7 @@
 #include <ATen/ops/smooth_l1_loss_ops.h>
 #include <ATen/ops/smooth_l1_loss_backward_ops.h>
 #include <ATen/ops/sort_ops.h>
+#include <ATen/ops/squeeze_ops.h>
 #include <ATen/ops/std_ops.h>
 #include <ATen/ops/std_mean_ops.h>
 #include <ATen/ops/sum_ops.h>
@@ -290,6 +308,7 @@
 #include <ATen/ops/unique_consecutive_ops.h>
 #include <ATen/ops/unique_dim_ops.h>
 #include <ATen/ops/unique_dim_consecutive_ops.h>
+#include <ATen/ops/unsqueeze_ops.h>
 #include <ATen/ops/upsample_bicubic2d_ops.h>
 #include <ATen/ops/upsample_bicubic2d_backward_ops.h>
 #include <ATen/ops/upsample_bilinear2d_ops.h>
@@ -4994,6 +5013,189 @@ at::Tensor wrapper__dyn_quant_matmul_4bit(const at::Tensor & inp, const at::Tens
   return r[0];
 }
 
+at::Tensor wrapper_quantize_per_tensor(const at::Tensor & self, double scale, int64_t zero_point, at::ScalarType dtype) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::quantize_per_tensor");
+  return rbln::kernels::quantize_per_tensor(self, scale, zero_point, dtype);
+}
+
+at::Tensor wrapper_quantize_per_tensor_tensor_qparams(const at::Tensor & self, const at::Tensor & scale, const at::Tensor & zero_point, at::ScalarType dtype) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_quantize_per_tensor_tensor_qparams", "self");
+  c10::impl::check_and_update_common_device(common_device, scale, "wrapper_quantize_per_tensor_tensor_qparams", "scale");
+  c10::impl::check_and_update_common_device(common_device, zero_point, "wrapper_quantize_per_tensor_tensor_qparams", "zero_point");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::quantize_per_tensor.tensor_qparams");
+  return rbln::kernels::quantize_per_tensor_tensor_qparams(self, scale, zero_point, dtype);
+}
+
+at::Tensor wrapper_quantize_per_channel(const at::Tensor & self, const at::Tensor & scales, const at::Tensor & zero_points, int64_t axis, at::ScalarType dtype) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper_quantize_per_channel", "self");
+  c10::impl::check_and_update_common_device(common_device, scales, "wrapper_quantize_per_channel", "scales");
+  c10::impl::check_and_update_common_device(common_device, zero_points, "wrapper_quantize_per_channel", "zero_points");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::quantize_per_channel");
+  return rbln::kernels::quantize_per_channel(self, scales, zero_points, axis, dtype);
+}
+
+at::Tensor wrapper__make_per_tensor_quantized_tensor(const at::Tensor & self, double scale, int64_t zero_point) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::_make_per_tensor_quantized_tensor");
+  return rbln::kernels::make_per_tensor_quantized_tensor(self, scale, zero_point);
+}
+
+at::Tensor wrapper__make_per_channel_quantized_tensor(const at::Tensor & self, const at::Tensor & scale, const at::Tensor & zero_point, int64_t axis) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper__make_per_channel_quantized_tensor", "self");
+  c10::impl::check_and_update_common_device(common_device, scale, "wrapper__make_per_channel_quantized_tensor", "scale");
+  c10::impl::check_and_update_common_device(common_device, zero_point, "wrapper__make_per_channel_quantized_tensor", "zero_point");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::_make_per_channel_quantized_tensor");
+  return rbln::kernels::make_per_channel_quantized_tensor(self, scale, zero_point, axis);
+}
+
+at::Tensor wrapper_QuantizedPrivateUse1__empty_affine_quantized(c10::SymIntArrayRef size, ::std::optional<at::ScalarType> dtype, ::std::optional<at::Layout> layout, ::std::optional<at::Device> device, ::std::optional<bool> pin_memory, double scale, int64_t zero_point, ::std::optional<at::MemoryFormat> memory_format) {
+  RBLN_COUNT_DEVICE_OP("aten::_empty_affine_quantized");
+  return rbln::kernels::empty_affine_quantized(size, dtype, layout, device, pin_memory, scale, zero_point, memory_format);
+}
+
+at::Tensor wrapper_QuantizedPrivateUse1__empty_per_channel_affine_quantized(c10::SymIntArrayRef size, const at::Tensor & scales, const at::Tensor & zero_points, int64_t axis, ::std::optional<at::ScalarType> dtype, ::std::optional<at::Layout> layout, ::std::optional<at::Device> device, ::std::optional<bool> pin_memory, ::std::optional<at::MemoryFormat> memory_format) {
+  const c10::OptionalDeviceGuard guard(at::device_of(scales));
+  RBLN_COUNT_DEVICE_OP("aten::_empty_per_channel_affine_quantized");
+  return rbln::kernels::empty_per_channel_affine_quantized(size, scales, zero_points, axis, dtype, layout, device, pin_memory, memory_format);
+}
+
+at::Tensor wrapper_QuantizedPrivateUse1_empty_quantized(at::IntArrayRef size, const at::Tensor & qtensor, ::std::optional<at::ScalarType> dtype, ::std::optional<at::Layout> layout, ::std::optional<at::Device> device, ::std::optional<bool> pin_memory, ::std::optional<at::MemoryFormat> memory_format) {
+  const c10::OptionalDeviceGuard guard(at::device_of(qtensor));
+  RBLN_COUNT_DEVICE_OP("aten::empty_quantized");
+  return rbln::kernels::empty_quantized(size, qtensor, dtype, layout, device, pin_memory, memory_format);
+}
+
+at::Tensor wrapper_QuantizedPrivateUse1_empty_memory_format(c10::SymIntArrayRef size, ::std::optional<at::ScalarType> dtype, ::std::optional<at::Layout> layout, ::std::optional<at::Device> device, ::std::optional<bool> pin_memory, ::std::optional<at::MemoryFormat> memory_format) {
+  RBLN_COUNT_DEVICE_OP("aten::empty.memory_format");
+  return rbln::kernels::empty_unknown_quantized(size, dtype, layout, device, pin_memory, memory_format);
+}
+
+at::Tensor wrapper_QuantizedPrivateUse1_empty_strided(c10::SymIntArrayRef size, c10::SymIntArrayRef stride, ::std::optional<at::ScalarType> dtype, ::std::optional<at::Layout> layout, ::std::optional<at::Device> device, ::std::optional<bool> pin_memory) {
+  RBLN_COUNT_DEVICE_OP("aten::empty_strided");
+  return rbln::kernels::empty_strided_unknown_quantized(size, stride, dtype, layout, device, pin_memory);
+}
+
+at::Tensor wrapper_QuantizedPrivateUse1_empty_like(const at::Tensor & self, ::std::optional<at::ScalarType> dtype, ::std::optional<at::Layout> layout, ::std::optional<at::Device> device, ::std::optional<bool> pin_memory, ::std::optional<at::MemoryFormat> memory_format) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::empty_like");
+  return rbln::kernels::empty_like_quantized(self, dtype, layout, device, pin_memory, memory_format);
+}
+
+at::Tensor wrapper_QuantizedPrivateUse1_as_strided(const at::Tensor & self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride, ::std::optional<c10::SymInt> storage_offset) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::as_strided");
+  return rbln::kernels::as_strided_quantized(self, size, stride, storage_offset);
+}
+
+at::Tensor wrapper_QuantizedPrivateUse1_view(const at::Tensor & self, c10::SymIntArrayRef size) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::view");
+  return rbln::kernels::view_quantized(self, size);
+}
+
+at::Tensor wrapper_QuantizedPrivateUse1__reshape_alias(const at::Tensor & self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::_reshape_alias");
+  return rbln::kernels::reshape_alias_quantized(self, size, stride);
+}
+
+at::Tensor wrapper_QuantizedPrivateUse1_squeeze(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::squeeze");
+  return rbln::kernels::squeeze_quantized(self);
+}
+
+at::Tensor wrapper_QuantizedPrivateUse1_squeeze_dim(const at::Tensor & self, int64_t dim) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::squeeze.dim");
+  return rbln::kernels::squeeze_dim_quantized(self, dim);
+}
+
+at::Tensor wrapper_QuantizedPrivateUse1_squeeze_dims(const at::Tensor & self, at::IntArrayRef dim) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::squeeze.dims");
+  return rbln::kernels::squeeze_dims_quantized(self, dim);
+}
+
+at::Tensor wrapper_QuantizedPrivateUse1_unsqueeze(const at::Tensor & self, int64_t dim) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::unsqueeze");
+  return rbln::kernels::unsqueeze_quantized(self, dim);
+}
+
+at::Tensor wrapper_QuantizedPrivateUse1_clone(const at::Tensor & self, ::std::optional<at::MemoryFormat> memory_format) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::clone");
+  return rbln::kernels::clone_quantized(self, memory_format);
+}
+
+at::Tensor wrapper_QuantizedPrivateUse1__copy_from(const at::Tensor & self, const at::Tensor & dst, bool non_blocking) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::_copy_from");
+  return rbln::kernels::copy_from_quantized(self, dst, non_blocking);
+}
+
+at::Tensor & wrapper_QuantizedPrivateUse1_set__source_Storage_storage_offset(at::Tensor & self, at::Storage source, c10::SymInt storage_offset, c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::set_.source_Storage_storage_offset");
+  return rbln::kernels::set_storage_quantized(self, source, storage_offset, size, stride);
+}
+
+at::Tensor wrapper_QuantizedPrivateUse1_dequantize_self(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::dequantize.self");
+  return rbln::kernels::dequantize_quantized(self);
+}
+
+at::Tensor wrapper_QuantizedPrivateUse1_int_repr(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::int_repr");
+  return rbln::kernels::int_repr_quantized(self);
+}
+
+double wrapper_QuantizedPrivateUse1_q_scale(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::q_scale");
+  return rbln::kernels::q_scale_quantized(self);
+}
+
+int64_t wrapper_QuantizedPrivateUse1_q_zero_point(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::q_zero_point");
+  return rbln::kernels::q_zero_point_quantized(self);
+}
+
+at::Tensor wrapper_QuantizedPrivateUse1_q_per_channel_scales(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::q_per_channel_scales");
+  return rbln::kernels::q_per_channel_scales_quantized(self);
+}
+
+at::Tensor wrapper_QuantizedPrivateUse1_q_per_channel_zero_points(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::q_per_channel_zero_points");
+  return rbln::kernels::q_per_channel_zero_points_quantized(self);
+}
+
+int64_t wrapper_QuantizedPrivateUse1_q_per_channel_axis(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::q_per_channel_axis");
+  return rbln::kernels::q_per_channel_axis_quantized(self);
+}
+
+at::QScheme wrapper_QuantizedPrivateUse1_qscheme(const at::Tensor & self) {
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::qscheme");
+  return rbln::kernels::qscheme_quantized(self);
+}
+
 ::std::tuple<at::Tensor,at::Tensor> wrapper_linalg_eig(const at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Double || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble; };
@@ -6485,6 +6687,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_weight_int4pack_mm_for_cpu", TORCH_FN(wrapper__weight_int4pack_mm_for_cpu));
   m.impl("_dyn_quant_pack_4bit_weight", TORCH_FN(wrapper__dyn_quant_pack_4bit_weight));
   m.impl("_dyn_quant_matmul_4bit", TORCH_FN(wrapper__dyn_quant_matmul_4bit));
+  m.impl("quantize_per_tensor", TORCH_FN(wrapper_quantize_per_tensor));
+  m.impl("quantize_per_tensor.tensor_qparams", TORCH_FN(wrapper_quantize_per_tensor_tensor_qparams));
+  m.impl("quantize_per_channel", TORCH_FN(wrapper_quantize_per_channel));
+  m.impl("_make_per_tensor_quantized_tensor", TORCH_FN(wrapper__make_per_tensor_quantized_tensor));
+  m.impl("_make_per_channel_quantized_tensor", TORCH_FN(wrapper__make_per_channel_quantized_tensor));
   m.impl("linalg_eig", TORCH_FN(wrapper_linalg_eig));
   m.impl("_linalg_eigvals", TORCH_FN(wrapper__linalg_eigvals));
   m.impl("linalg_lstsq", TORCH_FN(wrapper_linalg_lstsq));
@@ -6523,6 +6730,34 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_histogramdd_from_bin_cts", TORCH_FN(wrapper__histogramdd_from_bin_cts));
   m.impl("nonzero_static", TORCH_FN(wrapper_nonzero_static));
   m.impl("_histogramdd_from_bin_tensors", TORCH_FN(wrapper__histogramdd_from_bin_tensors));
+}
+
+// Quantized tensors on the device (`key: QuantizedPrivateUse1` in ops.yaml), as QuantizedCUDA's kernels.
+TORCH_LIBRARY_IMPL(aten, QuantizedPrivateUse1, m) {
+  m.impl("_empty_affine_quantized", TORCH_FN(wrapper_QuantizedPrivateUse1__empty_affine_quantized));
+  m.impl("_empty_per_channel_affine_quantized", TORCH_FN(wrapper_QuantizedPrivateUse1__empty_per_channel_affine_quantized));
+  m.impl("empty_quantized", TORCH_FN(wrapper_QuantizedPrivateUse1_empty_quantized));
+  m.impl("empty.memory_format", TORCH_FN(wrapper_QuantizedPrivateUse1_empty_memory_format));
+  m.impl("empty_strided", TORCH_FN(wrapper_QuantizedPrivateUse1_empty_strided));
+  m.impl("empty_like", TORCH_FN(wrapper_QuantizedPrivateUse1_empty_like));
+  m.impl("as_strided", TORCH_FN(wrapper_QuantizedPrivateUse1_as_strided));
+  m.impl("view", TORCH_FN(wrapper_QuantizedPrivateUse1_view));
+  m.impl("_reshape_alias", TORCH_FN(wrapper_QuantizedPrivateUse1__reshape_alias));
+  m.impl("squeeze", TORCH_FN(wrapper_QuantizedPrivateUse1_squeeze));
+  m.impl("squeeze.dim", TORCH_FN(wrapper_QuantizedPrivateUse1_squeeze_dim));
+  m.impl("squeeze.dims", TORCH_FN(wrapper_QuantizedPrivateUse1_squeeze_dims));
+  m.impl("unsqueeze", TORCH_FN(wrapper_QuantizedPrivateUse1_unsqueeze));
+  m.impl("clone", TORCH_FN(wrapper_QuantizedPrivateUse1_clone));
+  m.impl("_copy_from", TORCH_FN(wrapper_QuantizedPrivateUse1__copy_from));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(wrapper_QuantizedPrivateUse1_set__source_Storage_storage_offset));
+  m.impl("dequantize.self", TORCH_FN(wrapper_QuantizedPrivateUse1_dequantize_self));
+  m.impl("int_repr", TORCH_FN(wrapper_QuantizedPrivateUse1_int_repr));
+  m.impl("q_scale", TORCH_FN(wrapper_QuantizedPrivateUse1_q_scale));
+  m.impl("q_zero_point", TORCH_FN(wrapper_QuantizedPrivateUse1_q_zero_point));
+  m.impl("q_per_channel_scales", TORCH_FN(wrapper_QuantizedPrivateUse1_q_per_channel_scales));
+  m.impl("q_per_channel_zero_points", TORCH_FN(wrapper_QuantizedPrivateUse1_q_per_channel_zero_points));
+  m.impl("q_per_channel_axis", TORCH_FN(wrapper_QuantizedPrivateUse1_q_per_channel_axis));
+  m.impl("qscheme", TORCH_FN(wrapper_QuantizedPrivateUse1_qscheme));
 }
 
 // rbln's own composites: their kernels call differentiable ops, so autograd runs through them, as

@@ -52,6 +52,10 @@ def test_committed_generated_files_are_up_to_date():
         ("- {func: mm, kernel: mm, colour: red}\n", "unknown key(s) ['colour']"),
         ("- {func: mm, kernel: mm\n", "ops.yaml:2: YAML syntax error"),
         ("- {func: abs, kernel: unary}\n", "family 'unary' needs a 'functor'"),
+        ("- {func: int_repr, kernel: int_repr, key: QuantizedCUDA}\n", "'key' is one of PrivateUse1, QuantizedPrivateUse1"),
+        ("- {func: int_repr, strategy: fallback, key: QuantizedPrivateUse1}\n", "other keys than PrivateUse1 take strategy"),
+        ("- {func: view, kernel: a, key: QuantizedPrivateUse1}\n- {func: view, kernel: b, key: QuantizedPrivateUse1}\n",
+         "ops.yaml:2: duplicate entry: view already registered by the entry at line 1"),
     ],
 )
 def test_malformed_entries_are_rejected_with_file_and_line(tmp_path, text, message):
@@ -151,6 +155,20 @@ def test_an_own_composite_registers_for_the_device_and_its_autograd_key(tmp_path
     assert 'm.impl("fft_rfft", TORCH_FN(wrapper_fft_rfft));' in autograd and '"fft_fft"' not in source
     plain = render(load(write_ops(tmp_path, "- {func: fft_fft, strategy: composite, dtypes: [float32]}\n")))
     assert "AutogradPrivateUse1" not in plain["generated/RegisterRBLN.cpp"]
+
+
+def test_a_keyed_entry_registers_for_its_dispatch_key_only(tmp_path):
+    # `key: QuantizedPrivateUse1`: the quantized tensors of the device; the same op may have a dense entry too.
+    source = render(load(write_ops(tmp_path, """\
+        - {func: view, kernel: rbln::view, dtypes: any}
+        - {func: view, kernel: view_quantized, key: QuantizedPrivateUse1, dtypes: any}
+        """)))["generated/RegisterRBLN.cpp"]
+    dense = source[source.index("TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)"):]
+    dense = dense[:dense.index("}")]
+    quantized = source[source.index("TORCH_LIBRARY_IMPL(aten, QuantizedPrivateUse1, m)"):]
+    assert 'm.impl("view", TORCH_FN(wrapper_view));' in dense and "QuantizedPrivateUse1_view" not in dense
+    assert 'm.impl("view", TORCH_FN(wrapper_QuantizedPrivateUse1_view));' in quantized
+    assert "return rbln::kernels::view_quantized(self, size);" in source
 
 
 def test_generation_is_deterministic():
