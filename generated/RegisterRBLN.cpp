@@ -71,6 +71,7 @@
 #include <ATen/ops/_scaled_dot_product_fused_attention_overrideable_ops.h>
 #include <ATen/ops/_scaled_dot_product_fused_attention_overrideable_backward_ops.h>
 #include <ATen/ops/_scaled_mm_ops.h>
+#include <ATen/ops/_scaled_mm_v2_ops.h>
 #include <ATen/ops/_segment_reduce_backward_ops.h>
 #include <ATen/ops/_softmax_ops.h>
 #include <ATen/ops/_softmax_backward_data_ops.h>
@@ -4918,6 +4919,32 @@ at::Tensor & wrapper__scaled_mm_out(const at::Tensor & self, const at::Tensor & 
   return rbln::kernels::scaled_mm_out(self, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum, out);
 }
 
+at::Tensor wrapper__scaled_mm_v2(const at::Tensor & self, const at::Tensor & mat2, at::TensorList scale_a, at::IntArrayRef recipe_a, at::IntArrayRef swizzle_a, at::TensorList scale_b, at::IntArrayRef recipe_b, at::IntArrayRef swizzle_b, const ::std::optional<at::Tensor> & bias, ::std::optional<at::ScalarType> out_dtype, at::IntArrayRef contraction_dim, bool use_fast_accum) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper__scaled_mm_v2", "self");
+  c10::impl::check_and_update_common_device(common_device, mat2, "wrapper__scaled_mm_v2", "mat2");
+  c10::impl::check_and_update_common_device(common_device, scale_a, "wrapper__scaled_mm_v2", "scale_a");
+  c10::impl::check_and_update_common_device(common_device, scale_b, "wrapper__scaled_mm_v2", "scale_b");
+  c10::impl::check_and_update_common_device(common_device, bias, "wrapper__scaled_mm_v2", "bias");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::_scaled_mm_v2");
+  at::Tensor result;
+  return rbln::kernels::scaled_mm_v2_out(self, mat2, scale_a, recipe_a, swizzle_a, scale_b, recipe_b, swizzle_b, bias, out_dtype, contraction_dim, use_fast_accum, result);
+}
+
+at::Tensor & wrapper__scaled_mm_v2_out(const at::Tensor & self, const at::Tensor & mat2, at::TensorList scale_a, at::IntArrayRef recipe_a, at::IntArrayRef swizzle_a, at::TensorList scale_b, at::IntArrayRef recipe_b, at::IntArrayRef swizzle_b, const ::std::optional<at::Tensor> & bias, ::std::optional<at::ScalarType> out_dtype, at::IntArrayRef contraction_dim, bool use_fast_accum, at::Tensor & out) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, out, "wrapper__scaled_mm_v2_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "wrapper__scaled_mm_v2_out", "self");
+  c10::impl::check_and_update_common_device(common_device, mat2, "wrapper__scaled_mm_v2_out", "mat2");
+  c10::impl::check_and_update_common_device(common_device, scale_a, "wrapper__scaled_mm_v2_out", "scale_a");
+  c10::impl::check_and_update_common_device(common_device, scale_b, "wrapper__scaled_mm_v2_out", "scale_b");
+  c10::impl::check_and_update_common_device(common_device, bias, "wrapper__scaled_mm_v2_out", "bias");
+  const c10::OptionalDeviceGuard guard(at::device_of(self));
+  RBLN_COUNT_DEVICE_OP("aten::_scaled_mm_v2.out");
+  return rbln::kernels::scaled_mm_v2_out(self, mat2, scale_a, recipe_a, swizzle_a, scale_b, recipe_b, swizzle_b, bias, out_dtype, contraction_dim, use_fast_accum, out);
+}
+
 at::Tensor wrapper__convert_weight_to_int4pack(const at::Tensor & self, int64_t innerKTiles) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Byte || t == at::ScalarType::Int; };
@@ -6681,6 +6708,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_weight_int8pack_mm", TORCH_FN(wrapper__weight_int8pack_mm));
   m.impl("_scaled_mm", TORCH_FN(wrapper__scaled_mm));
   m.impl("_scaled_mm.out", TORCH_FN(wrapper__scaled_mm_out));
+  m.impl("_scaled_mm_v2", TORCH_FN(wrapper__scaled_mm_v2));
+  m.impl("_scaled_mm_v2.out", TORCH_FN(wrapper__scaled_mm_v2_out));
   m.impl("_convert_weight_to_int4pack", TORCH_FN(wrapper__convert_weight_to_int4pack));
   m.impl("_weight_int4pack_mm", TORCH_FN(wrapper__weight_int4pack_mm));
   m.impl("_convert_weight_to_int4pack_for_cpu", TORCH_FN(wrapper__convert_weight_to_int4pack_for_cpu));

@@ -5,8 +5,11 @@
 // and are read as such. CPU's argument checks run first, on the host, with CPU's words.
 #include <ATen/ops/_int_mm.h>
 #include <ATen/ops/_scaled_mm.h>
+#include <ATen/ops/_scaled_mm_v2.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/mul.h>
 
 #include <algorithm>
 #include <array>
@@ -133,6 +136,70 @@ at::Tensor& scaled_mm_out(const at::Tensor& self, const at::Tensor& mat2, const 
                                       out_dtype, use_fast_accum);
                    return Tensors{};
                  });
+  return out;
+}
+
+namespace {
+// torch.nn.functional.ScalingType and SwizzleType's values.
+constexpr int64_t kTensorWise = 0, kRowWise = 1, kBlockWise1x128 = 4, kBlockWise128x128 = 5;
+
+// A [rows, cols] float32 tensor of block scales: scale[i / row_block][j / col_block].
+at::Tensor block_scales(const at::Tensor& scale, int64_t rows, int64_t cols, int64_t row_block, int64_t col_block) {
+  return scale.to(at::kFloat).repeat_interleave(row_block, 0).narrow(0, 0, rows)
+      .repeat_interleave(col_block, 1).narrow(1, 0, cols);
+}
+}  // namespace
+
+// torch.nn.functional.scaled_mm (_scaled_mm_v2): one scale per operand, unswizzled. Tensorwise and rowwise are
+// CPU's kernel on the op library, as _scaled_mm; CUDA's blocks of 128 (DeepSeek-style FP8; CPU has none) are the
+// device's: each operand dequantized with its block scales in float32 (the scales' layouts are CUDA's, as the meta
+// function checks them), then one float32 matmul, as CUDA accumulates in float32.
+at::Tensor& scaled_mm_v2_out(const at::Tensor& self, const at::Tensor& mat2, at::TensorList scale_a,
+                             at::IntArrayRef recipe_a, at::IntArrayRef swizzle_a, at::TensorList scale_b,
+                             at::IntArrayRef recipe_b, at::IntArrayRef swizzle_b, const std::optional<at::Tensor>& bias,
+                             std::optional<at::ScalarType> out_dtype, at::IntArrayRef contraction_dim,
+                             bool use_fast_accum, at::Tensor& out) {
+  const auto b = bias.value_or(at::Tensor());
+  Tensors meta_a, meta_b;
+  for (const auto& t : scale_a) meta_a.push_back(on_meta(t));
+  for (const auto& t : scale_b) meta_b.push_back(on_meta(t));
+  const auto sized = at::_scaled_mm_v2(on_meta(self), on_meta(mat2), meta_a, recipe_a, swizzle_a, meta_b, recipe_b,
+                                       swizzle_b, optional(on_meta(b)), out_dtype, contraction_dim, use_fast_accum);
+  prepare_out(out, sized.sizes(), sized.scalar_type(), self, "_scaled_mm_v2", false);
+  check_same_device({&self, &mat2, &b, &out});
+  for (const auto& t : scale_a) check_same_device({&self, &t});
+  for (const auto& t : scale_b) check_same_device({&self, &t});
+  const bool swizzled = std::any_of(swizzle_a.begin(), swizzle_a.end(), [](int64_t s) { return s != 0; }) ||
+                        std::any_of(swizzle_b.begin(), swizzle_b.end(), [](int64_t s) { return s != 0; });
+  const int64_t ra = recipe_a.size() == 1 ? recipe_a[0] : -1, rb = recipe_b.size() == 1 ? recipe_b[0] : -1;
+  const bool per_tensor_or_row = ra == rb && (ra == kTensorWise || ra == kRowWise);
+  const bool blocks = (ra == kBlockWise1x128 || ra == kBlockWise128x128) &&
+                      (rb == kBlockWise1x128 || rb == kBlockWise128x128) && !(ra == kBlockWise128x128 && ra == rb);
+  TORCH_CHECK_NOT_IMPLEMENTED(contraction_dim.empty() && !swizzled && (per_tensor_or_row || blocks),
+                              "_scaled_mm_v2 on ", self.device(), " takes tensorwise, rowwise and 128-blocks "
+                              "(1x128, 128x128) scales, one per operand, unswizzled; got recipes ", recipe_a, " and ",
+                              recipe_b);
+  if (out.numel() == 0) return out;
+  if (per_tensor_or_row) {
+    std::vector<int64_t> recipes_a(recipe_a.begin(), recipe_a.end()), recipes_b(recipe_b.begin(), recipe_b.end());
+    launch_library("aten::_scaled_mm_v2", {self, mat2, scale_a[0], scale_b[0], b, out}, {},
+                   [=](const Tensors& in) {
+                     auto result = in[5];
+                     at::_scaled_mm_v2_out(result, in[0], in[1], {in[2]}, recipes_a, {}, {in[3]}, recipes_b, {},
+                                           optional(in[4]), out_dtype, {}, use_fast_accum);
+                     return Tensors{};
+                   });
+    return out;
+  }
+  const int64_t m = self.size(0), k = self.size(1), n = mat2.size(1), k_blocks = k / 128;
+  // CUDA's layouts: 1x128 scales [rows, K/128]; 128x128 scales [round_up(K/128, 4), blocks of the other dim].
+  const auto sa = ra == kBlockWise1x128 ? block_scales(scale_a[0], m, k, 1, 128)
+                                         : block_scales(scale_a[0].narrow(0, 0, k_blocks).t(), m, k, 128, 128);
+  const auto sb = rb == kBlockWise1x128 ? block_scales(scale_b[0].t(), k, n, 128, 1)
+                                         : block_scales(scale_b[0].narrow(0, 0, k_blocks), k, n, 128, 128);
+  auto result = at::mm(at::mul(self.to(at::kFloat), sa), at::mul(mat2.to(at::kFloat), sb));
+  if (b.defined()) result.add_(b.to(at::kFloat));
+  out.copy_(result);
   return out;
 }
 

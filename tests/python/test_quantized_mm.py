@@ -133,6 +133,59 @@ def test_scaled_mm_out_and_e5m2():
     assert torch.equal(out.cpu(), expected) and not ex.fallback_ops
 
 
+@pytest.mark.parametrize("scaling", ["tensorwise", "rowwise"])
+def test_functional_scaled_mm_is_cpus_on_the_device(scaling):
+    """torch.nn.functional.scaled_mm (torch 2.13's _scaled_mm_v2), with a bias and each output dtype."""
+    from torch.nn.functional import ScalingType, scaled_mm
+
+    a, b = fp8(16, 64), fp8(32, 64).t()
+    if scaling == "tensorwise":
+        sa, sb, recipe = torch.tensor(0.5), torch.tensor(1.5), ScalingType.TensorWise
+    else:
+        sa, sb, recipe = torch.rand(16, 1, generator=G) + 0.5, torch.rand(1, 32, generator=G) + 0.5, ScalingType.RowWise
+    for out_dtype in (torch.bfloat16, torch.float32):
+        bias = torch.randn(32, generator=G).to(out_dtype)
+        expected = scaled_mm(a, b, sa, recipe, sb, recipe, bias=bias, output_dtype=out_dtype)
+        actual = on_device(lambda a, b, sa, sb, bias: scaled_mm(a, b, sa, recipe, sb, recipe, bias=bias,
+                                                                 output_dtype=out_dtype), a, b, sa, sb, bias)
+        assert torch.equal(actual, expected)
+
+
+def blocks(scale, rows, cols, row_block, col_block):
+    return scale.repeat_interleave(row_block, 0)[:rows].repeat_interleave(col_block, 1)[:, :cols]
+
+
+@pytest.mark.parametrize("recipes", ["1x128,1x128", "1x128,128x128", "128x128,1x128"])
+def test_blockwise_scaled_mm_has_cudas_layouts_and_values_on_the_device(recipes):
+    """CUDA's DeepSeek-style FP8 (CPU has none): scales per 1x128 or 128x128 block in CUDA's layouts (1x128:
+    [rows, K/128] column-major; 128x128: [round_up(K/128, 4), blocks of the other dim] column-major), equal to the
+    float64 product of the dequantized operands to bfloat16 rounding."""
+    from torch.nn.functional import ScalingType, scaled_mm
+
+    m, k, n = 256, 384, 256
+    kb, l4 = k // 128, 4  # round_up(3, 4)
+    a, b = fp8(m, k), fp8(n, k).t()
+    row_scales = {"a": torch.rand(kb, m, generator=G).t() + 0.5, "b": torch.rand(kb, n, generator=G).t() + 0.5}
+    square_scales = {"a": torch.rand(m // 128, l4, generator=G).t() + 0.5,
+                     "b": torch.rand(n // 128, l4, generator=G).t() + 0.5}
+    recipe_a, recipe_b = recipes.split(",")
+    sa = row_scales["a"] if recipe_a == "1x128" else square_scales["a"]
+    sb = row_scales["b"] if recipe_b == "1x128" else square_scales["b"]
+    full_a = blocks(sa, m, k, 1, 128) if recipe_a == "1x128" else blocks(sa[:kb].t(), m, k, 128, 128)
+    full_b = blocks(sb.t(), k, n, 128, 1) if recipe_b == "1x128" else blocks(sb[:kb], k, n, 128, 128)
+    kind = {"1x128": ScalingType.BlockWise1x128, "128x128": ScalingType.BlockWise128x128}
+    with torch.rbln.explain() as ex:
+        out = scaled_mm(a.rbln(), b.rbln(), sa.rbln(), kind[recipe_a], sb.rbln(), kind[recipe_b],
+                        output_dtype=torch.bfloat16)
+    assert out.device.type == "rbln" and out.dtype == torch.bfloat16 and not ex.fallback_ops
+    expected = (a.double() * full_a.double()) @ (b.double() * full_b.double())
+    torch.testing.assert_close(out.cpu().double(), expected, rtol=8e-3, atol=8e-3 * expected.abs().max().item())
+    with pytest.raises(RuntimeError, match="blockwise scaling"):  # b's scales row-major: CUDA's error
+        scaled_mm(a.rbln(), b.rbln(), sa.rbln(), kind[recipe_a], sb.contiguous().rbln(), kind[recipe_b])
+    assert torch.equal(out.cpu(), scaled_mm(a.rbln(), b.rbln(), sa.rbln(), kind[recipe_a], sb.rbln(), kind[recipe_b],
+                                            output_dtype=torch.bfloat16).cpu())  # the device goes on, the same
+
+
 @pytest.mark.parametrize("call", [
     lambda d: torch._scaled_mm(fp8(16, 32).to(d), fp8(16, 32).to(d).t(), torch.ones(3, device=d), torch.tensor(2., device=d)),
     lambda d: torch._scaled_mm(fp8(16, 32).to(d), fp8(16, 32).to(d).t(), torch.tensor(1., device=d).half(), torch.tensor(2., device=d)),
