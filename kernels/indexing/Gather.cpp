@@ -436,6 +436,9 @@ Indexing make_indexing(const at::Tensor& self, const c10::List<std::optional<at:
     TORCH_CHECK_INDEX(index.device() == self.device() || index.is_cpu(), "indices should be either on cpu or on the "
                       "same device as the indexed tensor (", self.device(), ")");
     if (index.scalar_type() == at::kBool || index.scalar_type() == at::kByte) {
+      if (index.scalar_type() == at::kByte) {  // CPU's warning (ATen's expandTensors), once per uint8 mask
+        TORCH_WARN("indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead.");
+      }
       for (int64_t j = 0; j < index.dim(); ++j) {
         const int64_t d = static_cast<int64_t>(per_dim.size()) + j;
         TORCH_CHECK_INDEX(d < self.dim() && index.size(j) == self.size(d), "The shape of the mask ", index.sizes(),

@@ -3,6 +3,7 @@
 Each case compares rbln with CPU (the error's type and message, or the result's values and dtype) and,
 where a device kernel is involved, asserts that it ran on the device."""
 import math
+import warnings
 
 import pytest
 import torch
@@ -353,6 +354,23 @@ def test_mask_indexing_follows_logical_order(mask):
         return a.clone().masked_scatter_(b, v)
 
     _assert_same(_on_device(scatter, x, m, values, ops={"aten::masked_scatter_"}), scatter(x, m, values))
+
+
+def test_uint8_mask_indexing_warns_as_cpu():
+    """CPU's deprecation warning, once for each uint8 mask of an index or index_put_ (none for bool masks)."""
+    counts = {}
+    for device in ("cpu", "rbln"):
+        x = torch.arange(6.0, device=device)
+        mask = torch.tensor([1, 0, 1, 0, 1, 0], dtype=torch.uint8, device=device)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            picked = x[mask]
+            x[mask.bool()]
+            x.index_put_((mask,), torch.full((3,), -1.0, device=device))
+        counts[device] = [str(w.message).split(" (Triggered internally")[0] for w in caught
+                          if "uint8 is now deprecated" in str(w.message)]
+        assert picked.cpu().tolist() == [0.0, 2.0, 4.0] and x.cpu().tolist() == [-1.0, 1.0, -1.0, 3.0, -1.0, 5.0]
+    assert counts["rbln"] == counts["cpu"] and len(counts["cpu"]) == 2
 
 
 # ---- isin: NaN is never found --------------------------------------------------------------------------
