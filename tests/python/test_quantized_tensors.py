@@ -85,11 +85,14 @@ def test_copies_views_and_clones_keep_values_and_parameters(dtype):
 
 def test_make_quantized_tensor_reinterprets_device_integers_as_cpu():
     ints = torch.randint(-128, 128, (4, 6), dtype=torch.int8)
-    assert_same_qtensor(torch._make_per_tensor_quantized_tensor(ints.rbln(), 0.5, 1),
-                        torch._make_per_tensor_quantized_tensor(ints, 0.5, 1))
     scales, zero_points = torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64), torch.tensor([0, 1, 2, 3])
-    assert_same_qtensor(torch._make_per_channel_quantized_tensor(ints.rbln(), scales.rbln(), zero_points.rbln(), 0),
-                        torch._make_per_channel_quantized_tensor(ints, scales, zero_points, 0))
+    with torch.rbln.explain() as ex:
+        per_tensor = torch._make_per_tensor_quantized_tensor(ints.rbln(), 0.5, 1)
+        per_channel = torch._make_per_channel_quantized_tensor(ints.rbln(), scales.rbln(), zero_points.rbln(), 0)
+    assert_same_qtensor(per_tensor, torch._make_per_tensor_quantized_tensor(ints, 0.5, 1))
+    assert_same_qtensor(per_channel, torch._make_per_channel_quantized_tensor(ints, scales, zero_points, 0))
+    assert not ex.fallback_ops, ex.fallback_reasons
+    assert ex.device_ops.get("aten::_make_per_tensor_quantized_tensor") == 1
 
 
 def test_quantized_values_take_their_own_size_in_device_memory():
@@ -111,9 +114,41 @@ def test_save_and_load_keep_a_device_quantized_tensor(per_channel):
     else:
         want = torch.quantize_per_tensor(x, 0.2, 5, torch.quint8)
     buffer = io.BytesIO()
-    torch.save(want.to("rbln"), buffer)
-    buffer.seek(0)
-    assert_same_qtensor(torch.load(buffer), want)
+    with torch.rbln.explain() as ex:
+        torch.save(want.to("rbln"), buffer)
+        buffer.seek(0)
+        loaded = torch.load(buffer)
+    assert_same_qtensor(loaded, want)
+    assert not ex.fallback_ops, ex.fallback_reasons
+
+
+def test_a_quantized_checkpoint_saved_by_one_process_loads_onto_the_device_in_another(run_python, tmp_path):
+    """A per-channel int8 weight quantized on rbln, saved with torch.save, loaded by a fresh process onto rbln and
+    used in a linear layer there as its CPU copy is on the CPU; both processes exit cleanly (run_python checks)."""
+    path = str(tmp_path / "checkpoint.pt")
+    saved = run_python(f"""
+        torch.manual_seed(0)
+        layer = torch.nn.Linear(16, 8)
+        scales = torch.rand(8, dtype=torch.float64).rbln() / 50 + 1e-3
+        weight = torch.quantize_per_channel(layer.weight.detach().rbln(), scales, torch.zeros(8, dtype=torch.long).rbln(),
+                                            0, torch.qint8)
+        torch.save({{"weight": weight, "bias": layer.bias.detach().rbln()}}, {path!r})
+        print(json.dumps(weight.int_repr().cpu().tolist()))
+    """)
+    loaded = run_python(f"""
+        state = torch.load({path!r})
+        x = torch.randn(4, 16, generator=torch.Generator().manual_seed(1))
+        with torch.rbln.explain() as ex:
+            y = torch.nn.functional.linear(x.rbln(), state["weight"].dequantize(), state["bias"])
+        cpu = {{k: v.cpu() for k, v in state.items()}}
+        expected = torch.nn.functional.linear(x, cpu["weight"].dequantize(), cpu["bias"])
+        print(json.dumps({{"device": state["weight"].device.type, "quantized": state["weight"].is_quantized,
+                          "ints": state["weight"].int_repr().cpu().tolist(), "fallbacks": ex.fallback_ops,
+                          "max_error": (y.cpu() - expected).abs().max().item()}}))
+    """)
+    assert loaded["device"] == "rbln" and loaded["quantized"] and loaded["ints"] == saved
+    assert not loaded["fallbacks"] and loaded["max_error"] < 1e-5
+    assert all(-128 <= v <= 127 for row in saved for v in row) and any(v != 0 for row in saved for v in row)
 
 
 BAD = {  # name -> a call on `device` that CPU rejects
