@@ -362,11 +362,12 @@ def test_uint8_mask_indexing_warns_as_cpu():
     for device in ("cpu", "rbln"):
         x = torch.arange(6.0, device=device)
         mask = torch.tensor([1, 0, 1, 0, 1, 0], dtype=torch.uint8, device=device)
-        with warnings.catch_warnings(record=True) as caught:
+        with warnings.catch_warnings(record=True) as caught, torch.rbln.explain() as ex:
             warnings.simplefilter("always")
             picked = x[mask]
             x[mask.bool()]
             x.index_put_((mask,), torch.full((3,), -1.0, device=device))
+        assert not ex.fallback_ops, ex.fallback_reasons
         counts[device] = [str(w.message).split(" (Triggered internally")[0] for w in caught
                           if "uint8 is now deprecated" in str(w.message)]
         assert picked.cpu().tolist() == [0.0, 2.0, 4.0] and x.cpu().tolist() == [-1.0, 1.0, -1.0, 3.0, -1.0, 5.0]
