@@ -1,8 +1,9 @@
 """What users run on rbln-ccl, 3 SGD steps each against one process training on the whole
-batch on CPU: train.py MODE [CHECKPOINT_DIR] [--backend NAME], MODE one of ddp, ddp_device_ids, ddp_fp16_hook,
-ddp_bf16_hook, ddp_unused, fsdp2, fsdp2_mixed, hsdp, dtensor, dcp_save, dcp_load (these two
-with a checkpoint directory). Run under torchrun
-(init_process_group() picks the backend); prints one JSON line per rank, exits 1 on a mismatch."""
+batch on CPU: train.py MODES [CHECKPOINT_DIR] [--backend NAME], MODES a comma-separated list of ddp,
+ddp_device_ids, ddp_fp16_hook, ddp_bf16_hook, ddp_unused, fsdp2, fsdp2_mixed, hsdp, dtensor, dcp_save, dcp_load
+(these two with a checkpoint directory), run one after another in one process group. Run under torchrun
+(init_process_group() picks the backend); prints one JSON line per rank with each mode's failures and facts,
+exits 1 on a mismatch."""
 import argparse
 import datetime
 import os
@@ -14,11 +15,10 @@ from report import report
 import torch.nn as nn
 
 parser = argparse.ArgumentParser()
-parser.add_argument("mode")
+parser.add_argument("modes")
 parser.add_argument("checkpoint", nargs="?")
 parser.add_argument("--backend", help="default: none named, init_process_group() picks")
 args = parser.parse_args()
-mode = args.mode
 dist.init_process_group(args.backend, timeout=datetime.timedelta(seconds=60))
 rank, world = dist.get_rank(), dist.get_world_size()
 local = int(os.environ.get("LOCAL_RANK", rank)) % torch.rbln.device_count()
@@ -75,84 +75,88 @@ def full_state(model):
     return out
 
 
-failures = []
-
-
-def compare(got, expected, tol):
+def compare(failures, got, expected, tol):
     for k, v in expected.items():
         try:
             torch.testing.assert_close(got[k], v, rtol=tol, atol=tol)
         except AssertionError as e:
-            failures.append(f"{mode} {k}: {str(e).splitlines()[0]}")
+            failures.append(f"{k}: {str(e).splitlines()[0]}")
 
 
-torch.manual_seed(0)
-if mode.startswith("ddp"):
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-    from torch.nn.parallel import DistributedDataParallel as DDP
+def run(mode, failures):
+    """Trains (or checks) one mode, appending mismatches to failures; returns the facts the test checks."""
+    torch.manual_seed(0)
+    if mode.startswith("ddp"):
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        from torch.nn.parallel import DistributedDataParallel as DDP
 
-    unused = mode == "ddp_unused"
-    net = Net(unused).to(device)
-    kwargs = {"device_ids": [local]} if mode == "ddp_device_ids" else {}
-    ddp = DDP(net, find_unused_parameters=unused, **kwargs)
-    if mode == "ddp_fp16_hook":
-        ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
-    if mode == "ddp_bf16_hook":
-        import torch_rbln.distributed
+        unused = mode == "ddp_unused"
+        net = Net(unused).to(device)
+        kwargs = {"device_ids": [local]} if mode == "ddp_device_ids" else {}
+        ddp = DDP(net, find_unused_parameters=unused, **kwargs)
+        if mode == "ddp_fp16_hook":
+            ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+        if mode == "ddp_bf16_hook":
+            import torch_rbln.distributed
 
-        ddp.register_comm_hook(None, torch_rbln.distributed.bf16_compress_hook)
-    train(ddp)
-    low_precision = mode in ("ddp_fp16_hook", "ddp_bf16_hook")
-    compare(full_state(ddp), reference(unused), 2e-2 if low_precision else 1e-5)
-    logged = ddp._get_ddp_logging_data()
-    extra = {"ddp_backend_name": logged.get("backend_name"), "ddp_device": logged.get("device_ids", "")}
-elif mode in ("fsdp2", "fsdp2_mixed", "hsdp", "dcp_save", "dcp_load"):
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+            ddp.register_comm_hook(None, torch_rbln.distributed.bf16_compress_hook)
+        train(ddp)
+        low_precision = mode in ("ddp_fp16_hook", "ddp_bf16_hook")
+        compare(failures, full_state(ddp), reference(unused), 2e-2 if low_precision else 1e-5)
+        logged = ddp._get_ddp_logging_data()
+        return {"ddp_backend_name": logged.get("backend_name"), "ddp_device": logged.get("device_ids", "")}
+    if mode in ("fsdp2", "fsdp2_mixed", "hsdp", "dcp_save", "dcp_load"):
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    mesh = init_device_mesh("rbln", (2, world // 2) if mode == "hsdp" else (world,),
-                            mesh_dim_names=("replicate", "shard") if mode == "hsdp" else None)
-    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
-        if mode == "fsdp2_mixed" else MixedPrecisionPolicy()
-    net = Net().to(device)
-    for layer in (net.a, net.b):
-        fully_shard(layer, mesh=mesh, mp_policy=policy)
-    fully_shard(net, mesh=mesh, mp_policy=policy)
-    import torch.distributed.checkpoint as dcp
+        mesh = init_device_mesh("rbln", (2, world // 2) if mode == "hsdp" else (world,),
+                                mesh_dim_names=("replicate", "shard") if mode == "hsdp" else None)
+        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
+            if mode == "fsdp2_mixed" else MixedPrecisionPolicy()
+        net = Net().to(device)
+        for layer in (net.a, net.b):
+            fully_shard(layer, mesh=mesh, mp_policy=policy)
+        fully_shard(net, mesh=mesh, mp_policy=policy)
+        import torch.distributed.checkpoint as dcp
 
-    if mode == "dcp_load":  # another world size than the one that saved: resharded on load
-        state = {"model": net.state_dict()}
-        dcp.load(state, checkpoint_id=args.checkpoint)
-        net.load_state_dict(state["model"])
-    else:
-        train(net)
-    compare(full_state(net), reference(), 3e-2 if mode == "fsdp2_mixed" else 1e-5)
-    if mode == "dcp_save":
-        dcp.save({"model": net.state_dict()}, checkpoint_id=args.checkpoint)
-    extra = {"mesh": list(mesh.shape)}
-elif mode == "dtensor":
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+        if mode == "dcp_load":  # another world size than the one that saved: resharded on load
+            state = {"model": net.state_dict()}
+            dcp.load(state, checkpoint_id=args.checkpoint)
+            net.load_state_dict(state["model"])
+        else:
+            train(net)
+        compare(failures, full_state(net), reference(), 3e-2 if mode == "fsdp2_mixed" else 1e-5)
+        if mode == "dcp_save":
+            dcp.save({"model": net.state_dict()}, checkpoint_id=args.checkpoint)
+        return {"mesh": list(mesh.shape)}
+    if mode == "dtensor":
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
-    mesh = init_device_mesh("rbln", (world,))
-    full = torch.arange(4.0 * world * 3).view(4 * world, 3)
-    sharded = distribute_tensor(full.to(device), mesh, [Shard(0)])
-    local_part = sharded.to_local()
-    if local_part.device != device or not torch.equal(local_part.cpu(), full[rank * 4:(rank + 1) * 4]):
-        failures.append("dtensor: wrong local shard")
-    total = (sharded * 2).sum()
-    if float(total.full_tensor().cpu()) != float((full * 2).sum()):
-        failures.append("dtensor: wrong sum")
-    replicated = sharded.redistribute(mesh, [Replicate()]).to_local()
-    if not torch.equal(replicated.cpu(), full):
-        failures.append("dtensor: wrong redistribute")
-    mm = (sharded @ distribute_tensor(torch.eye(3).to(device), mesh, [Replicate()])).full_tensor()
-    if not torch.equal(mm.cpu(), full):
-        failures.append("dtensor: wrong matmul")
-    extra = {}
-else:
+        mesh = init_device_mesh("rbln", (world,))
+        full = torch.arange(4.0 * world * 3).view(4 * world, 3)
+        sharded = distribute_tensor(full.to(device), mesh, [Shard(0)])
+        local_part = sharded.to_local()
+        if local_part.device != device or not torch.equal(local_part.cpu(), full[rank * 4:(rank + 1) * 4]):
+            failures.append("wrong local shard")
+        total = (sharded * 2).sum()
+        if float(total.full_tensor().cpu()) != float((full * 2).sum()):
+            failures.append("wrong sum")
+        replicated = sharded.redistribute(mesh, [Replicate()]).to_local()
+        if not torch.equal(replicated.cpu(), full):
+            failures.append("wrong redistribute")
+        mm = (sharded @ distribute_tensor(torch.eye(3).to(device), mesh, [Replicate()])).full_tensor()
+        if not torch.equal(mm.cpu(), full):
+            failures.append("wrong matmul")
+        return {}
     raise SystemExit(f"unknown mode {mode}")
 
-report(**{"rank": rank, "mode": mode, "failures": failures, "backend": str(dist.get_backend()), **extra})
+
+modes = {}
+for mode in args.modes.split(","):
+    failures = []
+    modes[mode] = {"failures": failures, **run(mode, failures)}
+
+report(rank=rank, backend=str(dist.get_backend()), modes=modes)
 dist.destroy_process_group()
-sys.exit(1 if failures else 0)
+sys.exit(1 if any(m["failures"] for m in modes.values()) else 0)
