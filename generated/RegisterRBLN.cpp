@@ -4892,10 +4892,6 @@ at::Tensor wrapper__scaled_mm(const at::Tensor & self, const at::Tensor & mat2, 
   c10::impl::check_and_update_common_device(common_device, bias, "wrapper__scaled_mm", "bias");
   c10::impl::check_and_update_common_device(common_device, scale_result, "wrapper__scaled_mm", "scale_result");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Float; };
-  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat2.scalar_type()) && dtype_ok(scale_a.scalar_type()) && dtype_ok(scale_b.scalar_type()))) {
-    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_scaled_mm>::call(self, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum);
-  }
   RBLN_COUNT_DEVICE_OP("aten::_scaled_mm");
   at::Tensor result;
   return rbln::kernels::scaled_mm_out(self, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum, result);
@@ -4911,10 +4907,6 @@ at::Tensor & wrapper__scaled_mm_out(const at::Tensor & self, const at::Tensor & 
   c10::impl::check_and_update_common_device(common_device, bias, "wrapper__scaled_mm_out", "bias");
   c10::impl::check_and_update_common_device(common_device, scale_result, "wrapper__scaled_mm_out", "scale_result");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Float; };
-  if (!(dtype_ok(self.scalar_type()) && dtype_ok(mat2.scalar_type()) && dtype_ok(scale_a.scalar_type()) && dtype_ok(scale_b.scalar_type()))) {
-    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::_scaled_mm_out>::call(self, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum, out);
-  }
   RBLN_COUNT_DEVICE_OP("aten::_scaled_mm.out");
   return rbln::kernels::scaled_mm_out(self, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum, out);
 }

@@ -117,8 +117,28 @@ at::Tensor _weight_int8pack_mm(const at::Tensor& A, const at::Tensor& B, const a
   return C;
 }
 
-// Float8 (or float4) operands with tensorwise or rowwise scales, an optional bias, into out_dtype. The
-// meta function sizes the result and raises the argument errors CUDA's kernel raises, before the launch.
+namespace {
+// A [rows, cols] float32 tensor of block scales: scale[i / row_block][j / col_block].
+at::Tensor block_scales(const at::Tensor& scale, int64_t rows, int64_t cols, int64_t row_block, int64_t col_block) {
+  return scale.to(at::kFloat).repeat_interleave(row_block, 0).narrow(0, 0, rows)
+      .repeat_interleave(col_block, 1).narrow(1, 0, cols);
+}
+
+// CUDA's blocks of 128 (DeepSeek-style FP8; CPU has none) on the device: each operand dequantized with its
+// expanded block scales in float32, then one float32 matmul, as CUDA accumulates in float32.
+at::Tensor& block_scaled_mm(const at::Tensor& self, const at::Tensor& mat2, const at::Tensor& full_scale_a,
+                            const at::Tensor& full_scale_b, const at::Tensor& bias, at::Tensor& out) {
+  auto result = at::mm(at::mul(self.to(at::kFloat), full_scale_a), at::mul(mat2.to(at::kFloat), full_scale_b));
+  if (bias.defined()) result.add_(bias.to(at::kFloat));
+  out.copy_(result);
+  return out;
+}
+}  // namespace
+
+// Float8 (or float4) operands with tensorwise or rowwise scales (CPU's kernel on the op library), or CUDA's
+// blocks of 128 told apart by the scales' shapes as CUDA does ([m, K/128] and [K/128, n] for 1x128,
+// [m/128, K/128] and [K/128, n/128] for 128x128), an optional bias, into out_dtype. The meta function sizes the
+// result and raises the argument errors CUDA's kernel raises, before the launch.
 at::Tensor& scaled_mm_out(const at::Tensor& self, const at::Tensor& mat2, const at::Tensor& scale_a,
                           const at::Tensor& scale_b, const std::optional<at::Tensor>& bias,
                           const std::optional<at::Tensor>& scale_result, std::optional<at::ScalarType> out_dtype,
@@ -129,6 +149,16 @@ at::Tensor& scaled_mm_out(const at::Tensor& self, const at::Tensor& mat2, const 
   prepare_out(out, sized.sizes(), sized.scalar_type(), self, "_scaled_mm", false);
   check_same_device({&self, &mat2, &scale_a, &scale_b, &out});
   if (out.numel() == 0) return out;
+  const int64_t m = self.size(0), k = self.size(1), n = mat2.size(1);
+  const bool tensorwise = scale_a.numel() == 1 && scale_b.numel() == 1;
+  const bool rowwise = scale_a.dim() == 2 && scale_a.size(0) == m && scale_a.size(1) == 1 && scale_b.dim() == 2 &&
+                       scale_b.size(0) == 1 && scale_b.size(1) == n;
+  if (!tensorwise && !rowwise && scale_a.scalar_type() == at::kFloat) {  // the meta function let only blocks through
+    // Where m (n) is 1, both readings of a's (b's) scale shape give the same values.
+    const auto sa = block_scales(scale_a, m, k, scale_a.size(0) == m ? 1 : 128, 128);
+    const auto sb = block_scales(scale_b, k, n, 128, scale_b.size(1) == n ? 1 : 128);
+    return block_scaled_mm(self, mat2, sa, sb, b, out);
+  }
   launch_library("aten::_scaled_mm", {self, mat2, scale_a, scale_b, b, s, out}, {},
                  [out_dtype, use_fast_accum](const Tensors& in) {
                    auto result = in[6];
@@ -143,11 +173,6 @@ namespace {
 // torch.nn.functional.ScalingType and SwizzleType's values.
 constexpr int64_t kTensorWise = 0, kRowWise = 1, kBlockWise1x128 = 4, kBlockWise128x128 = 5;
 
-// A [rows, cols] float32 tensor of block scales: scale[i / row_block][j / col_block].
-at::Tensor block_scales(const at::Tensor& scale, int64_t rows, int64_t cols, int64_t row_block, int64_t col_block) {
-  return scale.to(at::kFloat).repeat_interleave(row_block, 0).narrow(0, 0, rows)
-      .repeat_interleave(col_block, 1).narrow(1, 0, cols);
-}
 }  // namespace
 
 // torch.nn.functional.scaled_mm (_scaled_mm_v2): one scale per operand, unswizzled. Tensorwise and rowwise are
@@ -197,10 +222,7 @@ at::Tensor& scaled_mm_v2_out(const at::Tensor& self, const at::Tensor& mat2, at:
                                          : block_scales(scale_a[0].narrow(0, 0, k_blocks).t(), m, k, 128, 128);
   const auto sb = rb == kBlockWise1x128 ? block_scales(scale_b[0].t(), k, n, 128, 1)
                                          : block_scales(scale_b[0].narrow(0, 0, k_blocks), k, n, 128, 128);
-  auto result = at::mm(at::mul(self.to(at::kFloat), sa), at::mul(mat2.to(at::kFloat), sb));
-  if (b.defined()) result.add_(b.to(at::kFloat));
-  out.copy_(result);
-  return out;
+  return block_scaled_mm(self, mat2, sa, sb, b, out);
 }
 
 }  // namespace rbln::kernels

@@ -186,15 +186,42 @@ def test_blockwise_scaled_mm_has_cudas_layouts_and_values_on_the_device(recipes)
                                             output_dtype=torch.bfloat16).cpu())  # the device goes on, the same
 
 
-@pytest.mark.parametrize("call", [
-    lambda d: torch._scaled_mm(fp8(16, 32).to(d), fp8(16, 32).to(d).t(), torch.ones(3, device=d), torch.tensor(2., device=d)),
-    lambda d: torch._scaled_mm(fp8(16, 32).to(d), fp8(16, 32).to(d).t(), torch.tensor(1., device=d).half(), torch.tensor(2., device=d)),
-    lambda d: torch._scaled_mm(torch.randn(16, 32, device=d), fp8(16, 32).to(d).t(), torch.tensor(1., device=d), torch.tensor(2., device=d)),
+@pytest.mark.parametrize("recipes", ["1x128,1x128", "1x128,128x128", "128x128,1x128"])
+def test_blockwise_scaled_mm_from_the_scales_shapes_as_cuda(recipes):
+    """torch._scaled_mm tells CUDA's blocks of 128 apart by the scales' shapes (1x128: [m, K/128] and [K/128, n];
+    128x128: [m/128, K/128] and [K/128, n/128]; CPU raises); the values are the float64 product of the dequantized
+    operands to bfloat16 rounding, with the bias added; a shape of no recipe gets the meta function's error."""
+    m, k, n = 200, 320, 144  # blocks that do not divide the sizes
+    mb, kb, nb = 2, 3, 2
+    a, b = fp8(m, k), fp8(n, k).t()
+    recipe_a, recipe_b = recipes.split(",")
+    sa = torch.rand(*((m, kb) if recipe_a == "1x128" else (mb, kb)), generator=G) + 0.5
+    sb = torch.rand(*((kb, n) if recipe_b == "1x128" else (kb, nb)), generator=G) + 0.5
+    full_a = blocks(sa, m, k, 1 if recipe_a == "1x128" else 128, 128)
+    full_b = blocks(sb, k, n, 128, 1 if recipe_b == "1x128" else 128)
+    bias = torch.randn(n, generator=G).bfloat16()
+    out = on_device(torch._scaled_mm, a, b, sa, sb, bias=bias, out_dtype=torch.bfloat16)
+    assert out.dtype == torch.bfloat16
+    expected = (a.double() * full_a.double()) @ (b.double() * full_b.double()) + bias.double()
+    torch.testing.assert_close(out.double(), expected, rtol=8e-3, atol=8e-3 * expected.abs().max().item())
+    with pytest.raises(RuntimeError, match="Invalid scaling configuration"):
+        torch._scaled_mm(a.rbln(), b.rbln(), sa[:, :2].rbln(), sb.rbln(), out_dtype=torch.bfloat16)
+
+
+@pytest.mark.parametrize("call,cuda_error,cpu_raises", [
+    (lambda d: torch._scaled_mm(fp8(16, 32).to(d), fp8(16, 32).to(d).t(), torch.ones(3, device=d), torch.tensor(2., device=d)),
+     "scale tensors must be 2D", True),
+    # CPU's kernel computes with a float16 tensorwise scale; CUDA's (its meta function) refuses it.
+    (lambda d: torch._scaled_mm(fp8(16, 32).to(d), fp8(16, 32).to(d).t(), torch.tensor(1., device=d).half(), torch.tensor(2., device=d)),
+     r"must be float \(fp32\) tensors", False),
+    (lambda d: torch._scaled_mm(torch.randn(16, 32, device=d), fp8(16, 32).to(d).t(), torch.tensor(1., device=d), torch.tensor(2., device=d)),
+     "Expected both inputs to be fp8", True),
 ], ids=["scale-shape", "scale-dtype", "operand-dtype"])
-def test_scaled_mm_bad_scales_raise_and_the_device_stays_usable(call):
-    with pytest.raises((RuntimeError, ValueError)):
-        call("cpu")
-    with pytest.raises((RuntimeError, ValueError)):
+def test_scaled_mm_bad_scales_raise_and_the_device_stays_usable(call, cuda_error, cpu_raises):
+    if cpu_raises:
+        with pytest.raises((RuntimeError, ValueError)):
+            call("cpu")
+    with pytest.raises(RuntimeError, match=cuda_error):
         call("rbln")
     a, b, one = fp8(16, 32), fp8(16, 32).t(), torch.tensor(1.0)
     expected = torch._scaled_mm(a, b, one, one, out_dtype=torch.float32)
