@@ -284,9 +284,10 @@ struct add {
   C alpha;
   explicit add(const at::Scalar& a) : alpha(checked_alpha<T>(a)) {}
   // As CPU rounds it: float16/bfloat16 round alpha * b to T before adding,
-  // float32/float64 fuse the multiply-add.
+  // float32/float64 fuse the multiply-add. Complex always multiplies, as CPU and
+  // CUDA do: (1 + 0i) * (inf + 1i) is inf + nan i.
   C operator()(C a, C b) const {
-    if (alpha == C(1)) return a + b;
+    if (alpha == C(1) && !is_complex<C>) return a + b;
     if constexpr (!std::is_same_v<T, C>) return a + C(T(alpha * b));
     else if constexpr (is_float<C>) return std::fma(alpha, b, a);
     else return a + alpha * b;
@@ -298,7 +299,8 @@ struct sub {
   using C = at::opmath_type<T>;
   C alpha;
   explicit sub(const at::Scalar& a) : alpha(checked_alpha<T>(a)) {}
-  C operator()(C a, C b) const {  // rounding as add's
+  C operator()(C a, C b) const {  // rounding as add's; complex adds -alpha * b, as CPU and CUDA
+    if constexpr (is_complex<C>) return a + (-alpha) * b;
     if (alpha == C(1)) return a - b;
     if constexpr (!std::is_same_v<T, C>) return a - C(T(alpha * b));
     else if constexpr (is_float<C>) return std::fma(-alpha, b, a);

@@ -40,6 +40,22 @@ def test_elementwise_math_matches_cpu(dtype):
 
 
 @pytest.mark.parametrize("dtype", COMPLEX)
+def test_add_and_sub_multiply_by_alpha_at_extremal_values_as_cpu(dtype):
+    """CPU (and CUDA) compute a + alpha * b and a + (-alpha) * b with a complex multiply even for alpha = 1, so an
+    infinite part of b makes the other part NaN ((1 + 0i) * (inf + 1i) = inf + nan i); rbln gives the same."""
+    big = torch.finfo(torch.float32 if dtype == torch.complex64 else torch.float64).max
+    inf = float("inf")
+    a = torch.tensor([complex(big, -big), complex(inf, 1), complex(1, -inf), complex(2, 3)], dtype=dtype)
+    b = torch.tensor([complex(inf, 1), complex(big, -big), complex(0, inf), complex(-1, 0.5)], dtype=dtype)
+    assert torch.add(a, b).isnan().any()  # the case is real: CPU's sum holds NaNs a direct sum would not
+    for alpha in (1, 2, 1j):
+        for op in (torch.add, torch.sub, torch.rsub):
+            expected = op(a, b, alpha=alpha)
+            got, _ = _on_device(lambda x, y: op(x, y, alpha=alpha), a.rbln(), b.rbln())
+            torch.testing.assert_close(got.cpu(), expected, equal_nan=True, rtol=0, atol=0, msg=f"{op.__name__} {alpha}")
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
 def test_abs_gives_the_real_magnitude(dtype):
     z, dz = _pair(5, 7, dtype=dtype)
     got, ex = _on_device(torch.abs, dz)
