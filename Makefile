@@ -64,7 +64,7 @@ demo: install deps
 
 # The C++ test programs are built here (the install builds only the package's libraries), so that
 # under `make test` they compile while pytest runs. Ninja 1.13 joins make's jobserver when it finds one in
-# MAKEFLAGS and fails when make did not pass its pipe on; it runs with its own -j instead.
+# MAKEFLAGS and prints an error when make did not pass its pipe on; it runs with its own -j instead.
 test-cpp: install
 	env -u MAKEFLAGS cmake --build $(BUILD) -j 2
 	cd $(BUILD) && ctest --output-on-failure

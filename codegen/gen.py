@@ -91,7 +91,7 @@ def _elementwise_body(e: Entry, v: Variant, root: str) -> list[str]:
 # Tensor arguments whose dtype is fixed by the op (indices, masks, LU pivots,
 # batch_norm's byte workspace, embedding bags' offsets and counts), not the data.
 INDEX_ARGS = {"index", "indices", "mask", "condition", "repeats", "target", "targets", "pivots", "LU_pivots", "reserve",
-              "offsets", "offset2bag", "bag_size", "maximum_indices"}
+              "offsets", "offset2bag", "bag_size", "maximum_indices", "block_table", "context_lens"}
 
 
 # Ops whose tensors' devices differ by design: copies between devices (the backend hooks behind copy_ and
@@ -126,10 +126,14 @@ def _guard_and_dtypes(e: Entry, v: Variant) -> list[str]:
     data = [a.name for a in tensors if a.name not in INDEX_ARGS and a.name not in outs]
     if e.dtypes != ["any"] and data:
         allowed = " || ".join(f"t == at::ScalarType::{DTYPES[d][0]}" for d in e.dtypes)
-        lines += [f"const auto dtype_ok = [](at::ScalarType t) {{ return {allowed}; }};",
-                  f"if (!({' && '.join(f'dtype_ok({n}.scalar_type())' for n in data)})) {{",
-                  f"  return {_fallback_call(v, 'fallback_dtype')};", "}"]
-    return lines + [f"RBLN_COUNT_DEVICE_OP(\"aten::{v.name}\");"]
+        ok = " && ".join(f"dtype_ok({n}.scalar_type())" for n in data)
+        lines.append(f"const auto dtype_ok = [](at::ScalarType t) {{ return {allowed}; }};")
+        if v.namespace == "aten":
+            lines += [f"if (!({ok})) {{", f"  return {_fallback_call(v, 'fallback_dtype')};", "}"]
+        else:  # rbln's own operator has no CPU kernel to fall back to: CUDA's error for a dtype it lacks
+            lines += [f"for (const auto t : {{{', '.join(f'{n}.scalar_type()' for n in data)}}})",
+                      f"  TORCH_CHECK_NOT_IMPLEMENTED(dtype_ok(t), \"\\\"{v.qualified_name}\\\" not implemented for '\", t, \"'\");"]
+    return lines + [f"RBLN_COUNT_DEVICE_OP(\"{v.qualified_name}\");"]
 
 
 def _kernel_body(e: Entry, v: Variant, root: str) -> list[str]:
@@ -290,7 +294,7 @@ def render(entries: list[Entry], root: str = ROOT) -> dict[str, str]:
     overloads = {o for e in entries if e.strategy in ("kernel", "fallback", "library", "compile") for o in e.overloads}
     for path, group in shards.items():
         wrappers = [(v, _body(e, v, root)) for e in group for v in e.variants]
-        headers = sorted({v.func.root_name for e in group for v in e.variants})
+        headers = sorted({v.func.root_name for e in group for v in e.variants if v.namespace == "aten"})
         main = path == "generated/RegisterRBLN.cpp"  # not an elementwise shard (which may be empty)
         autograd = [v for e in group if e.own_composite for v in e.variants]
         out[path] = template.render(wrappers=wrappers, headers=headers, elementwise=not main, autograd=autograd,

@@ -15,7 +15,8 @@ import yaml
 from torchgen import local
 from torchgen.api.types import DispatcherSignature
 from torchgen.gen import parse_native_yaml
-from torchgen.model import BaseTy, BaseType, DeviceCheckType, DispatchKey, NativeFunction, OptionalType, SchemaKind
+from torchgen.model import (BaseTy, BaseType, DeviceCheckType, DispatchKey, Location, NativeFunction, OptionalType,
+                            SchemaKind)
 from torchgen.native_function_generation import pre_group_native_functions
 
 # dtype name in ops.yaml -> (c10::ScalarType enumerator, C++ type)
@@ -67,7 +68,10 @@ FAMILIES = {
 }
 STRATEGIES = ("kernel", "composite", "fallback", "compile", "library")
 KEYS = {"func", "strategy", "kernel", "functor", "dtypes", "notes", "opinfo", "tolerance", "structured", "synced",
-        "upcast", "key"}
+        "upcast", "key", "schema"}
+# rbln's own operators (torch.ops.rbln.*): an entry `func: rbln::name` with its `schema`, which the generated code
+# defines (TORCH_LIBRARY_FRAGMENT) and registers its kernel for; native_functions.yaml has no such op.
+CUSTOM_NAMESPACE = "rbln"
 # The dispatch keys an entry registers for: rbln's dense tensors, and its quantized tensors (quint8, qint8, qint32
 # on the device dispatch to QuantizedPrivateUse1, as CUDA's to QuantizedCUDA).
 DISPATCH_KEYS = ("PrivateUse1", "QuantizedPrivateUse1")
@@ -94,6 +98,11 @@ class Variant:
     decl: str
     arg_names: list[str]
     key: str = "PrivateUse1"  # the dispatch key it registers for (the entry's `key`)
+    namespace: str = "aten"  # the operator's (CUSTOM_NAMESPACE for rbln's own)
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.namespace}::{self.name}"
 
 
 @dataclass
@@ -207,8 +216,27 @@ def _decl(f: NativeFunction, name: str) -> tuple[str, list[str]]:
 
 def _variant(f: NativeFunction, key: str = "PrivateUse1") -> Variant:
     prefix = "wrapper_" if key == "PrivateUse1" else f"wrapper_{key}_"
+    if f.namespace != "aten":
+        prefix += f"{f.namespace}_"
     cpp_name = prefix + f.func.name.unambiguous_name()
-    return Variant(str(f.func.name), f.func.kind().name, f, cpp_name, *_decl(f, cpp_name), key)
+    return Variant(str(f.func.name), f.func.kind().name, f, cpp_name, *_decl(f, cpp_name), key, f.namespace)
+
+
+def _custom_function(func: str, schema, path: str, line: int, err) -> NativeFunction | None:
+    """An rbln:: operator's NativeFunction, parsed from its entry's schema as torchgen parses native_functions.yaml."""
+    namespace, _, name = func.partition("::")
+    if namespace != CUSTOM_NAMESPACE or not re.fullmatch(r"[a-z_][a-z0-9_]*", name):
+        err(f"'{func}': an operator of ops.yaml's own is '{CUSTOM_NAMESPACE}::<lowercase name>'")
+        return None
+    if not isinstance(schema, str) or not schema.startswith("("):
+        err(f"{func}: an '{CUSTOM_NAMESPACE}::' operator needs a 'schema' such as '(Tensor self, float scale) -> Tensor'")
+        return None
+    try:
+        f, _ = NativeFunction.from_yaml({"func": func + schema}, Location(path, line), set())
+    except Exception as e:  # torchgen's parse errors are AssertionError, RuntimeError or ValueError
+        err(f"{func}: schema {schema!r} does not parse: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+        return None
+    return f
 
 
 def is_operand(arg) -> bool:
@@ -249,7 +277,21 @@ def load(path: str) -> list[Entry]:
             if not isinstance(func, str):
                 err("missing 'func' (an ATen overload name such as 'add.Tensor')")
                 continue
-            f = by_name.get(func)
+            schema = item.get("schema")
+            if "::" in func:
+                f = _custom_function(func, schema, path, line, err)
+                if f is None:
+                    continue
+                if item.get("strategy", "kernel") != "kernel" or not item.get("kernel") or item.get("kernel") in FAMILIES \
+                        or item.get("structured") or item.get("key", "PrivateUse1") != "PrivateUse1":
+                    err(f"{func}: an '{CUSTOM_NAMESPACE}::' operator takes strategy 'kernel' with a hand-written kernel "
+                        f"of its own signature (there is no CPU implementation to fall back to or compose from)")
+                    continue
+            elif schema is not None:
+                err(f"{func}: 'schema' is for '{CUSTOM_NAMESPACE}::' operators; ATen's come from native_functions.yaml")
+                continue
+            else:
+                f = by_name.get(func)
             if f is None:
                 base = func.split(".")[0]
                 known = sorted(n for n in by_name if n.split(".")[0] == base)

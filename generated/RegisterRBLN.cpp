@@ -3914,6 +3914,20 @@ at::Tensor wrapper_replication_pad3d_backward(const at::Tensor & grad_output, co
   return rbln::kernels::_thnn_fused_gru_cell_backward(grad_hy, workspace, has_bias);
 }
 
+at::Tensor wrapper_rbln_paged_attention_decode(const at::Tensor & query, const at::Tensor & kv_cache, const at::Tensor & block_table, const at::Tensor & context_lens, double scale, int64_t sliding_window, double softcap) {
+  std::optional<c10::Device> common_device;
+  c10::impl::check_and_update_common_device(common_device, query, "wrapper_rbln_paged_attention_decode", "query");
+  c10::impl::check_and_update_common_device(common_device, kv_cache, "wrapper_rbln_paged_attention_decode", "kv_cache");
+  c10::impl::check_and_update_common_device(common_device, block_table, "wrapper_rbln_paged_attention_decode", "block_table");
+  c10::impl::check_and_update_common_device(common_device, context_lens, "wrapper_rbln_paged_attention_decode", "context_lens");
+  const c10::OptionalDeviceGuard guard(at::device_of(query));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16; };
+  for (const auto t : {query.scalar_type(), kv_cache.scalar_type()})
+    TORCH_CHECK_NOT_IMPLEMENTED(dtype_ok(t), "\"rbln::paged_attention_decode\" not implemented for '", t, "'");
+  RBLN_COUNT_DEVICE_OP("rbln::paged_attention_decode");
+  return rbln::kernels::paged_attention_decode(query, kv_cache, block_table, context_lens, scale, sliding_window, softcap);
+}
+
 at::Tensor & wrapper_complex_out(const at::Tensor & real, const at::Tensor & imag, at::Tensor & out) {
   std::optional<c10::Device> common_device;
   c10::impl::check_and_update_common_device(common_device, out, "wrapper_complex_out", "out");
@@ -6751,6 +6765,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_histogramdd_from_bin_cts", TORCH_FN(wrapper__histogramdd_from_bin_cts));
   m.impl("nonzero_static", TORCH_FN(wrapper_nonzero_static));
   m.impl("_histogramdd_from_bin_tensors", TORCH_FN(wrapper__histogramdd_from_bin_tensors));
+}
+
+// rbln's own operators (`func: rbln::...` in ops.yaml): torch.ops.rbln.*, defined here with their kernels.
+TORCH_LIBRARY_FRAGMENT(rbln, m) {
+  m.def("paged_attention_decode(Tensor query, Tensor kv_cache, Tensor block_table, Tensor context_lens, float scale, int sliding_window=0, float softcap=0.0) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(rbln, PrivateUse1, m) {
+  m.impl("paged_attention_decode", TORCH_FN(wrapper_rbln_paged_attention_decode));
 }
 
 // Quantized tensors on the device (`key: QuantizedPrivateUse1` in ops.yaml), as QuantizedCUDA's kernels.

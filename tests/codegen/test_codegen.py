@@ -56,6 +56,12 @@ def test_committed_generated_files_are_up_to_date():
         ("- {func: int_repr, strategy: fallback, key: QuantizedPrivateUse1}\n", "other keys than PrivateUse1 take strategy"),
         ("- {func: view, kernel: a, key: QuantizedPrivateUse1}\n- {func: view, kernel: b, key: QuantizedPrivateUse1}\n",
          "ops.yaml:2: duplicate entry: view already registered by the entry at line 1"),
+        ("- {func: mylib::op, schema: '(Tensor x) -> Tensor', kernel: op}\n", "'mylib::op': an operator of ops.yaml's own is 'rbln::"),
+        ("- {func: rbln::op, kernel: op}\n", "rbln::op: an 'rbln::' operator needs a 'schema'"),
+        ("- {func: rbln::op, schema: '(Tensor x -> Tensor', kernel: op}\n", "rbln::op: schema '(Tensor x -> Tensor' does not parse"),
+        ("- {func: rbln::op, schema: '(Tensor x) -> Tensor', strategy: library}\n", "takes strategy 'kernel' with a hand-written kernel"),
+        ("- {func: rbln::op, schema: '(Tensor x) -> Tensor', kernel: unary, functor: abs}\n", "takes strategy 'kernel' with a hand-written"),
+        ("- {func: abs, schema: '(Tensor x) -> Tensor', kernel: abs}\n", "abs: 'schema' is for 'rbln::' operators"),
     ],
 )
 def test_malformed_entries_are_rejected_with_file_and_line(tmp_path, text, message):
@@ -169,6 +175,25 @@ def test_a_keyed_entry_registers_for_its_dispatch_key_only(tmp_path):
     assert 'm.impl("view", TORCH_FN(wrapper_view));' in dense and "QuantizedPrivateUse1_view" not in dense
     assert 'm.impl("view", TORCH_FN(wrapper_QuantizedPrivateUse1_view));' in quantized
     assert "return rbln::kernels::view_quantized(self, size);" in source
+
+
+def test_an_own_operator_is_defined_and_registered_in_the_rbln_namespace(tmp_path):
+    # `func: rbln::<name>` with a `schema`: torch.ops.rbln.<name>, defined beside its kernel; a dtype it does not
+    # list raises (no CPU kernel to fall back to); tensors named as indices are not dtype-checked.
+    files = render(load(write_ops(tmp_path, """\
+        - {func: rbln::scaled_sum, schema: "(Tensor self, Tensor index, float scale=1.0) -> Tensor", kernel: scaled_sum, dtypes: floating}
+        """)))
+    source = files["generated/RegisterRBLN.cpp"]
+    assert 'TORCH_LIBRARY_FRAGMENT(rbln, m) {\n  m.def("scaled_sum(Tensor self, Tensor index, float scale=1.0) -> Tensor");' in source
+    own = source[source.index("TORCH_LIBRARY_IMPL(rbln, PrivateUse1, m)"):]
+    assert 'm.impl("scaled_sum", TORCH_FN(wrapper_rbln_scaled_sum));' in own
+    aten = source[source.index("TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)"):]
+    assert "scaled_sum" not in aten[:aten.index("}")]
+    assert "for (const auto t : {self.scalar_type()})" in source and "not implemented for '" in source
+    assert 'RBLN_COUNT_DEVICE_OP("rbln::scaled_sum");' in source and "ATen/ops/scaled_sum" not in source
+    assert "at::Tensor scaled_sum(const at::Tensor & self, const at::Tensor & index, double scale);" in \
+        files["generated/RBLNNativeFunctions.h"]
+    assert "| `rbln::scaled_sum` |" in files["docs/supported_ops.md"]
 
 
 def test_generation_is_deterministic():

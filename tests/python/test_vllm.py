@@ -182,11 +182,12 @@ def test_vllm_serve_answers_concurrent_requests_with_cpu_tokens_and_exits_cleanl
 
 @pytest.mark.parametrize("window", [None, 5])
 def test_batched_decode_attention_equals_a_float64_reference(window):
-    """The attention call decoding requests share (GQA, vLLM's permuted block layout, contexts of different
-    lengths, an optional sliding window) against SDPA in float64 over each request's own keys on CPU."""
+    """The attention call decoding requests share (the device kernel rbln::paged_attention_decode; GQA, vLLM's
+    permuted block layout, contexts of different lengths, an optional sliding window) against SDPA in float64 over
+    each request's own keys on CPU."""
     import torch
     import torch.nn.functional as F
-    from torch_rbln.vllm.attention import DecodeGroup, RBLNAttentionImpl
+    from torch_rbln.vllm.attention import DecodeBatch, RBLNAttentionImpl
 
     torch.manual_seed(0)
     heads, kv_heads, dim, block = 4, 2, 8, 4
@@ -198,9 +199,9 @@ def test_batched_decode_attention_equals_a_float64_reference(window):
     rows = torch.tensor([0, 1]).rbln()
     out = torch.zeros(2, heads, dim).rbln()
     with torch.rbln.explain() as ex:
-        impl._decode_batch(query.rbln(), cache.rbln(), table.rbln(), DecodeGroup(4, rows, rows,
-                                                                               torch.tensor(contexts).rbln()), out)
-    assert not ex.fallback_ops and "aten::index_select" in ex.device_ops
+        impl._decode(query.rbln(), cache.rbln(), table.rbln(), DecodeBatch(rows, rows, torch.tensor(contexts).rbln()),
+                     out)
+    assert not ex.fallback_ops and ex.device_ops.get("rbln::paged_attention_decode") == 1
     for r, context in enumerate(contexts):
         kv = cache[table[r]].transpose(0, 1).reshape(kv_heads, -1, 2 * dim)[:, :context].double()
         keys = torch.arange(context) >= (0 if window is None else context - window)

@@ -1,11 +1,10 @@
-"""A paged-attention backend for vLLM written with device ops: new keys and values go into their cache slots
-with index_put_; the requests that decode one token share an attention call per group of similar context
-lengths over their blocks gathered with index_select (padded to the group's longest context, masked), and each
-prefill (or chunk of one) runs its own.
+"""A paged-attention backend for vLLM on rbln: new keys and values go into their cache slots with index_put_; the
+requests that decode one token share one call of the device kernel rbln::paged_attention_decode (ops.yaml,
+kernels/nn/PagedAttention.cpp), which reads each request's keys and values in place through its row of the block
+table; each prefill (or chunk of one) gathers its blocks and runs scaled_dot_product_attention.
 
 The KV cache is vLLM's `[num_blocks, num_kv_heads, block_size, 2 * head_size]` layout (keys, then values, on
-the last dimension). A request's context is gathered whole, so decode memory grows with the context length
-(not with its square); a device kernel that reads the blocks in place replaces this (docs/serving.md).
+the last dimension). Decode memory does not grow with the context beyond one score a key (docs/serving.md).
 """
 from __future__ import annotations
 
@@ -31,17 +30,13 @@ class RBLNAttentionMetadata:
     seq_lens_cpu: list[int]
     block_table: torch.Tensor  # [num_reqs, max_blocks] on the device
     slot_mapping: torch.Tensor  # [num_tokens] on the device
-    # The requests that decode one token when there are several, batched into one attention call per group of
-    # similar context lengths (empty otherwise: each request runs its own).
-    decode_groups: list[DecodeGroup]
+    # The requests that decode one token, in one kernel call (None when there are none).
+    decodes: DecodeBatch | None
 
 
 @dataclass
-class DecodeGroup:
-    """Requests decoding one token whose contexts take between 2^(k-1) and 2^k blocks: `num_blocks`, the most
-    any of them takes (what their gather pads to), and on the device their rows of the block table, query
-    positions and context lengths."""
-    num_blocks: int
+class DecodeBatch:
+    """On the device: the decoding requests' rows of the block table, their query positions and context lengths."""
     rows: torch.Tensor
     positions: torch.Tensor
     contexts: torch.Tensor
@@ -64,27 +59,14 @@ class RBLNAttentionMetadataBuilder(AttentionMetadataBuilder[RBLNAttentionMetadat
             seq_lens_cpu=seq_lens,
             block_table=m.block_table_tensor,
             slot_mapping=m.slot_mapping,
-            decode_groups=self._decode_groups(decodes, starts, seq_lens) if len(decodes) > 1 else [],
+            decodes=self._decode_batch(decodes, starts, seq_lens) if decodes else None,
         )
 
-    def _decode_groups(self, decodes: list[int], starts: list[int], seq_lens: list[int]) -> list[DecodeGroup]:
-        # Grouped by the power of two of their block counts, so a gather pads each context to at most twice its
-        # blocks (the gather is most of a decode step's device time); one host-to-device copy per step, queued
-        # without waiting.
-        blocks = {i: -(-seq_lens[i] // self.block_size) for i in decodes}
-        by_size: dict[int, list[int]] = {}
-        for i in decodes:
-            by_size.setdefault((blocks[i] - 1).bit_length(), []).append(i)
-        members = [by_size[k] for k in sorted(by_size)]
-        order = [i for group in members for i in group]
-        host = torch.tensor([order, [starts[i] for i in order], [seq_lens[i] for i in order]], pin_memory=True)
-        device = host.to(self.device, non_blocking=True)
-        groups, offset = [], 0
-        for group in members:
-            rows, positions, contexts = device[:, offset: offset + len(group)].unbind(0)
-            groups.append(DecodeGroup(max(blocks[i] for i in group), rows, positions, contexts))
-            offset += len(group)
-        return groups
+    def _decode_batch(self, decodes: list[int], starts: list[int], seq_lens: list[int]) -> DecodeBatch:
+        # One host-to-device copy per step (not per layer), queued without waiting.
+        host = torch.tensor([decodes, [starts[i] for i in decodes], [seq_lens[i] for i in decodes]], pin_memory=True)
+        rows, positions, contexts = host.to(self.device, non_blocking=True).unbind(0)
+        return DecodeBatch(rows, positions, contexts)
 
 
 class RBLNAttentionBackend(AttentionBackend):
@@ -140,12 +122,12 @@ class RBLNAttentionImpl(AttentionImpl):
             return output.fill_(0)
         block_size = kv_cache.shape[2]
         starts = attn_metadata.query_start_loc_cpu
-        batched = bool(attn_metadata.decode_groups)
-        for group in attn_metadata.decode_groups:
-            self._decode_batch(query, kv_cache, attn_metadata.block_table, group, output)
+        decodes = attn_metadata.decodes
+        if decodes is not None:
+            self._decode(query, kv_cache, attn_metadata.block_table, decodes, output)
         for i, context in enumerate(attn_metadata.seq_lens_cpu):
             start, end = starts[i], starts[i + 1]
-            if end == start or (batched and end - start == 1):
+            if end - start <= 1:  # nothing scheduled, or decoded above
                 continue
             table = attn_metadata.block_table[i : i + 1, : -(-context // block_size)]
             k, v = (t[0, :, :context] for t in self._gather(kv_cache, table))
@@ -157,16 +139,12 @@ class RBLNAttentionImpl(AttentionImpl):
             output[start:end] = out.transpose(0, 1)
         return output
 
-    def _decode_batch(self, query, kv_cache, block_table, group: DecodeGroup, output) -> None:
-        """A group of requests that decode one token, in one attention call: their blocks gathered to the group's
-        longest context, the keys past each request's context (and outside its window) masked."""
-        k, v = self._gather(kv_cache, block_table.index_select(0, group.rows)[:, : group.num_blocks])
-        q = query.index_select(0, group.positions).unsqueeze(2)  # [R, Hq, 1, D]
-        key_pos = torch.arange(k.shape[2], device=query.device).view(1, 1, 1, -1)
-        mask = self._visible(key_pos, group.contexts.view(-1, 1, 1, 1) - 1)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale,
-                                             enable_gqa=self.num_heads != self.num_kv_heads)
-        output.index_copy_(0, group.positions, out.squeeze(2).to(output.dtype))
+    def _decode(self, query, kv_cache, block_table, decodes: DecodeBatch, output) -> None:
+        """The requests that decode one token, in one call of the device kernel over the blocks in place."""
+        out = torch.ops.rbln.paged_attention_decode(
+            query.index_select(0, decodes.positions), kv_cache, block_table.index_select(0, decodes.rows),
+            decodes.contexts, self.scale, self.sliding_window or 0)
+        output.index_copy_(0, decodes.positions, out.to(output.dtype))
 
     def _gather(self, kv_cache, table: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Keys and values [R, H, blocks * block_size, D] of the blocks of `table` [R, blocks], in order."""

@@ -1,0 +1,110 @@
+"""rbln::paged_attention_decode (kernels/nn/PagedAttention.cpp), the device kernel of vLLM's decode attention on
+rbln: one query token a request over its context's keys and values, read in place through its row of the block
+table, against float64 attention over the same keys and values gathered on the CPU."""
+import math
+
+import pytest
+import torch
+
+import torch_rbln  # noqa: F401
+
+G = torch.Generator().manual_seed(0)
+BLOCK, HEAD = 16, 32
+TOLERANCE = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+
+
+def paged_case(contexts, heads, kv_heads, dtype, num_blocks=24):
+    """A query per request, a KV cache in vLLM's layout (a permuted view, as vLLM allocates it: its last dim
+    contiguous), and block tables that take each request's blocks from a shuffled pool."""
+    max_blocks = max(-(-c // BLOCK) for c in contexts) + 1
+    storage = torch.randn(num_blocks, BLOCK, kv_heads, 2 * HEAD, generator=G).to(dtype)
+    kv_cache = storage.permute(0, 2, 1, 3)  # [blocks, kv_heads, block_size, 2 * head_size]
+    pool = torch.randperm(num_blocks, generator=G)
+    table = torch.zeros(len(contexts), max_blocks, dtype=torch.int32)
+    for r, c in enumerate(contexts):
+        n = -(-c // BLOCK)
+        table[r, :n] = pool[:n]
+        pool = pool.roll(-n)
+    query = torch.randn(len(contexts), heads, HEAD, generator=G).to(dtype)
+    return query, kv_cache, table, torch.tensor(contexts, dtype=torch.int32)
+
+
+def reference(query, kv_cache, table, contexts, scale, window=0, softcap=0.0):
+    """float64 attention of each request's query over its gathered context (the last `window` keys if set)."""
+    out = torch.empty(query.shape, dtype=torch.float64)
+    group = query.shape[1] // kv_cache.shape[1]
+    for r, c in enumerate(contexts.tolist()):
+        kv = kv_cache[table[r, : -(-c // BLOCK)].long()].double()  # [n, kv_heads, block, 2 * head]
+        kv = kv.transpose(0, 1).flatten(1, 2)[:, :c]  # [kv_heads, c, 2 * head]
+        first = max(0, c - window) if window else 0
+        k, v = kv[:, first:, :HEAD].repeat_interleave(group, 0), kv[:, first:, HEAD:].repeat_interleave(group, 0)
+        scores = torch.einsum("hd,htd->ht", query[r].double(), k) * scale
+        if softcap:
+            scores = softcap * torch.tanh(scores / softcap)
+        out[r] = torch.einsum("ht,htd->hd", scores.softmax(-1), v)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("window,softcap", [(0, 0.0), (20, 0.0), (0, 5.0)], ids=["causal", "window", "softcap"])
+def test_paged_decode_attention_matches_float64_on_the_device(dtype, window, softcap):
+    query, kv_cache, table, contexts = paged_case([1, 17, 40, 64, 5], heads=8, kv_heads=2, dtype=dtype)
+    scale = 1 / math.sqrt(HEAD)
+    with torch.rbln.explain() as ex:
+        out = torch.ops.rbln.paged_attention_decode(query.rbln(), kv_cache.rbln(), table.rbln(), contexts.rbln(),
+                                                    scale, window, softcap)
+        result = out.cpu()
+    assert out.device.type == "rbln" and result.dtype == dtype and result.shape == query.shape
+    assert ex.device_ops.get("rbln::paged_attention_decode") == 1 and not ex.fallback_ops
+    expected = reference(query, kv_cache, table, contexts, scale, window, softcap)
+    tol = TOLERANCE[dtype]
+    torch.testing.assert_close(result.double(), expected, rtol=tol, atol=tol)
+
+
+def test_one_request_one_key_and_int64_tables():
+    """A context of one key returns its value whatever the scores; int64 block tables and lengths read the same."""
+    query, kv_cache, table, contexts = paged_case([1, 33], heads=4, kv_heads=4, dtype=torch.float32)
+    out = torch.ops.rbln.paged_attention_decode(query.rbln(), kv_cache.rbln(), table.long().rbln(),
+                                                contexts.long().rbln(), 0.125).cpu()
+    first_value = kv_cache[table[0, 0].long(), :, 0, HEAD:]  # [heads, head_size]
+    assert torch.equal(out[0], first_value)
+    torch.testing.assert_close(out.double(), reference(query, kv_cache, table, contexts, 0.125), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case,error,message", [
+    ("dtype", NotImplementedError, "not implemented for 'Int'"),
+    ("last_dim", RuntimeError, "must be 2 \\* head_size"),
+    ("heads", RuntimeError, "not a multiple of"),
+    ("device", RuntimeError, "Expected all tensors to be on the same device"),
+])
+def test_bad_arguments_raise_before_the_launch(case, error, message):
+    query, kv_cache, table, contexts = (t.rbln() for t in paged_case([3, 20], heads=4, kv_heads=2,
+                                                                     dtype=torch.float32))
+    if case == "dtype":
+        query = query.int()
+    elif case == "last_dim":
+        kv_cache = kv_cache[..., :-1]
+    elif case == "heads":
+        query = query[:, :3]
+    else:
+        table = table.cpu()
+    with pytest.raises(error, match=message):
+        torch.ops.rbln.paged_attention_decode(query, kv_cache, table, contexts, 0.5)
+
+
+@pytest.mark.parametrize("case,message", [("context", "context length 99 of request 1"),
+                                          ("block", "block 1000 of request 0 is out of bounds")])
+def test_bad_table_values_fail_at_the_next_synchronizing_call_and_the_device_goes_on(case, message):
+    """Lengths and block numbers are device data: checked in the kernel, the error reaches the next synchronizing
+    call, as a device-side assert's does on CUDA, and the device keeps working."""
+    query, kv_cache, table, contexts = paged_case([3, 20], heads=4, kv_heads=2, dtype=torch.float32)
+    if case == "context":
+        contexts[1] = 99
+    else:
+        table[0, 0] = 1000
+    out = torch.ops.rbln.paged_attention_decode(query.rbln(), kv_cache.rbln(), table.rbln(), contexts.rbln(), 0.5)
+    with pytest.raises(RuntimeError, match=message):
+        out.cpu()
+    good = paged_case([7], heads=2, kv_heads=1, dtype=torch.float32)
+    again = torch.ops.rbln.paged_attention_decode(*(t.rbln() for t in good), 0.5).cpu()
+    torch.testing.assert_close(again.double(), reference(*good, 0.5), rtol=1e-5, atol=1e-5)
