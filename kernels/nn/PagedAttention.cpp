@@ -10,6 +10,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "generated/RBLNNativeFunctions.h"
@@ -24,18 +25,41 @@ int64_t read_index(const void* base, int64_t i) {
   return static_cast<int64_t>(static_cast<const I*>(base)[i]);
 }
 
+// q . k and acc += p * v over a head, in float vector lanes of the CPU's widest ISA.
+__attribute__((target_clones("avx512f", "avx2", "default"))) float dot(const float* q, const float* k, int64_t n) {
+  float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t d = 0; d < n; ++d) sum += q[d] * k[d];
+  return sum;
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void axpy(float p, const float* v, float* acc,
+                                                                      int64_t n) {
+#pragma omp simd
+  for (int64_t d = 0; d < n; ++d) acc[d] += p * v[d];
+}
+
+// A head's row of the cache in float: in place for float32, else converted into `buffer`.
+template <class T>
+const float* as_float(const T* row, int64_t n, float* buffer) {
+  if constexpr (std::is_same_v<T, float>) {
+    return row;
+  } else {
+    for (int64_t d = 0; d < n; ++d) buffer[d] = static_cast<float>(row[d]);
+    return buffer;
+  }
+}
+
 // One (request, query head): two passes over the context's keys (scores, then the weighted values), in float.
 template <class T>
-void attend(const T* q, const T* cache, int64_t block_stride, int64_t token_stride, int64_t head_size,
+void attend(const float* q, const T* cache, int64_t block_stride, int64_t token_stride, int64_t head_size,
             const std::vector<int64_t>& blocks, int64_t block_size, int64_t first, int64_t context, float scale,
-            float softcap, std::vector<float>& scores, float* acc, T* out) {
+            float softcap, std::vector<float>& scores, float* acc, float* row, T* out) {
   scores.resize(context - first);
   float max_score = -std::numeric_limits<float>::infinity();
   for (int64_t t = first; t < context; ++t) {
     const T* k = cache + blocks[t / block_size] * block_stride + (t % block_size) * token_stride;
-    float dot = 0.f;
-    for (int64_t d = 0; d < head_size; ++d) dot += static_cast<float>(q[d]) * static_cast<float>(k[d]);
-    float s = dot * scale;
+    float s = dot(q, as_float(k, head_size, row), head_size) * scale;
     if (softcap > 0.f) s = softcap * std::tanh(s / softcap);
     scores[t - first] = s;
     max_score = std::max(max_score, s);
@@ -45,8 +69,7 @@ void attend(const T* q, const T* cache, int64_t block_stride, int64_t token_stri
   std::fill(acc, acc + head_size, 0.f);
   for (int64_t t = first; t < context; ++t) {
     const T* v = cache + blocks[t / block_size] * block_stride + (t % block_size) * token_stride + head_size;
-    const float p = scores[t - first];
-    for (int64_t d = 0; d < head_size; ++d) acc[d] += p * static_cast<float>(v[d]);
+    axpy(scores[t - first], as_float(v, head_size, row), acc, head_size);
   }
   for (int64_t d = 0; d < head_size; ++d) out[d] = static_cast<T>(acc[d] / total);
 }
@@ -111,13 +134,14 @@ at::Tensor paged_attention_decode(const at::Tensor& query, const at::Tensor& kv_
       }
       const int64_t group = heads / kv_heads;
       at::parallel_for(0, requests * heads, 1, [&](int64_t lo, int64_t hi) {
-        std::vector<float> scores, acc(head_size);
+        std::vector<float> scores, q(head_size), acc(head_size), row(head_size);
         for (int64_t item = lo; item < hi; ++item) {
           const int64_t r = item / heads, h = item % heads, context = contexts[r];
           const int64_t first = sliding_window > 0 ? std::max<int64_t>(0, context - sliding_window) : 0;
-          attend(qp + item * head_size, cache + (h / group) * head_stride, block_stride, token_stride, head_size,
-                 blocks[r], block_size, first, context, static_cast<float>(scale), static_cast<float>(softcap),
-                 scores, acc.data(), op_out + item * head_size);
+          for (int64_t d = 0; d < head_size; ++d) q[d] = static_cast<float>(qp[item * head_size + d]);
+          attend(q.data(), cache + (h / group) * head_stride, block_stride, token_stride, head_size, blocks[r],
+                 block_size, first, context, static_cast<float>(scale), static_cast<float>(softcap), scores,
+                 acc.data(), row.data(), op_out + item * head_size);
         }
       });
     });
