@@ -120,12 +120,20 @@ void part_worker_team(int threads) {
   }
 }
 
+// The device's threads: ATen's intra-op count when the library loads (OMP_NUM_THREADS sets it). A later
+// torch.set_num_threads tunes the host's CPU ops and leaves the device as it is, as it leaves a GPU: vLLM sets
+// one thread for serving, which had halved the device's matmuls.
+int device_threads() {
+  static const int threads = at::get_num_threads();
+  return threads;
+}
+
 // A stream worker's intra-op team (OpenMP and MKL, this thread only): one
-// thread fewer than ATen gave it while a host thread is dispatching, so the
+// thread fewer than the device's while a host thread is dispatching, so the
 // two do not take turns on a core (2 OpenMP threads and the dispatching thread
 // on 2 cores stall each parallel region for a time slice); all of them otherwise.
 void size_worker_team(bool host_dispatching) {
-  thread_local const int all = at::get_num_threads();
+  thread_local const int all = device_threads();
   thread_local int current = 0;  // the first task sizes (and parts) the team
   const int want = host_dispatching ? std::max(1, all - 1) : all;
   if (want == current) return;
@@ -141,7 +149,8 @@ const bool registered = [] {
   c10::register_privateuse1_backend("rbln");
   at::RegisterPrivateUse1HooksInterface(new RBLNHooks());
   driver::set_parallel_for(parallel_pieces);
-  bindable_cpus();  // the importing thread's CPUs, before any worker runs
+  bindable_cpus();  // the importing thread's CPUs and threads, before any worker runs
+  device_threads();
   driver::set_size_worker_team(size_worker_team);
   return true;
 }();

@@ -176,3 +176,21 @@ def test_a_stacked_worker_team_is_parted(run_python):
     # A user who binds OpenMP threads places them: nothing moves.
     out = run_python(TEAM_STACKED, OMP_PROC_BIND="false")
     assert out["close"] and out["masks"] == [[out["cpus"][0]]] * 2, out
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_torch_set_num_threads_tunes_the_host_and_leaves_the_device_as_it_is(run_python):
+    # As on a GPU: vLLM sets one intra-op thread for serving, and the device's matmuls kept their whole team.
+    # The worker's OpenMP pool threads carry its name ("rbln worker"): one per team thread past its own.
+    out = run_python("""
+        import os
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        a = torch.randn(512, 512)
+        got = (a.rbln() @ a.rbln()).cpu()  # the host waits: the worker's whole team computes
+        names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+        print(json.dumps({"host": torch.get_num_threads(), "team": names.count("rbln worker"), "threads": threads,
+                          "close": torch.allclose(got, a @ a, rtol=1e-4, atol=1e-4)}))
+    """)
+    assert out["host"] == 1 and out["close"] and out["threads"] >= 2
+    assert out["team"] == out["threads"], out
