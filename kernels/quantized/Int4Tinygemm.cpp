@@ -10,6 +10,9 @@
 #include <ATen/ops/empty.h>
 
 #include <numeric>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <vector>
 
 #include "generated/RBLNNativeFunctions.h"
@@ -71,6 +74,54 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void int4_channel(
       }
     }
 }
+#if defined(__x86_64__)
+// One output channel of a batch-1 product with innerKTiles 8 (torchao's default), AVX-512: an outer k-tile of a
+// row is 16 consecutive words (word L: pair L % 4, its word L / 4), so one load brings its 128 values; nibble i
+// of every word is one vector of indices into the group's 16 dequantized values (rounded as int4_channel's), held
+// in one register, and one permute (it reads the low 4 bits of each index) dequantizes 16 weights. `xt` holds
+// the activations in that order (tile o, nibble i, word L at o * 128 + i * 16 + L). Its sums per lane run in
+// another order than int4_channel's.
+__attribute__((target("avx512f"))) float int4_row_avx512(const uint32_t* words, int64_t k_outer,
+                                                        const at::BFloat16* sz, int64_t group_stride,
+                                                        int group_shift, const float* xt) {
+  const __m512i one = _mm512_set1_epi32(1), half_ulp = _mm512_set1_epi32(0x7FFF),
+                high_half = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  const __m512 levels = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+  __m512 sums[8], table = _mm512_setzero_ps();
+  for (auto& v : sums) v = _mm512_setzero_ps();
+  int64_t table_group = -1;
+  for (int64_t outer = 0; outer < k_outer; ++outer) {
+    if (((outer * 4) >> group_shift) != table_group) {  // a group holds whole tiles (checked by the caller)
+      table_group = (outer * 4) >> group_shift;
+      const at::BFloat16* g = sz + table_group * group_stride;
+      // to_bfloat16((q - 8) * scale + zero) in 16 lanes: q * scale is exact, so the fused multiply-add rounds once
+      const __m512 value = _mm512_fmadd_ps(levels, _mm512_set1_ps(g[0]), _mm512_set1_ps(g[1]));
+      const __m512i bits = _mm512_castps_si512(value);
+      const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), one);
+      const __m512i rounded = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(bits, half_ulp), odd), high_half);
+      table = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(value, value, _CMP_UNORD_Q), _mm512_castsi512_ps(rounded),
+                                   value);  // NaN stays NaN
+    }
+    const __m512i packed = _mm512_loadu_si512(words + outer * kLanes * 4);
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      const __m512i q = _mm512_srl_epi32(packed, _mm_cvtsi32_si128(4 * i));  // the permute reads its low 4 bits
+      sums[i] = _mm512_fmadd_ps(_mm512_loadu_ps(xt + outer * 128 + i * 16), _mm512_permutexvar_ps(q, table), sums[i]);
+    }
+  }
+  for (int i = 1; i < 8; ++i) sums[0] = _mm512_add_ps(sums[0], sums[i]);
+  return _mm512_reduce_add_ps(sums[0]);
+}
+
+// Whether int4_row_avx512 computes this product: batch 1, innerKTiles 8, groups of whole outer tiles, AVX-512.
+bool row_kernel_applies(int64_t m, int64_t pairs, int group_shift) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  return avx512 && m == 1 && pairs == 4 && group_shift >= 2;
+}
+#else
+bool row_kernel_applies(int64_t, int64_t, int) { return false; }
+float int4_row_avx512(const uint32_t*, int64_t, const at::BFloat16*, int64_t, int, const float*) { return 0.f; }
+#endif
 }  // namespace
 
 at::Tensor _convert_weight_to_int4pack(const at::Tensor& self, int64_t innerKTiles) {
@@ -147,7 +198,23 @@ at::Tensor _weight_int4pack_mm(const at::Tensor& self, const at::Tensor& mat2, i
   auto* c = C.data_ptr<at::BFloat16>();
   const int64_t k_outer = B.size(1), pairs = inner_k_tiles / 2;
   const int group_shift = __builtin_ctzll(qGroupSize / kPairK);  // qGroupSize: a power of two, 32 or more
+  const bool row_kernel = row_kernel_applies(m, pairs, group_shift);
   launch_on(C, "aten::_weight_int4pack_mm", [=] {
+    if (row_kernel) {  // the activations in the order of int4_row_avx512's lanes
+      std::vector<float> xt(k);
+      for (int64_t outer = 0; outer < k_outer; ++outer)
+        for (int64_t i = 0; i < 8; ++i)
+          for (int64_t lane = 0; lane < 16; ++lane)
+            xt[outer * 128 + i * 16 + lane] =
+                static_cast<float>(a[(outer * 4 + lane % 4) * kPairK + pair_k(8 * (lane / 4) + i)]);
+      at::parallel_for(0, n, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t col = lo; col < hi; ++col)
+          c[col] = static_cast<at::BFloat16>(
+              int4_row_avx512(words + first_word(col, k_outer, pairs), k_outer, sz + 2 * col, 2 * n, group_shift,
+                              xt.data()));
+      });
+      return;
+    }
     // The activations in float, each 32 k of a pair of k-tiles in the order the packed values are stored, so
     // the weights are read in storage order.
     std::vector<float> x(m * k);

@@ -268,12 +268,13 @@ def test_int4_pack_is_cudas_layout(inner_k_tiles):
     assert torch.equal(packed, tinygemm_pack(w, inner_k_tiles))
 
 
-@pytest.mark.parametrize("inner_k_tiles,group", [(8, 32), (2, 128), (4, 256)])
-def test_int4_weight_only_matmul_in_cudas_layout_matches_cpus_op(inner_k_tiles, group):
+@pytest.mark.parametrize("m", [5, 1])  # batch 1 with innerKTiles 8 and groups of 128 or more: the AVX-512 kernel
+@pytest.mark.parametrize("inner_k_tiles,group", [(8, 32), (2, 128), (4, 256), (8, 128), (8, 256)])
+def test_int4_weight_only_matmul_in_cudas_layout_matches_cpus_op(inner_k_tiles, group, m):
     """_weight_int4pack_mm over CUDA's layout gives what CPU's _weight_int4pack_mm_for_cpu gives for the same
     int4 weights, scales and zeros (both: (q - 8) * scale + zero per group of k), to bfloat16 rounding, and
     what the dequantized weights give in float64."""
-    m, n, k = 5, 48, 512
+    n, k = 48, 512
     w = torch.randint(0, 16, (n, k), dtype=torch.int32, generator=G)
     scales_zeros = (torch.rand(k // group, n, 2, generator=G) * 0.1).to(torch.bfloat16)
     x = torch.randn(m, k, generator=G).to(torch.bfloat16)
