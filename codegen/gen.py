@@ -91,7 +91,8 @@ def _elementwise_body(e: Entry, v: Variant, root: str) -> list[str]:
 # Tensor arguments whose dtype is fixed by the op (indices, masks, LU pivots,
 # batch_norm's byte workspace, embedding bags' offsets and counts), not the data.
 INDEX_ARGS = {"index", "indices", "mask", "condition", "repeats", "target", "targets", "pivots", "LU_pivots", "reserve",
-              "offsets", "offset2bag", "bag_size", "maximum_indices", "block_table", "context_lens"}
+              "offsets", "offset2bag", "bag_size", "maximum_indices", "block_table", "query_start_loc",
+              "context_lens"}
 
 
 # Ops whose tensors' devices differ by design: copies between devices (the backend hooks behind copy_ and

@@ -1,6 +1,7 @@
-// Decode attention over a paged KV cache (vLLM's layout), read in place: each request's one query token attends
-// to the keys and values of its context through its row of the block table, with no gather of the blocks and
-// memory that does not grow with the context beyond one score a key.
+// Attention over a paged KV cache (vLLM's layout), read in place: each request's query tokens (the last tokens of
+// its context: a prefill, a chunk of one, or one decoded token) attend causally to the keys and values of its
+// context through its row of the block table, with no gather of the blocks and memory that does not grow with
+// the context beyond one score a key.
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
@@ -18,7 +19,7 @@
 
 namespace rbln::kernels {
 namespace {
-constexpr char op[] = "rbln::paged_attention_decode";
+constexpr char op[] = "rbln::paged_attention";
 
 template <class I>
 int64_t read_index(const void* base, int64_t i) {
@@ -75,72 +76,81 @@ void attend(const float* q, const T* cache, int64_t block_stride, int64_t token_
 }
 }  // namespace
 
-at::Tensor paged_attention_decode(const at::Tensor& query, const at::Tensor& kv_cache, const at::Tensor& block_table,
-                                  const at::Tensor& context_lens, double scale, int64_t sliding_window,
-                                  double softcap) {
-  TORCH_CHECK(query.dim() == 3, op, ": expected query [requests, heads, head_size], got ", query.sizes());
+at::Tensor paged_attention(const at::Tensor& query, const at::Tensor& kv_cache, const at::Tensor& block_table,
+                           const at::Tensor& query_start_loc, const at::Tensor& context_lens, double scale,
+                           int64_t sliding_window, double softcap) {
+  TORCH_CHECK(query.dim() == 3, op, ": expected query [tokens, heads, head_size], got ", query.sizes());
   TORCH_CHECK(kv_cache.dim() == 4, op, ": expected kv_cache [blocks, kv_heads, block_size, 2 * head_size], got ",
               kv_cache.sizes());
   TORCH_CHECK(kv_cache.scalar_type() == query.scalar_type(), op, ": kv_cache has dtype ", kv_cache.scalar_type(),
               ", query ", query.scalar_type());
-  const int64_t requests = query.size(0), heads = query.size(1), head_size = query.size(2);
-  const int64_t kv_heads = kv_cache.size(1), block_size = kv_cache.size(2);
+  const int64_t tokens = query.size(0), heads = query.size(1), head_size = query.size(2);
+  const int64_t requests = context_lens.numel(), kv_heads = kv_cache.size(1), block_size = kv_cache.size(2);
   TORCH_CHECK(kv_cache.size(3) == 2 * head_size, op, ": kv_cache's last dim must be 2 * head_size (", 2 * head_size,
               "), got ", kv_cache.size(3));
   TORCH_CHECK(kv_heads > 0 && heads % kv_heads == 0, op, ": ", heads, " query heads are not a multiple of ", kv_heads,
               " kv heads");
   TORCH_CHECK(kv_cache.stride(3) == 1, op, ": kv_cache's last dim must be contiguous");
-  for (const auto* index : {&block_table, &context_lens})
+  for (const auto* index : {&block_table, &query_start_loc, &context_lens})
     TORCH_CHECK(index->scalar_type() == at::kInt || index->scalar_type() == at::kLong, op,
-                ": block_table and context_lens must be int32 or int64, got ", index->scalar_type());
+                ": block_table, query_start_loc and context_lens must be int32 or int64, got ", index->scalar_type());
+  TORCH_CHECK(context_lens.dim() == 1, op, ": expected context_lens [requests], got ", context_lens.sizes());
+  TORCH_CHECK(query_start_loc.dim() == 1 && query_start_loc.size(0) == requests + 1, op,
+              ": expected query_start_loc [", requests + 1, "], got ", query_start_loc.sizes());
   TORCH_CHECK(block_table.dim() == 2 && block_table.size(0) == requests, op, ": expected block_table [", requests,
               ", max_blocks], got ", block_table.sizes());
-  TORCH_CHECK(context_lens.dim() == 1 && context_lens.size(0) == requests, op, ": expected context_lens [", requests,
-              "], got ", context_lens.sizes());
-  check_same_device({&query, &kv_cache, &block_table, &context_lens});
+  check_same_device({&query, &kv_cache, &block_table, &query_start_loc, &context_lens});
   auto out = at::empty(query.sizes(), query.options());
   if (out.numel() == 0) return out;
-  const auto q = query.contiguous(), table = block_table.contiguous(), lens = context_lens.contiguous();
+  const auto q = query.contiguous(), table = block_table.contiguous();
+  const auto starts = query_start_loc.contiguous(), lens = context_lens.contiguous();
   const int64_t max_blocks = table.size(1), num_blocks = kv_cache.size(0);
   const int64_t block_stride = kv_cache.stride(0), head_stride = kv_cache.stride(1), token_stride = kv_cache.stride(2);
-  const bool int32_table = table.scalar_type() == at::kInt, int32_lens = lens.scalar_type() == at::kInt;
+  auto reader = [](const at::Tensor& t) {
+    const void* p = t.const_data_ptr();
+    const bool int32 = t.scalar_type() == at::kInt;
+    return [p, int32](int64_t i) { return int32 ? read_index<int32_t>(p, i) : read_index<int64_t>(p, i); };
+  };
+  const auto table_at = reader(table), start_at = reader(starts), length_at = reader(lens);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, query.scalar_type(), op, [&] {
     const scalar_t* qp = q.const_data_ptr<scalar_t>();
     const scalar_t* cache = kv_cache.const_data_ptr<scalar_t>();
-    const void* tp = table.const_data_ptr();
-    const void* lp = lens.const_data_ptr();
     scalar_t* op_out = out.data_ptr<scalar_t>();
     launch_on(out, op, [=] {
-      // Each request's context and blocks, checked before any is read (an error reaches the next synchronizing
-      // call, as a device-side assert's does).
+      // Each request's tokens, context and blocks, checked before any is read (an error reaches the next
+      // synchronizing call, as a device-side assert's does); then each token's request and position.
+      auto fail = [](const std::string& what) { throw std::runtime_error(what); };
       std::vector<std::vector<int64_t>> blocks(requests);
-      std::vector<int64_t> contexts(requests);
+      std::vector<int64_t> request_of(tokens), position_of(tokens);
+      if (start_at(0) != 0 || start_at(requests) != tokens)
+        fail("query_start_loc must run from 0 to the " + std::to_string(tokens) + " query tokens");
       for (int64_t r = 0; r < requests; ++r) {
-        const int64_t context = int32_lens ? read_index<int32_t>(lp, r) : read_index<int64_t>(lp, r);
-        if (context < 1 || context > max_blocks * block_size)
-          throw std::runtime_error("context length " + std::to_string(context) + " of request " +
-                                  std::to_string(r) + " is not in [1, " + std::to_string(max_blocks * block_size) +
-                                  "]");
-        contexts[r] = context;
+        const int64_t start = start_at(r), end = start_at(r + 1), context = length_at(r);
+        if (end < start || end > tokens) fail("query_start_loc is not ascending at request " + std::to_string(r));
+        if (context < end - start || context > max_blocks * block_size)
+          fail("context length " + std::to_string(context) + " of request " + std::to_string(r) + " is not in [" +
+               std::to_string(end - start) + ", " + std::to_string(max_blocks * block_size) + "]");
         for (int64_t b = 0; b < (context + block_size - 1) / block_size; ++b) {
-          const int64_t block = int32_table ? read_index<int32_t>(tp, r * max_blocks + b)
-                                            : read_index<int64_t>(tp, r * max_blocks + b);
+          const int64_t block = table_at(r * max_blocks + b);
           if (block < 0 || block >= num_blocks)
-            throw std::runtime_error("block " + std::to_string(block) + " of request " +
-                                    std::to_string(r) + " is out of bounds for " + std::to_string(num_blocks) +
-                                    " blocks");
+            fail("block " + std::to_string(block) + " of request " + std::to_string(r) + " is out of bounds for " +
+                 std::to_string(num_blocks) + " blocks");
           blocks[r].push_back(block);
+        }
+        for (int64_t t = start; t < end; ++t) {  // the query tokens are the context's last
+          request_of[t] = r;
+          position_of[t] = context - end + t;
         }
       }
       const int64_t group = heads / kv_heads;
-      at::parallel_for(0, requests * heads, 1, [&](int64_t lo, int64_t hi) {
-        std::vector<float> scores, q(head_size), acc(head_size), row(head_size);
+      at::parallel_for(0, tokens * heads, 1, [&](int64_t lo, int64_t hi) {
+        std::vector<float> scores, qf(head_size), acc(head_size), row(head_size);
         for (int64_t item = lo; item < hi; ++item) {
-          const int64_t r = item / heads, h = item % heads, context = contexts[r];
-          const int64_t first = sliding_window > 0 ? std::max<int64_t>(0, context - sliding_window) : 0;
-          for (int64_t d = 0; d < head_size; ++d) q[d] = static_cast<float>(qp[item * head_size + d]);
-          attend(q.data(), cache + (h / group) * head_stride, block_stride, token_stride, head_size, blocks[r],
-                 block_size, first, context, static_cast<float>(scale), static_cast<float>(softcap), scores,
+          const int64_t t = item / heads, h = item % heads, r = request_of[t], last = position_of[t];
+          const int64_t first = sliding_window > 0 ? std::max<int64_t>(0, last + 1 - sliding_window) : 0;
+          for (int64_t d = 0; d < head_size; ++d) qf[d] = static_cast<float>(qp[item * head_size + d]);
+          attend(qf.data(), cache + (h / group) * head_stride, block_stride, token_stride, head_size, blocks[r],
+                 block_size, first, last + 1, static_cast<float>(scale), static_cast<float>(softcap), scores,
                  acc.data(), row.data(), op_out + item * head_size);
         }
       });

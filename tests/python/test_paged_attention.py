@@ -1,6 +1,7 @@
-"""rbln::paged_attention_decode (kernels/nn/PagedAttention.cpp), the device kernel of vLLM's decode attention on
-rbln: one query token a request over its context's keys and values, read in place through its row of the block
-table, against float64 attention over the same keys and values gathered on the CPU."""
+"""rbln::paged_attention (kernels/nn/PagedAttention.cpp), the device kernel of vLLM's attention on rbln: each
+request's query tokens (the last tokens of its context: a prefill, a chunk of one, one decoded token) over its
+context's keys and values, read in place through its row of the block table, against float64 causal attention
+over the same keys and values gathered on the CPU."""
 import math
 
 import pytest
@@ -13,9 +14,11 @@ BLOCK, HEAD = 16, 32
 TOLERANCE = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 
 
-def paged_case(contexts, heads, kv_heads, dtype, num_blocks=24):
-    """A query per request, a KV cache in vLLM's layout (a permuted view, as vLLM allocates it: its last dim
-    contiguous), and block tables that take each request's blocks from a shuffled pool."""
+def paged_case(contexts, heads, kv_heads, dtype, queries=None, num_blocks=24):
+    """Queries (queries[r] tokens of request r, 1 each by default: decoding), a KV cache in vLLM's layout (a
+    permuted view, as vLLM allocates it: its last dim contiguous), block tables that take each request's blocks
+    from a shuffled pool, the query start offsets and the context lengths."""
+    queries = queries or [1] * len(contexts)
     max_blocks = max(-(-c // BLOCK) for c in contexts) + 1
     storage = torch.randn(num_blocks, BLOCK, kv_heads, 2 * HEAD, generator=G).to(dtype)
     kv_cache = storage.permute(0, 2, 1, 3)  # [blocks, kv_heads, block_size, 2 * head_size]
@@ -25,86 +28,105 @@ def paged_case(contexts, heads, kv_heads, dtype, num_blocks=24):
         n = -(-c // BLOCK)
         table[r, :n] = pool[:n]
         pool = pool.roll(-n)
-    query = torch.randn(len(contexts), heads, HEAD, generator=G).to(dtype)
-    return query, kv_cache, table, torch.tensor(contexts, dtype=torch.int32)
+    query = torch.randn(sum(queries), heads, HEAD, generator=G).to(dtype)
+    starts = torch.tensor([0] + queries, dtype=torch.int32).cumsum(0).int()
+    return query, kv_cache, table, starts, torch.tensor(contexts, dtype=torch.int32)
 
 
-def reference(query, kv_cache, table, contexts, scale, window=0, softcap=0.0):
-    """float64 attention of each request's query over its gathered context (the last `window` keys if set)."""
+def reference(query, kv_cache, table, starts, contexts, scale, window=0, softcap=0.0):
+    """float64 causal attention of each request's query tokens (its context's last) over its gathered context (the
+    last `window` keys up to each token if set)."""
     out = torch.empty(query.shape, dtype=torch.float64)
     group = query.shape[1] // kv_cache.shape[1]
     for r, c in enumerate(contexts.tolist()):
         kv = kv_cache[table[r, : -(-c // BLOCK)].long()].double()  # [n, kv_heads, block, 2 * head]
         kv = kv.transpose(0, 1).flatten(1, 2)[:, :c]  # [kv_heads, c, 2 * head]
-        first = max(0, c - window) if window else 0
-        k, v = kv[:, first:, :HEAD].repeat_interleave(group, 0), kv[:, first:, HEAD:].repeat_interleave(group, 0)
-        scores = torch.einsum("hd,htd->ht", query[r].double(), k) * scale
-        if softcap:
-            scores = softcap * torch.tanh(scores / softcap)
-        out[r] = torch.einsum("ht,htd->hd", scores.softmax(-1), v)
+        k, v = kv[..., :HEAD].repeat_interleave(group, 0), kv[..., HEAD:].repeat_interleave(group, 0)
+        start, end = starts[r].item(), starts[r + 1].item()
+        for t in range(start, end):
+            last = c - end + t  # the token's position in the context
+            first = max(0, last + 1 - window) if window else 0
+            scores = torch.einsum("hd,htd->ht", query[t].double(), k[:, first:last + 1]) * scale
+            if softcap:
+                scores = softcap * torch.tanh(scores / softcap)
+            out[t] = torch.einsum("ht,htd->hd", scores.softmax(-1), v[:, first:last + 1])
     return out
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("window,softcap", [(0, 0.0), (20, 0.0), (0, 5.0)], ids=["causal", "window", "softcap"])
-def test_paged_decode_attention_matches_float64_on_the_device(dtype, window, softcap):
-    query, kv_cache, table, contexts = paged_case([1, 17, 40, 64, 5], heads=8, kv_heads=2, dtype=dtype)
+@pytest.mark.parametrize("queries", [None, [1, 17, 8, 1, 5]], ids=["decode", "prefill-chunks-and-decode"])
+def test_paged_attention_matches_float64_on_the_device(dtype, window, softcap, queries):
+    # Requests of 1 to 64 keys: whole prefills (17 of 17), chunks (8 of 40, 5 of 5 after none), decoded tokens.
+    query, kv_cache, table, starts, contexts = paged_case([1, 17, 40, 64, 5], heads=8, kv_heads=2, dtype=dtype,
+                                                          queries=queries)
     scale = 1 / math.sqrt(HEAD)
     with torch.rbln.explain() as ex:
-        out = torch.ops.rbln.paged_attention_decode(query.rbln(), kv_cache.rbln(), table.rbln(), contexts.rbln(),
-                                                    scale, window, softcap)
+        out = torch.ops.rbln.paged_attention(query.rbln(), kv_cache.rbln(), table.rbln(), starts.rbln(),
+                                             contexts.rbln(), scale, window, softcap)
         result = out.cpu()
     assert out.device.type == "rbln" and result.dtype == dtype and result.shape == query.shape
-    assert ex.device_ops.get("rbln::paged_attention_decode") == 1 and not ex.fallback_ops
-    expected = reference(query, kv_cache, table, contexts, scale, window, softcap)
+    assert ex.device_ops.get("rbln::paged_attention") == 1 and not ex.fallback_ops
+    expected = reference(query, kv_cache, table, starts, contexts, scale, window, softcap)
     tol = TOLERANCE[dtype]
     torch.testing.assert_close(result.double(), expected, rtol=tol, atol=tol)
 
 
 def test_one_request_one_key_and_int64_tables():
-    """A context of one key returns its value whatever the scores; int64 block tables and lengths read the same."""
-    query, kv_cache, table, contexts = paged_case([1, 33], heads=4, kv_heads=4, dtype=torch.float32)
-    out = torch.ops.rbln.paged_attention_decode(query.rbln(), kv_cache.rbln(), table.long().rbln(),
-                                                contexts.long().rbln(), 0.125).cpu()
-    first_value = kv_cache[table[0, 0].long(), :, 0, HEAD:]  # [heads, head_size]
-    assert torch.equal(out[0], first_value)
-    torch.testing.assert_close(out.double(), reference(query, kv_cache, table, contexts, 0.125), rtol=1e-5, atol=1e-5)
+    """A context of one key returns its value whatever the scores; int64 tables, offsets and lengths read the same."""
+    case = paged_case([1, 33], heads=4, kv_heads=4, dtype=torch.float32)
+    query, kv_cache, table = case[:3]
+    out = torch.ops.rbln.paged_attention(*(t.long().rbln() if t.dtype == torch.int32 else t.rbln() for t in case),
+                                         0.125).cpu()
+    assert torch.equal(out[0], kv_cache[table[0, 0].long(), :, 0, HEAD:])  # [heads, head_size]
+    torch.testing.assert_close(out.double(), reference(*case, 0.125), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("case,error,message", [
     ("dtype", NotImplementedError, "not implemented for 'Int'"),
     ("last_dim", RuntimeError, "must be 2 \\* head_size"),
     ("heads", RuntimeError, "not a multiple of"),
+    ("starts", RuntimeError, "expected query_start_loc \\[3\\]"),
     ("device", RuntimeError, "Expected all tensors to be on the same device"),
 ])
 def test_bad_arguments_raise_before_the_launch(case, error, message):
-    query, kv_cache, table, contexts = (t.rbln() for t in paged_case([3, 20], heads=4, kv_heads=2,
-                                                                     dtype=torch.float32))
+    query, kv_cache, table, starts, contexts = (t.rbln() for t in paged_case([3, 20], heads=4, kv_heads=2,
+                                                                             dtype=torch.float32))
     if case == "dtype":
         query = query.int()
     elif case == "last_dim":
         kv_cache = kv_cache[..., :-1]
     elif case == "heads":
         query = query[:, :3]
+    elif case == "starts":
+        starts = starts[:2]
     else:
         table = table.cpu()
     with pytest.raises(error, match=message):
-        torch.ops.rbln.paged_attention_decode(query, kv_cache, table, contexts, 0.5)
+        torch.ops.rbln.paged_attention(query, kv_cache, table, starts, contexts, 0.5)
 
 
 @pytest.mark.parametrize("case,message", [("context", "context length 99 of request 1"),
+                                          ("short_context", "context length 2 of request 1 is not in \\[3, "),
+                                          ("starts", "query_start_loc must run from 0 to the 4 query tokens"),
                                           ("block", "block 1000 of request 0 is out of bounds")])
 def test_bad_table_values_fail_at_the_next_synchronizing_call_and_the_device_goes_on(case, message):
-    """Lengths and block numbers are device data: checked in the kernel, the error reaches the next synchronizing
-    call, as a device-side assert's does on CUDA, and the device keeps working."""
-    query, kv_cache, table, contexts = paged_case([3, 20], heads=4, kv_heads=2, dtype=torch.float32)
+    """Offsets, lengths and block numbers are device data: checked in the kernel, the error reaches the next
+    synchronizing call, as a device-side assert's does on CUDA, and the device keeps working."""
+    query, kv_cache, table, starts, contexts = paged_case([3, 20], heads=4, kv_heads=2, dtype=torch.float32,
+                                                          queries=[1, 3])
     if case == "context":
         contexts[1] = 99
+    elif case == "short_context":
+        contexts[1] = 2  # fewer keys than its 3 query tokens
+    elif case == "starts":
+        starts[2] = 3
     else:
         table[0, 0] = 1000
-    out = torch.ops.rbln.paged_attention_decode(query.rbln(), kv_cache.rbln(), table.rbln(), contexts.rbln(), 0.5)
+    out = torch.ops.rbln.paged_attention(query.rbln(), kv_cache.rbln(), table.rbln(), starts.rbln(), contexts.rbln(),
+                                         0.5)
     with pytest.raises(RuntimeError, match=message):
         out.cpu()
-    good = paged_case([7], heads=2, kv_heads=1, dtype=torch.float32)
-    again = torch.ops.rbln.paged_attention_decode(*(t.rbln() for t in good), 0.5).cpu()
+    good = paged_case([7], heads=2, kv_heads=1, dtype=torch.float32, queries=[4])
+    again = torch.ops.rbln.paged_attention(*(t.rbln() for t in good), 0.5).cpu()
     torch.testing.assert_close(again.double(), reference(*good, 0.5), rtol=1e-5, atol=1e-5)

@@ -181,31 +181,36 @@ def test_vllm_serve_answers_concurrent_requests_with_cpu_tokens_and_exits_cleanl
 
 
 @pytest.mark.parametrize("window", [None, 5])
-def test_batched_decode_attention_equals_a_float64_reference(window):
-    """The attention call decoding requests share (the device kernel rbln::paged_attention_decode; GQA, vLLM's
-    permuted block layout, contexts of different lengths, an optional sliding window) against SDPA in float64 over
-    each request's own keys on CPU."""
+def test_attention_of_a_step_equals_a_float64_reference(window):
+    """The backend's forward for a step that holds a decoded token and a prefill chunk (one call of the device
+    kernel rbln::paged_attention; GQA, vLLM's permuted block layout, an optional sliding window) against causal
+    SDPA in float64 over each request's own keys on CPU."""
     import torch
     import torch.nn.functional as F
-    from torch_rbln.vllm.attention import DecodeBatch, RBLNAttentionImpl
+    from torch_rbln.vllm.attention import RBLNAttentionImpl, RBLNAttentionMetadata
 
     torch.manual_seed(0)
     heads, kv_heads, dim, block = 4, 2, 8, 4
     cache = torch.randn(12, block, kv_heads, 2 * dim).permute(0, 2, 1, 3)  # [blocks, H, block_size, 2D]
-    table, contexts = torch.tensor([[3, 7, 1, 0], [5, 2, 9, 11]]), [10, 15]
-    query = torch.randn(2, heads, dim)
+    table, contexts, lengths = torch.tensor([[3, 7, 1, 0], [5, 2, 9, 11]], dtype=torch.int32), [10, 15], [1, 6]
+    query = torch.randn(sum(lengths), heads, dim)
     impl = RBLNAttentionImpl(num_heads=heads, head_size=dim, scale=dim ** -0.5, num_kv_heads=kv_heads,
                              sliding_window=window)
-    rows = torch.tensor([0, 1]).rbln()
-    out = torch.zeros(2, heads, dim).rbln()
+    starts = torch.tensor([0, 1, 7], dtype=torch.int32)
+    meta = RBLNAttentionMetadata(7, starts.rbln(), torch.tensor(contexts, dtype=torch.int32).rbln(), table.rbln(),
+                                 torch.zeros(7, dtype=torch.int64).rbln())
+    out = torch.zeros(8, heads, dim).rbln()  # a padded row past the step's tokens stays as it was
     with torch.rbln.explain() as ex:
-        impl._decode(query.rbln(), cache.rbln(), table.rbln(), DecodeBatch(rows, rows, torch.tensor(contexts).rbln()),
-                     out)
-    assert not ex.fallback_ops and ex.device_ops.get("rbln::paged_attention_decode") == 1
+        impl.forward(None, query.rbln(), None, None, cache.rbln(), meta, out)
+    assert not ex.fallback_ops and ex.device_ops.get("rbln::paged_attention") == 1
+    assert torch.equal(out.cpu()[7], torch.zeros(heads, dim))
     for r, context in enumerate(contexts):
-        kv = cache[table[r]].transpose(0, 1).reshape(kv_heads, -1, 2 * dim)[:, :context].double()
-        keys = torch.arange(context) >= (0 if window is None else context - window)
-        k = kv[..., :dim].repeat_interleave(heads // kv_heads, 0)[:, keys]
-        v = kv[..., dim:].repeat_interleave(heads // kv_heads, 0)[:, keys]
-        expected = F.scaled_dot_product_attention(query[r].double().unsqueeze(1), k, v, scale=dim ** -0.5)[:, 0]
-        torch.testing.assert_close(out.cpu()[r].double(), expected, rtol=1e-5, atol=1e-5)
+        kv = cache[table[r].long()].transpose(0, 1).reshape(kv_heads, -1, 2 * dim)[:, :context].double()
+        k = kv[..., :dim].repeat_interleave(heads // kv_heads, 0)
+        v = kv[..., dim:].repeat_interleave(heads // kv_heads, 0)
+        for t in range(starts[r], starts[r + 1]):
+            last = context - starts[r + 1].item() + t
+            keys = (torch.arange(context) <= last) & (torch.arange(context) > (-1 if window is None else last - window))
+            expected = F.scaled_dot_product_attention(query[t].double().unsqueeze(1), k[:, keys], v[:, keys],
+                                                      scale=dim ** -0.5)[:, 0]
+            torch.testing.assert_close(out.cpu()[t].double(), expected, rtol=1e-5, atol=1e-5)
