@@ -25,6 +25,7 @@ import torch  # noqa: E402
 
 from . import _C  # noqa: F401  (loads the runtime and the op registrations)
 from . import _observe  # noqa: E402
+from . import _own_ops  # noqa: E402, F401  (fake functions of the rbln:: operators)
 
 _observe.configure()  # TORCH_RBLN_LOG_LEVEL and TORCH_RBLN_DISABLE_FALLBACK: a bad value raises here
 

@@ -130,3 +130,19 @@ def test_bad_table_values_fail_at_the_next_synchronizing_call_and_the_device_goe
     good = paged_case([7], heads=2, kv_heads=1, dtype=torch.float32, queries=[4])
     again = torch.ops.rbln.paged_attention(*(t.rbln() for t in good), 0.5).cpu()
     torch.testing.assert_close(again.double(), reference(*good, 0.5), rtol=1e-5, atol=1e-5)
+
+
+def test_compiled_and_fake_tensors_trace_the_operator():
+    """Its fake function gives torch.compile (one graph, no break) and FakeTensor the output's shape and dtype."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    case = paged_case([9, 30], heads=4, kv_heads=2, dtype=torch.float32, queries=[9, 2])
+    attention = torch.compile(lambda *t: torch.ops.rbln.paged_attention(*t, 0.25, 8) * 2, fullgraph=True)
+    with torch.rbln.explain() as ex:
+        out = attention(*(t.rbln() for t in case)).cpu()
+    assert ex.device_ops.get("rbln::paged_attention") == 1 and not ex.fallback_ops
+    torch.testing.assert_close(out.double(), 2 * reference(*case, 0.25, 8), rtol=1e-5, atol=1e-5)
+    on_device = [t.rbln() for t in case]
+    with FakeTensorMode() as mode:
+        fake = torch.ops.rbln.paged_attention(*(mode.from_tensor(t) for t in on_device), 0.25)
+    assert fake.shape == case[0].shape and fake.dtype == torch.float32 and fake.device.type == "rbln"
