@@ -590,6 +590,9 @@ def main() -> int:
     # ---- serving (docs/serving.md): `transformers serve --continuous-batching`, rbln server against CPU server ----
     rows.extend(serving_rows(reps))
     rows.extend(vllm_rows(reps))
+    rows.append(compare("decode attention, 32 sequences x 512 tokens (8 heads of 64, blocks of 16): "
+                        "rbln::paged_attention / SDPA on CPU over the gathered blocks", "serving", paged_decode, reps,
+                        1.0, reference="CPU SDPA over gathered blocks"))
 
     # ---- distributed (docs/distributed.md): rbln-ccl against Gloo on CPU tensors, 2 ranks under torchrun ----
     rows.extend(distributed_rows(reps))
@@ -1047,6 +1050,29 @@ def serving_rows(reps: int) -> list:
     assert texts["rbln"] == texts["cpu"], "the rbln server's greedy completions differ from the CPU server's"
     return _server_rows(group, f"{SERVING_REQUESTS} concurrent requests x {SERVING_TOKENS} tokens, Llama d512 x4",
                         rounds, targets, "same server on cpu")
+
+
+def paged_decode(device):
+    """One decoding token of 32 sequences of 512 tokens over vLLM's paged KV cache (its permuted layout, blocks
+    shuffled): on rbln the device kernel reading the blocks in place; on CPU what a backend without one does,
+    index_select of each sequence's blocks, then SDPA."""
+    gen = torch.Generator().manual_seed(0)
+    sequences, context, heads, dim, block = 32, 512, 8, 64, 16
+    per = context // block
+    cache = torch.randn(sequences * per, block, heads, 2 * dim, generator=gen).permute(0, 2, 1, 3).to(device)
+    table = torch.randperm(sequences * per, generator=gen).view(sequences, per).int().to(device)
+    query = torch.randn(sequences, heads, dim, generator=gen).to(device)
+    if device == "rbln":
+        starts = torch.arange(sequences + 1, dtype=torch.int32).rbln()
+        lengths = torch.full((sequences,), context, dtype=torch.int32).rbln()
+        return lambda: [torch.ops.rbln.paged_attention(query, cache, table, starts, lengths, dim ** -0.5)
+                        for _ in range(10)]
+
+    def gathered():
+        blocks = cache.index_select(0, table.flatten()).view(sequences, per, heads, block, 2 * dim)
+        kv = blocks.transpose(1, 2).flatten(2, 3)  # [sequences, heads, context, 2 * dim]
+        return F.scaled_dot_product_attention(query.unsqueeze(2), kv[..., :dim], kv[..., dim:], scale=dim ** -0.5)
+    return lambda: [gathered() for _ in range(10)]
 
 
 def vllm_rows(reps: int) -> list:

@@ -51,7 +51,7 @@ const float* as_float(const T* row, int64_t n, float* buffer) {
   }
 }
 
-// One (request, query head): two passes over the context's keys (scores, then the weighted values), in float.
+// One (query token, head): two passes over its keys (scores, then the weighted values), in float.
 template <class T>
 void attend(const float* q, const T* cache, int64_t block_stride, int64_t token_stride, int64_t head_size,
             const std::vector<int64_t>& blocks, int64_t block_size, int64_t first, int64_t context, float scale,
