@@ -13,6 +13,7 @@
 // are, after the rbln collectives issued before them.
 #include "runtime/distributed/RBLNProcessGroup.h"
 
+#include <ATen/ThreadLocalState.h>
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
 #include <c10/core/CachingDeviceAllocator.h>
@@ -60,8 +61,13 @@ struct Posting {
   std::exception_ptr error;
   Tensors host;  // what the host backend works on: the device tensors' host views or staging copies
   std::vector<std::shared_ptr<void>> buffers;  // StagingPool's, owned by its collective's posting alone
+  // The caller's thread-local state (grad and inference mode, ...), made when the caller posts: the host
+  // backend's works capture the posting thread's, as Gloo's capture their caller's, and the lane's task applies
+  // it too, so a collective on inference tensors called in inference mode may update them in place (vLLM).
+  at::ThreadLocalState tls;
 
   void post(c10d::Backend& host) {
+    at::ThreadLocalStateGuard caller(tls);
     std::vector<WorkPtr> result;
     std::exception_ptr failure;
     try {
@@ -746,6 +752,7 @@ class ProcessGroupRBLN final : public c10d::Backend {
 
     auto outcome = std::make_shared<Outcome>();
     launch(device, name, [posting, outcome, first_failure = first_failure_, fix]() {
+      at::ThreadLocalStateGuard caller(posting->tls);
       std::exception_ptr failure;
       int source = -1;
       try {

@@ -214,3 +214,42 @@ def test_attention_of_a_step_equals_a_float64_reference(window):
             expected = F.scaled_dot_product_attention(query[t].double().unsqueeze(1), k[:, keys], v[:, keys],
                                                       scale=dim ** -0.5)[:, 0]
             torch.testing.assert_close(out.cpu()[t].double(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_tensor_parallel_2_over_rbln_ccl_matches_hugging_face_on_cpu(checkpoint, tmp_path):
+    """`LLM(..., tensor_parallel_size=2)` as users run it (a worker process per rank, each on its own rbln device,
+    collectives over rbln-ccl in inference mode): Hugging Face's greedy tokens on CPU; exit status 0."""
+    import os
+    import subprocess
+
+    prompts = serving.prompts(6)[-3:]
+    script = tmp_path / "tp2.py"
+    script.write_text(f"""
+import json
+import torch
+from vllm import LLM, SamplingParams
+
+
+def where(worker):
+    import torch.distributed as dist
+    runner = worker.model_runner
+    return {{"device": str(worker.device), "backend": str(dist.get_backend()),
+             "weights": sorted({{str(p.device) for p in runner.model.parameters()}}),
+             "kv_cache": sorted({{str(t.device) for t in runner.kv_caches}})}}
+
+
+if __name__ == "__main__":
+    llm = LLM(model={checkpoint!r}, dtype="float32", enforce_eager=True, max_model_len=256,
+              gpu_memory_utilization=0.2, max_num_seqs=8, tensor_parallel_size=2)
+    out = llm.generate({prompts!r}, SamplingParams(temperature=0, max_tokens={MAX_TOKENS}, ignore_eos=True))
+    print(json.dumps({{"tokens": [list(o.outputs[0].token_ids) for o in out], "workers": llm.collective_rpc(where)}}))
+""")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={**os.environ, "RBLN_DEVICE_COUNT": "2", "TORCH_DEVICE_BACKEND_AUTOLOAD": "1",
+                               "VLLM_ALLOW_INSECURE_SERIALIZATION": "1"})  # collective_rpc of a function
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    got = json.loads(next(line for line in done.stdout.splitlines() if line.startswith('{"tokens"')))
+    assert got["tokens"] == hf_greedy(checkpoint, prompts)
+    assert [w["device"] for w in got["workers"]] == ["rbln:0", "rbln:1"], got["workers"]
+    for w in got["workers"]:
+        assert w["weights"] == [w["device"]] and w["kv_cache"] == [w["device"]] and "rbln-ccl" in w["backend"], w

@@ -264,6 +264,23 @@ if device_type == "rbln":
     if staging_copies(prof) < 2:
         failures.append("reduce_scatter_tensor PREMUL_SUM: not staged")
 
+# Inference tensors, made and reduced in inference mode (vLLM's tensor parallelism): the collectives that write
+# them from the host backend's threads (AVG's division, all_gather's copies) run with the caller's mode.
+with torch.inference_mode():
+    mine = value(rank, (4,), torch.float32, salt=80)
+    averaged = on(mine)
+    dist.all_reduce(averaged, op=R.AVG)
+    check("inference mode all_reduce AVG", averaged,
+          reduce_all([value(r, (4,), torch.float32, salt=80) for r in range(world)], R.AVG, torch.float32))
+    gathered = on(torch.zeros(world * 4))
+    dist.all_gather_into_tensor(gathered, on(mine))
+    check("inference mode all_gather_into_tensor", gathered,
+          torch.cat([value(r, (4,), torch.float32, salt=80) for r in range(world)]))
+    pieces = [on(torch.zeros(4)) for _ in range(world)]
+    dist.all_gather(pieces, on(mine))
+    check("inference mode all_gather", torch.cat(pieces),
+          torch.cat([value(r, (4,), torch.float32, salt=80) for r in range(world)]))
+
 dist.barrier()
 if backend is not None:  # a group with a CPU backend, as for CUDA; dist.monitored_barrier() itself
     # refuses every backend but "gloo" by name (docs/distributed.md)
