@@ -9,6 +9,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 
+#include <cstring>
 #include <numeric>
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -17,6 +18,7 @@
 
 #include "generated/RBLNNativeFunctions.h"
 #include "kernels/common/Common.h"
+#include "kernels/vec/VecKernels.h"
 
 namespace rbln::kernels {
 namespace {
@@ -113,9 +115,10 @@ __attribute__((target("avx512f"))) float int4_row_avx512(const uint32_t* words, 
   return _mm512_reduce_add_ps(sums[0]);
 }
 
-// Whether int4_row_avx512 computes this product: batch 1, innerKTiles 8, groups of whole outer tiles, AVX-512.
+// Whether int4_row_avx512 computes this product: batch 1, innerKTiles 8, groups of whole outer tiles, and the
+// AVX-512 capability the vectorized kernels chose (kernels/vec: the CPU's, lowered by ATEN_CPU_CAPABILITY).
 bool row_kernel_applies(int64_t m, int64_t pairs, int group_shift) {
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  static const bool avx512 = std::strcmp(vec::table().capability, "AVX512") == 0;
   return avx512 && m == 1 && pairs == 4 && group_shift >= 2;
 }
 #else
