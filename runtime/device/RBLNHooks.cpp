@@ -129,13 +129,14 @@ int device_threads() {
 }
 
 // A stream worker's intra-op team (OpenMP and MKL, this thread only): one
-// thread fewer than the device's while a host thread is dispatching, so the
-// two do not take turns on a core (2 OpenMP threads and the dispatching thread
-// on 2 cores stall each parallel region for a time slice); all of them otherwise.
-void size_worker_team(bool host_dispatching) {
+// thread fewer than the device's when the driver asks (while a host thread is
+// dispatching, so the two do not take turns on a core: 2 OpenMP threads and
+// the dispatching thread on 2 cores stall each parallel region for a time
+// slice; or for a graph that replays faster so); all of them otherwise.
+void size_worker_team(bool smaller) {
   thread_local const int all = device_threads();
   thread_local int current = 0;  // the first task sizes (and parts) the team
-  const int want = host_dispatching ? std::max(1, all - 1) : all;
+  const int want = smaller ? std::max(1, all - 1) : all;
   if (want == current) return;
   omp_set_num_threads(want);
 #if AT_MKL_ENABLED()

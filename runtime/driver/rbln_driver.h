@@ -157,12 +157,13 @@ using ParallelFor = void (*)(size_t pieces, void* ctx, void (*body)(void* ctx, s
 void set_parallel_for(ParallelFor parallel_for);
 
 // ---- the workers' share of the cores ------------------------------------------
-// Called by a stream worker before each task with whether a host thread is
+// Called by a stream worker before each task, so the torch glue can size the
+// worker's intra-op team: the emulated device computes on the host's cores.
+// `smaller` asks for one thread fewer than the device's: a host thread is
 // still dispatching (the task was queued right after the one before it and no
-// host thread is waiting for the device), so the torch glue can size the
-// worker's intra-op team: the emulated device computes on the host's cores,
-// and a host thread that is dispatching needs one of them.
-using SizeWorkerTeam = void (*)(bool host_dispatching);
+// host thread is waiting for the device) and needs a core, or a graph's
+// replays ran faster so (graph_launch times both sizes).
+using SizeWorkerTeam = void (*)(bool smaller);
 void set_size_worker_team(SizeWorkerTeam size);
 
 }  // namespace rbln::driver
