@@ -2,6 +2,7 @@
 // matmul and convolution kernels.
 #pragma once
 
+#include <ATen/Config.h>
 #include <c10/util/complex.h>
 
 #include <cstdint>
@@ -22,7 +23,27 @@ extern "C" void zgemm_(const char* transa, const char* transb, const int* m, con
                        const c10::complex<double>* b, const int* ldb, const c10::complex<double>* beta,
                        c10::complex<double>* c, const int* ldc);
 
+#if AT_MKL_ENABLED()
+extern "C" int MKL_Set_Num_Threads_Local(int threads);  // mkl_service.h's C entry; returns the previous setting
+#endif
+
 namespace rbln::kernels {
+
+// BLAS on the calling thread alone for a scope: MKL threads even a 256 x 16 matrix-vector product over the
+// worker's team, and waking a parked thread costs more than such a product (tens of microseconds).
+class SerialBlas {
+ public:
+#if AT_MKL_ENABLED()
+  SerialBlas() : previous_(MKL_Set_Num_Threads_Local(1)) {}
+  ~SerialBlas() { MKL_Set_Num_Threads_Local(previous_); }
+  SerialBlas(const SerialBlas&) = delete;
+  SerialBlas& operator=(const SerialBlas&) = delete;
+
+ private:
+  int previous_;
+#endif
+};
+
 
 // Row-major C[n, p] = alpha * op(A)[n, k] @ op(B)[k, p] + beta * C, where
 // op(X) is X or, when the flag is set, the transpose of the stored X, as a

@@ -11,11 +11,11 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "generated/RBLNNativeFunctions.h"
 #include "kernels/common/Common.h"
+#include "kernels/nn/AttentionMath.h"
 
 namespace rbln::kernels {
 namespace {
@@ -24,31 +24,6 @@ constexpr char op[] = "rbln::paged_attention";
 template <class I>
 int64_t read_index(const void* base, int64_t i) {
   return static_cast<int64_t>(static_cast<const I*>(base)[i]);
-}
-
-// q . k and acc += p * v over a head, in float vector lanes of the CPU's widest ISA.
-__attribute__((target_clones("avx512f", "avx2", "default"))) float dot(const float* q, const float* k, int64_t n) {
-  float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t d = 0; d < n; ++d) sum += q[d] * k[d];
-  return sum;
-}
-
-__attribute__((target_clones("avx512f", "avx2", "default"))) void axpy(float p, const float* v, float* acc,
-                                                                      int64_t n) {
-#pragma omp simd
-  for (int64_t d = 0; d < n; ++d) acc[d] += p * v[d];
-}
-
-// A head's row of the cache in float: in place for float32, else converted into `buffer`.
-template <class T>
-const float* as_float(const T* row, int64_t n, float* buffer) {
-  if constexpr (std::is_same_v<T, float>) {
-    return row;
-  } else {
-    for (int64_t d = 0; d < n; ++d) buffer[d] = static_cast<float>(row[d]);
-    return buffer;
-  }
 }
 
 // One (query token, head): two passes over its keys (scores, then the weighted values), in float.
@@ -60,7 +35,7 @@ void attend(const float* q, const T* cache, int64_t block_stride, int64_t token_
   float max_score = -std::numeric_limits<float>::infinity();
   for (int64_t t = first; t < context; ++t) {
     const T* k = cache + blocks[t / block_size] * block_stride + (t % block_size) * token_stride;
-    float s = dot(q, as_float(k, head_size, row), head_size) * scale;
+    float s = head_dot(q, as_float(k, head_size, row), head_size) * scale;
     if (softcap > 0.f) s = softcap * std::tanh(s / softcap);
     scores[t - first] = s;
     max_score = std::max(max_score, s);
@@ -70,7 +45,7 @@ void attend(const float* q, const T* cache, int64_t block_stride, int64_t token_
   std::fill(acc, acc + head_size, 0.f);
   for (int64_t t = first; t < context; ++t) {
     const T* v = cache + blocks[t / block_size] * block_stride + (t % block_size) * token_stride + head_size;
-    axpy(scores[t - first], as_float(v, head_size, row), acc, head_size);
+    head_axpy(scores[t - first], as_float(v, head_size, row), acc, head_size);
   }
   for (int64_t d = 0; d < head_size; ++d) out[d] = static_cast<T>(acc[d] / total);
 }

@@ -1,6 +1,7 @@
 """scaled_dot_product_attention on the device (kernels/nn/Attention.cpp): the fused kernel
 (SDPBackend.OVERRIDEABLE, CPU's flash kernel through the op library) for the inputs CPU runs
-flash on, so outputs and gradients equal CPU's bit for bit; the math path for the others."""
+flash on, so outputs and gradients equal CPU's bit for bit, except a query of one token (a
+decode step: a kernel of its own, equal to CPU's to float rounding); the math path for the others."""
 import contextlib
 import os
 import subprocess
@@ -70,6 +71,38 @@ def test_fused_attention_and_its_gradients_equal_cpu(case, dtype):
     for g, e in zip(got, expected, strict=True):
         assert g.dtype == e.dtype and g.shape == e.shape
         assert torch.equal(g, e), (g - e).abs().max()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("case", ["plain", "float_mask", "bool_mask", "fully_masked_rows", "transposed_query",
+                                  "scaled", "long_context"])
+def test_decode_attention_and_its_gradients_equal_cpu(case, dtype):
+    # One query token a head: the device's decode kernel (its logsumexp feeds the flash backward).
+    g = torch.Generator().manual_seed(0)
+    keys = 3000 if case == "long_context" else 37
+    q, k, v = (torch.randn(2, 4, n, 16, generator=g, dtype=dtype) for n in (1, keys, keys))
+    kwargs = {}
+    if case == "float_mask":
+        kwargs["attn_mask"] = torch.randn(1, keys, generator=g, dtype=dtype)
+    elif case == "bool_mask":
+        kwargs["attn_mask"] = torch.rand(2, 1, 1, keys, generator=g) > 0.3
+    elif case == "fully_masked_rows":  # CPU's answer for a row with no key: zeros
+        kwargs["attn_mask"] = torch.ones(2, 4, 1, keys, dtype=torch.bool)
+        kwargs["attn_mask"][1, 2:] = False
+    elif case == "transposed_query":
+        q = torch.randn(2, 1, 4, 16, generator=g, dtype=dtype).transpose(1, 2)
+    elif case == "scaled":
+        kwargs["scale"] = 0.3
+    got, ex = _run_on_device((q, k, v), kwargs)
+    expected = _attention("cpu", (q, k, v), kwargs)
+    assert {FUSED, FUSED + "_backward"} <= set(ex.device_ops)
+    # Half-precision gradients: CPU's flash backward from an output one rounding apart.
+    tolerance = {} if dtype == torch.float32 else {"atol": 2e-3, "rtol": 2e-2}
+    for g, e in zip(got, expected, strict=True):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        torch.testing.assert_close(g, e, **tolerance)
+    if case == "fully_masked_rows":
+        assert not got[0][1, 2:].any()
 
 
 @pytest.mark.parametrize("case", ["mask_requires_grad", "three_dim", "math_selected"])
