@@ -47,6 +47,20 @@ def test_accelerator_graph_replays_equal_eager_and_cpu_with_refilled_input(cpu_x
         torch.testing.assert_close(static_y.cpu(), _step(new))
 
 
+def test_replays_equal_cpu_while_the_first_ones_try_both_worker_team_sizes(cpu_rand):
+    # The first six replays alternate the worker's team size (the driver keeps the faster one): big enough for
+    # parallel regions (matmul, softmax over 256 columns), every replay must still give CPU's values.
+    static_x = torch.empty(256, 256, device="rbln")
+    g = torch.rbln.RBLNGraph()
+    with torch.rbln.graph(g):
+        static_y = (static_x @ static_x.T).softmax(-1) @ static_x
+    for _ in range(10):
+        new = cpu_rand(256, 256)
+        static_x.copy_(new)
+        g.replay()
+        torch.testing.assert_close(static_y.cpu(), (new @ new.T).softmax(-1) @ new)
+
+
 def test_rbln_graph_context_manager_with_default_capture_stream(cpu_x):
     static_x = cpu_x.to("rbln")
     g = torch.rbln.RBLNGraph()
@@ -376,11 +390,15 @@ def test_whole_training_step_with_capturable_adamw_replays_like_eager(cpu_rand):
         torch.testing.assert_close(b.cpu(), a.cpu(), rtol=1e-4, atol=1e-5)
 
 
-def test_reduce_overhead_compile_replays_graphs_and_recaptures_on_new_shapes(cpu_rand):
+@pytest.mark.parametrize("backend", ["rbln", "inductor"])
+def test_reduce_overhead_compile_replays_graphs_and_recaptures_on_new_shapes(backend, cpu_rand):
+    # Dynamo's state from earlier tests in this process (nn.Sequential.forward's cache entries and recorded
+    # shapes) decides when it recompiles, and each compile starts a new set of graphs: start clean.
+    torch._dynamo.reset()
     torch.manual_seed(0)
     cpu = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 8)).eval()
     dev = copy.deepcopy(cpu).to("rbln")
-    compiled = torch.compile(dev, backend="rbln", mode="reduce-overhead")
+    compiled = torch.compile(dev, backend=backend, mode="reduce-overhead")
     before = torch.rbln.compile_stats()
     with torch.no_grad():
         for shape in ((4, 16), (4, 16), (4, 16), (6, 16), (6, 16)):
@@ -389,6 +407,15 @@ def test_reduce_overhead_compile_replays_graphs_and_recaptures_on_new_shapes(cpu
     stats = torch.rbln.compile_stats()
     assert stats.graph_captures - before.graph_captures == 2  # one per input shape
     assert stats.graph_replays - before.graph_replays == 3  # the other calls
+    # Training: the forward's saved tensors must outlive the next call, so its graphs run without replay.
+    cpu.train()
+    dev = copy.deepcopy(cpu).to("rbln")
+    x = cpu_rand(4, 16)
+    torch.compile(dev, backend=backend, mode="reduce-overhead")(x.to("rbln")).square().sum().backward()
+    cpu(x).square().sum().backward()
+    assert torch.rbln.compile_stats().graph_captures == stats.graph_captures
+    for a, b in zip(cpu.parameters(), dev.parameters()):
+        torch.testing.assert_close(b.grad.cpu(), a.grad, rtol=1e-4, atol=1e-5)
 
 
 def test_hf_static_cache_generate_with_reduce_overhead_forward_gives_cpus_tokens():

@@ -13,6 +13,7 @@ import re
 
 import torch
 from torch._guards import CompileContext
+from torch._inductor import config
 from torch._inductor.codegen.common import DeviceOpOverrides
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
 from torch._inductor.virtualized import V
@@ -70,6 +71,19 @@ class RBLNWrapperCodegen(_RBLNKernels, PythonWrapperCodegen):
     def write_header(self) -> None:
         super().write_header()
         self.imports.writeline("from torch_rbln._inductor.kernels import cpp_pybinding as rbln_cpp_pybinding")
+
+    def generate(self, is_inference):
+        self._inference = is_inference
+        return super().generate(is_inference)
+
+    def generate_after_suffix(self, result) -> None:
+        super().generate_after_suffix(result)
+        # mode="reduce-overhead" with the default backend: Inductor's cudagraphs skip devices other than CUDA, so
+        # an rbln inference graph's `call` replays from rbln graphs itself (training graphs' saved tensors would
+        # be overwritten by the next replay: those run as compiled).
+        if config.triton.cudagraphs and self._inference and not V.graph.aot_mode:
+            result.writeline("from torch_rbln._inductor.graphs import GraphedCallable as rbln_graphed")
+            result.writeline("call = rbln_graphed(call)")
 
 
 class RBLNDeviceOpOverrides(DeviceOpOverrides):
