@@ -83,26 +83,28 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void int4_channel(
 // in one register, and one permute (it reads the low 4 bits of each index) dequantizes 16 weights. `xt` holds
 // the activations in that order (tile o, nibble i, word L at o * 128 + i * 16 + L). Its sums per lane run in
 // another order than int4_channel's.
+// A group's 16 dequantized values to_bfloat16((q - 8) * scale + zero), q = 0..15, as floats in 16 lanes: q * scale
+// is exact, so the fused multiply-add rounds once; NaN stays NaN.
+__attribute__((target("avx512f"))) inline __m512 group_table(const at::BFloat16* g) {
+  const __m512 levels = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+  const __m512 value = _mm512_fmadd_ps(levels, _mm512_set1_ps(g[0]), _mm512_set1_ps(g[1]));
+  const __m512i bits = _mm512_castps_si512(value);
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(bits, _mm512_set1_epi32(0x7FFF)), odd),
+                                           _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)));
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(value, value, _CMP_UNORD_Q), _mm512_castsi512_ps(rounded), value);
+}
+
 __attribute__((target("avx512f"))) float int4_row_avx512(const uint32_t* words, int64_t k_outer,
                                                         const at::BFloat16* sz, int64_t group_stride,
                                                         int group_shift, const float* xt) {
-  const __m512i one = _mm512_set1_epi32(1), half_ulp = _mm512_set1_epi32(0x7FFF),
-                high_half = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
-  const __m512 levels = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
   __m512 sums[8], table = _mm512_setzero_ps();
   for (auto& v : sums) v = _mm512_setzero_ps();
   int64_t table_group = -1;
   for (int64_t outer = 0; outer < k_outer; ++outer) {
     if (((outer * 4) >> group_shift) != table_group) {  // a group holds whole tiles (checked by the caller)
       table_group = (outer * 4) >> group_shift;
-      const at::BFloat16* g = sz + table_group * group_stride;
-      // to_bfloat16((q - 8) * scale + zero) in 16 lanes: q * scale is exact, so the fused multiply-add rounds once
-      const __m512 value = _mm512_fmadd_ps(levels, _mm512_set1_ps(g[0]), _mm512_set1_ps(g[1]));
-      const __m512i bits = _mm512_castps_si512(value);
-      const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), one);
-      const __m512i rounded = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(bits, half_ulp), odd), high_half);
-      table = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(value, value, _CMP_UNORD_Q), _mm512_castsi512_ps(rounded),
-                                   value);  // NaN stays NaN
+      table = group_table(sz + table_group * group_stride);
     }
     const __m512i packed = _mm512_loadu_si512(words + outer * kLanes * 4);
 #pragma GCC unroll 8
@@ -115,6 +117,54 @@ __attribute__((target("avx512f"))) float int4_row_avx512(const uint32_t* words, 
   return _mm512_reduce_add_ps(sums[0]);
 }
 
+// The eight output channels of a tile (batch 1, innerKTiles 8) with AVX512-BF16 dot products. A tile's outer
+// k-tile is 512 consecutive bytes, 64 a channel, so the tile is read in storage order (channel by channel, each
+// 64-byte line was a separate miss 512 bytes from the last). Per channel, its group's table as 16 bfloat16 values
+// (twice, so a 16-bit lane's index may carry the next nibble's bit; rounded to nearest even by the conversion
+// instruction, which reads float denormals as zero, as the dot product does): one 16-bit permute dequantizes 32 weights
+// (nibble i of each 16-bit lane) and one dot product multiplies them by 32 bfloat16 activations (exact products:
+// bfloat16 times bfloat16 is exact in float) and adds pairs into 16 float lanes. `xb` holds the activations in
+// that order (tile o, nibble i, 16-bit lane l at o * 128 + i * 32 + l). The instruction reads denormal bfloat16
+// inputs as zero (|x| < 1.2e-38).
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void int4_tile_avx512_bf16(
+    const uint32_t* words, int64_t k_outer, const at::BFloat16* sz, int64_t group_stride, int group_shift,
+    const at::BFloat16* xb, float* out) {
+  __m512 sums[kNTile];
+  __m512i tables[kNTile];
+  for (auto& v : sums) v = _mm512_setzero_ps();
+  int64_t table_group = -1;
+  for (int64_t outer = 0; outer < k_outer; ++outer) {
+    if (((outer * 4) >> group_shift) != table_group) {
+      table_group = (outer * 4) >> group_shift;
+      const __m512 levels = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+      for (int64_t c = 0; c < kNTile; ++c) {  // group_table's values, rounded by the conversion instruction
+        const at::BFloat16* g = sz + 2 * c + table_group * group_stride;
+        const __m512 value = _mm512_fmadd_ps(levels, _mm512_set1_ps(g[0]), _mm512_set1_ps(g[1]));
+        tables[c] = (__m512i)_mm512_cvtne2ps_pbh(value, value);
+      }
+    }
+    __m512i x[4];
+    for (int i = 0; i < 4; ++i) x[i] = _mm512_loadu_si512(xb + outer * 128 + i * 32);
+    const uint32_t* tile = words + outer * kLanes * 4;
+#pragma GCC unroll 8
+    for (int64_t c = 0; c < kNTile; ++c) {
+      const __m512i packed = _mm512_loadu_si512(tile + c * 16);
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {
+        const __m512i w = _mm512_permutexvar_epi16(_mm512_srli_epi16(packed, 4 * i), tables[c]);
+        sums[c] = _mm512_dpbf16_ps(sums[c], (__m512bh)w, (__m512bh)x[i]);
+      }
+    }
+  }
+  for (int64_t c = 0; c < kNTile; ++c) out[c] = _mm512_reduce_add_ps(sums[c]);
+}
+
+// Whether the CPU has AVX512-BF16's dot products (checked once).
+bool has_bf16_dots() {
+  static const bool has = __builtin_cpu_supports("avx512bf16");
+  return has;
+}
+
 // Whether int4_row_avx512 computes this product: batch 1, innerKTiles 8, groups of whole outer tiles, and the
 // AVX-512 capability the vectorized kernels chose (kernels/vec: the CPU's, lowered by ATEN_CPU_CAPABILITY).
 bool row_kernel_applies(int64_t m, int64_t pairs, int group_shift) {
@@ -123,7 +173,9 @@ bool row_kernel_applies(int64_t m, int64_t pairs, int group_shift) {
 }
 #else
 bool row_kernel_applies(int64_t, int64_t, int) { return false; }
+bool has_bf16_dots() { return false; }
 float int4_row_avx512(const uint32_t*, int64_t, const at::BFloat16*, int64_t, int, const float*) { return 0.f; }
+void int4_tile_avx512_bf16(const uint32_t*, int64_t, const at::BFloat16*, int64_t, int, const at::BFloat16*, float*) {}
 #endif
 }  // namespace
 
@@ -202,7 +254,27 @@ at::Tensor _weight_int4pack_mm(const at::Tensor& self, const at::Tensor& mat2, i
   const int64_t k_outer = B.size(1), pairs = inner_k_tiles / 2;
   const int group_shift = __builtin_ctzll(qGroupSize / kPairK);  // qGroupSize: a power of two, 32 or more
   const bool row_kernel = row_kernel_applies(m, pairs, group_shift);
+  const bool bf16_dots = row_kernel && has_bf16_dots();
   launch_on(C, "aten::_weight_int4pack_mm", [=] {
+    if (bf16_dots) {  // the activations in the order of int4_tile_avx512_bf16's 16-bit lanes
+      std::vector<at::BFloat16> xb(k);
+      for (int64_t outer = 0; outer < k_outer; ++outer)
+        for (int64_t i = 0; i < 4; ++i)
+          for (int64_t l = 0; l < 32; ++l) {
+            const int64_t lane = l / 2, nibble = 4 * (l % 2) + i;  // word `lane`'s nibble
+            xb[outer * 128 + i * 32 + l] = a[(outer * 4 + lane % 4) * kPairK + pair_k(8 * (lane / 4) + nibble)];
+          }
+      at::parallel_for(0, n / kNTile, 1, [&](int64_t lo, int64_t hi) {
+        float sums[kNTile];
+        for (int64_t tile = lo; tile < hi; ++tile) {
+          const int64_t col = tile * kNTile;
+          int4_tile_avx512_bf16(words + first_word(col, k_outer, pairs), k_outer, sz + 2 * col, 2 * n, group_shift,
+                                xb.data(), sums);
+          for (int64_t j = 0; j < kNTile; ++j) c[col + j] = static_cast<at::BFloat16>(sums[j]);
+        }
+      });
+      return;
+    }
     if (row_kernel) {  // the activations in the order of int4_row_avx512's lanes
       std::vector<float> xt(k);
       for (int64_t outer = 0; outer < k_outer; ++outer)
