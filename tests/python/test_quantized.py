@@ -95,6 +95,23 @@ def test_int8_weights_take_a_quarter_of_float32_device_memory():
     assert full >= 4 * weights and int8 <= full - 3 * weights + 4 * 1024  # the int8 bytes, a scale per row, biases
 
 
+def test_int8_embedding_weights_run_on_rbln_and_equal_cpus():
+    # torchao quantizes an nn.Embedding's table when filter_fn selects it (Int8Tensor's embedding dequantizes).
+    torch.manual_seed(0)
+    cpu = torch.nn.Sequential(torch.nn.Embedding(64, 32), torch.nn.Linear(32, 16))
+    dev = copy.deepcopy(cpu).to("rbln")
+    both = lambda module, fqn: isinstance(module, (torch.nn.Linear, torch.nn.Embedding))  # noqa: E731
+    quantize_(cpu, Int8WeightOnlyConfig(), filter_fn=both)
+    quantize_(dev, Int8WeightOnlyConfig(), filter_fn=both)
+    assert dev[0].weight.qdata.dtype == torch.int8 and dev[0].weight.qdata.device.type == "rbln"
+    tokens = torch.randint(0, 64, (2, 5))
+    with torch.rbln.explain() as ex, torch.no_grad():
+        out = dev(tokens.rbln()).cpu()
+    assert not ex.fallback_ops, ex.fallback_ops
+    with torch.no_grad():
+        torch.testing.assert_close(out, cpu(tokens))
+
+
 def test_hugging_face_torchao_config_loads_on_rbln_and_generates_cpus_tokens(tmp_path):
     from transformers import LlamaConfig, LlamaForCausalLM, TorchAoConfig
 
