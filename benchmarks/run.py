@@ -16,6 +16,7 @@ import functools
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -43,9 +44,13 @@ def timed(fn, device: str) -> float:
 ONLY: list[str] = []  # --only: substrings of "group name"; a row runs if any matches
 
 
+def wanted(group: str, name: str) -> bool:
+    return not ONLY or any(s.lower() in f"{group} {name}".lower() for s in ONLY)
+
+
 def compare(name, group, make, repeats, target, higher_is_better=False, reference="cpu"):
     """make(device) returns a zero-argument callable doing the measured work. None if --only skips the row."""
-    if ONLY and not any(s.lower() in f"{group} {name}".lower() for s in ONLY):
+    if not wanted(group, name):
         return None
     fns = {d: make(d) for d in ("cpu", "rbln")}
     for d, fn in fns.items():  # warm-up: caches, worker threads, allocator
@@ -70,7 +75,7 @@ def compare(name, group, make, repeats, target, higher_is_better=False, referenc
 def compare_fns(name, group, make, repeats, target, reference, labels=("ref", "test"), device="rbln", warmup=1):
     """Like compare(), for two workloads on one device: make() returns {labels[0]: fn, labels[1]: fn};
     the ratio is test time / ref time. A target of None marks a reference row (no target of its own)."""
-    if ONLY and not any(s.lower() in f"{group} {name}".lower() for s in ONLY):
+    if not wanted(group, name):
         return None
     fns = make()
     for fn in fns.values():
@@ -94,7 +99,7 @@ def compare_fns(name, group, make, repeats, target, reference, labels=("ref", "t
 
 def value_row(name, group, measure, target, reference):
     """A measured quantity that is not a time ratio (e.g. a memory ratio); measure() -> float."""
-    if ONLY and not any(s.lower() in f"{group} {name}".lower() for s in ONLY):
+    if not wanted(group, name):
         return None
     v = measure()
     row = {"name": name, "group": group, "median": v, "min": v, "max": v, "cpu_s": None, "rbln_s": None,
@@ -298,6 +303,26 @@ def main() -> int:
                     return lambda: [(op(x), torch.rbln.synchronize()) for _ in range(500)]
                 return lambda: [op(x) for _ in range(500)]
             rows.append(compare(f"{name}, {label}, synchronized", "latency", single, reps, 3.0))
+
+    # ---- the per-op chain on a busy machine: two processes spin beside it, CPU eager under the same load ----
+    busy_name = f"add, 1 element, chain of {CHAIN}, two busy processes beside"
+    if wanted("load", busy_name):
+        def busy_chain(device):
+            table, x = small_ops(1)(device)
+            add = table["add"]
+
+            def run():
+                z = x.clone()
+                for _ in range(CHAIN):
+                    z = add(z)
+            return run
+        spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+        try:
+            rows.append(compare(busy_name, "load", busy_chain, reps, 1.5))
+        finally:
+            for proc in spinners:
+                proc.kill()
+                proc.wait()
 
     # ---- large tensors ----
     n = (4 << 20) if args.quick else (16 << 20)  # floats: 16 or 64 MiB
@@ -1161,6 +1186,7 @@ def render(meta, rows) -> str:
         "(torch.compile, docs/compile.md) compares compiled rbln with compiled CPU (Inductor) or with eager",
         "rbln (next to it, CPU's compiled / eager from the same run, a reference without a target), cold compile",
         "times of fresh processes, and counts the graphs a warm second process compiles.",
+        "`load` runs the per-op chain with two processes spinning beside it, CPU eager under the same load.",
         "`serving` runs `transformers serve --continuous-batching` on rbln and on CPU under the same concurrent load",
         "(docs/serving.md): tokens/s rbln / CPU (higher is better) and request latency rbln / CPU.",
         "`quantized` (docs/quantization.md): the int8 weight-only linear also against CPU's float32 linear of the",
