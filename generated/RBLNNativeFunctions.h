@@ -264,7 +264,7 @@ at::Tensor replication_pad3d_backward(const at::Tensor & grad_output, const at::
 ::std::tuple<at::Tensor,at::Tensor,at::Tensor> _thnn_fused_lstm_cell_backward_impl(const ::std::optional<at::Tensor> & grad_hy, const ::std::optional<at::Tensor> & grad_cy, const at::Tensor & cx, const at::Tensor & cy, const at::Tensor & workspace, bool has_bias);
 ::std::tuple<at::Tensor,at::Tensor> _thnn_fused_gru_cell(const at::Tensor & input_gates, const at::Tensor & hidden_gates, const at::Tensor & hx, const ::std::optional<at::Tensor> & input_bias, const ::std::optional<at::Tensor> & hidden_bias);
 ::std::tuple<at::Tensor,at::Tensor,at::Tensor,at::Tensor,at::Tensor> _thnn_fused_gru_cell_backward(const at::Tensor & grad_hy, const at::Tensor & workspace, bool has_bias);
-at::Tensor paged_attention(const at::Tensor & query, const at::Tensor & kv_cache, const at::Tensor & block_table, const at::Tensor & query_start_loc, const at::Tensor & context_lens, double scale, int64_t sliding_window, double softcap);
+at::Tensor paged_attention(const at::Tensor & query, const at::Tensor & kv_cache, const at::Tensor & block_table, const at::Tensor & query_start_loc, const at::Tensor & context_lens, double scale, int64_t sliding_window, double softcap, const ::std::optional<at::Tensor> & alibi_slopes, const ::std::optional<at::Tensor> & sinks);
 at::Tensor & complex_out(const at::Tensor & real, const at::Tensor & imag, at::Tensor & out);
 at::Tensor & polar_out(const at::Tensor & abs, const at::Tensor & angle, at::Tensor & out);
 ::std::tuple<at::Tensor &,at::Tensor &> frexp_out(const at::Tensor & self, at::Tensor & mantissa, at::Tensor & exponent);

@@ -3914,19 +3914,21 @@ at::Tensor wrapper_replication_pad3d_backward(const at::Tensor & grad_output, co
   return rbln::kernels::_thnn_fused_gru_cell_backward(grad_hy, workspace, has_bias);
 }
 
-at::Tensor wrapper_rbln_paged_attention(const at::Tensor & query, const at::Tensor & kv_cache, const at::Tensor & block_table, const at::Tensor & query_start_loc, const at::Tensor & context_lens, double scale, int64_t sliding_window, double softcap) {
+at::Tensor wrapper_rbln_paged_attention(const at::Tensor & query, const at::Tensor & kv_cache, const at::Tensor & block_table, const at::Tensor & query_start_loc, const at::Tensor & context_lens, double scale, int64_t sliding_window, double softcap, const ::std::optional<at::Tensor> & alibi_slopes, const ::std::optional<at::Tensor> & sinks) {
   std::optional<c10::Device> common_device;
   c10::impl::check_and_update_common_device(common_device, query, "wrapper_rbln_paged_attention", "query");
   c10::impl::check_and_update_common_device(common_device, kv_cache, "wrapper_rbln_paged_attention", "kv_cache");
   c10::impl::check_and_update_common_device(common_device, block_table, "wrapper_rbln_paged_attention", "block_table");
   c10::impl::check_and_update_common_device(common_device, query_start_loc, "wrapper_rbln_paged_attention", "query_start_loc");
   c10::impl::check_and_update_common_device(common_device, context_lens, "wrapper_rbln_paged_attention", "context_lens");
+  c10::impl::check_and_update_common_device(common_device, alibi_slopes, "wrapper_rbln_paged_attention", "alibi_slopes");
+  c10::impl::check_and_update_common_device(common_device, sinks, "wrapper_rbln_paged_attention", "sinks");
   const c10::OptionalDeviceGuard guard(at::device_of(query));
   const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16; };
   for (const auto t : {query.scalar_type(), kv_cache.scalar_type()})
     TORCH_CHECK_NOT_IMPLEMENTED(dtype_ok(t), "\"rbln::paged_attention\" not implemented for '", t, "'");
   RBLN_COUNT_DEVICE_OP("rbln::paged_attention");
-  return rbln::kernels::paged_attention(query, kv_cache, block_table, query_start_loc, context_lens, scale, sliding_window, softcap);
+  return rbln::kernels::paged_attention(query, kv_cache, block_table, query_start_loc, context_lens, scale, sliding_window, softcap, alibi_slopes, sinks);
 }
 
 at::Tensor & wrapper_complex_out(const at::Tensor & real, const at::Tensor & imag, at::Tensor & out) {
@@ -6770,7 +6772,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 
 // rbln's own operators (`func: rbln::...` in ops.yaml): torch.ops.rbln.*, defined here with their kernels.
 TORCH_LIBRARY_FRAGMENT(rbln, m) {
-  m.def("paged_attention(Tensor query, Tensor kv_cache, Tensor block_table, Tensor query_start_loc, Tensor context_lens, float scale, int sliding_window=0, float softcap=0.0) -> Tensor");
+  m.def("paged_attention(Tensor query, Tensor kv_cache, Tensor block_table, Tensor query_start_loc, Tensor context_lens, float scale, int sliding_window=0, float softcap=0.0, Tensor? alibi_slopes=None, Tensor? sinks=None) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(rbln, PrivateUse1, m) {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -26,21 +27,24 @@ int64_t read_index(const void* base, int64_t i) {
   return static_cast<int64_t>(static_cast<const I*>(base)[i]);
 }
 
-// One (query token, head): two passes over its keys (scores, then the weighted values), in float.
+// One (query token, head): two passes over its keys (scores, then the weighted values), in float. ALiBi adds
+// slope * (key position - query position) to a score (after soft-capping, as vLLM's kernels); a sink is one more
+// logit in the softmax's denominator with no value (-inf: none).
 template <class T>
 void attend(const float* q, const T* cache, int64_t block_stride, int64_t token_stride, int64_t head_size,
             const std::vector<int64_t>& blocks, int64_t block_size, int64_t first, int64_t context, float scale,
-            float softcap, std::vector<float>& scores, float* acc, float* row, T* out) {
+            float softcap, float slope, float sink, std::vector<float>& scores, float* acc, float* row, T* out) {
   scores.resize(context - first);
-  float max_score = -std::numeric_limits<float>::infinity();
+  float max_score = sink;
   for (int64_t t = first; t < context; ++t) {
     const T* k = cache + blocks[t / block_size] * block_stride + (t % block_size) * token_stride;
     float s = head_dot(q, as_float(k, head_size, row), head_size) * scale;
     if (softcap > 0.f) s = softcap * std::tanh(s / softcap);
+    s += slope * static_cast<float>(t - (context - 1));
     scores[t - first] = s;
     max_score = std::max(max_score, s);
   }
-  float total = 0.f;
+  float total = sink == -std::numeric_limits<float>::infinity() ? 0.f : std::exp(sink - max_score);
   for (float& s : scores) total += (s = std::exp(s - max_score));
   std::fill(acc, acc + head_size, 0.f);
   for (int64_t t = first; t < context; ++t) {
@@ -53,7 +57,8 @@ void attend(const float* q, const T* cache, int64_t block_stride, int64_t token_
 
 at::Tensor paged_attention(const at::Tensor& query, const at::Tensor& kv_cache, const at::Tensor& block_table,
                            const at::Tensor& query_start_loc, const at::Tensor& context_lens, double scale,
-                           int64_t sliding_window, double softcap) {
+                           int64_t sliding_window, double softcap, const std::optional<at::Tensor>& alibi_slopes,
+                           const std::optional<at::Tensor>& sinks) {
   TORCH_CHECK(query.dim() == 3, op, ": expected query [tokens, heads, head_size], got ", query.sizes());
   TORCH_CHECK(kv_cache.dim() == 4, op, ": expected kv_cache [blocks, kv_heads, block_size, 2 * head_size], got ",
               kv_cache.sizes());
@@ -74,10 +79,23 @@ at::Tensor paged_attention(const at::Tensor& query, const at::Tensor& kv_cache, 
               ": expected query_start_loc [", requests + 1, "], got ", query_start_loc.sizes());
   TORCH_CHECK(block_table.dim() == 2 && block_table.size(0) == requests, op, ": expected block_table [", requests,
               ", max_blocks], got ", block_table.sizes());
-  check_same_device({&query, &kv_cache, &block_table, &query_start_loc, &context_lens});
+  // Per-head ALiBi slopes and sinks, as float32 on the device.
+  auto per_head = [&](const std::optional<at::Tensor>& t, const char* name) {
+    if (!t.has_value() || !t->defined()) return at::Tensor();
+    TORCH_CHECK(t->dim() == 1 && t->size(0) == heads, op, ": expected ", name, " [", heads, "], got ", t->sizes());
+    TORCH_CHECK(at::isFloatingType(t->scalar_type()), op, ": ", name, " must be floating point, got ",
+                t->scalar_type());
+    return *t;
+  };
+  const at::Tensor slopes_in = per_head(alibi_slopes, "alibi_slopes"), sinks_in = per_head(sinks, "sinks");
+  check_same_device({&query, &kv_cache, &block_table, &query_start_loc, &context_lens, &slopes_in, &sinks_in});
   auto out = at::empty(query.sizes(), query.options());
   if (out.numel() == 0) return out;
   const auto q = query.contiguous(), table = block_table.contiguous();
+  const auto slopes = slopes_in.defined() ? slopes_in.to(at::kFloat).contiguous() : slopes_in;
+  const auto sink_logits = sinks_in.defined() ? sinks_in.to(at::kFloat).contiguous() : sinks_in;
+  const float* slope_p = slopes.defined() ? slopes.const_data_ptr<float>() : nullptr;
+  const float* sink_p = sink_logits.defined() ? sink_logits.const_data_ptr<float>() : nullptr;
   const auto starts = query_start_loc.contiguous(), lens = context_lens.contiguous();
   const int64_t max_blocks = table.size(1), num_blocks = kv_cache.size(0);
   const int64_t block_stride = kv_cache.stride(0), head_stride = kv_cache.stride(1), token_stride = kv_cache.stride(2);
@@ -125,7 +143,8 @@ at::Tensor paged_attention(const at::Tensor& query, const at::Tensor& kv_cache, 
           const int64_t first = sliding_window > 0 ? std::max<int64_t>(0, last + 1 - sliding_window) : 0;
           for (int64_t d = 0; d < head_size; ++d) qf[d] = static_cast<float>(qp[item * head_size + d]);
           attend(qf.data(), cache + (h / group) * head_stride, block_stride, token_stride, head_size, blocks[r],
-                 block_size, first, last + 1, static_cast<float>(scale), static_cast<float>(softcap), scores,
+                 block_size, first, last + 1, static_cast<float>(scale), static_cast<float>(softcap),
+                 slope_p ? slope_p[h] : 0.f, sink_p ? sink_p[h] : -std::numeric_limits<float>::infinity(), scores,
                  acc.data(), row.data(), op_out + item * head_size);
         }
       });

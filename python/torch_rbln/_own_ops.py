@@ -6,5 +6,5 @@ import torch
 
 @torch.library.register_fake("rbln::paged_attention")
 def _paged_attention(query, kv_cache, block_table, query_start_loc, context_lens, scale, sliding_window=0,
-                     softcap=0.0):
+                     softcap=0.0, alibi_slopes=None, sinks=None):
     return torch.empty_like(query, memory_format=torch.contiguous_format)

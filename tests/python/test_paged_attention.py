@@ -33,9 +33,10 @@ def paged_case(contexts, heads, kv_heads, dtype, queries=None, num_blocks=24):
     return query, kv_cache, table, starts, torch.tensor(contexts, dtype=torch.int32)
 
 
-def reference(query, kv_cache, table, starts, contexts, scale, window=0, softcap=0.0):
+def reference(query, kv_cache, table, starts, contexts, scale, window=0, softcap=0.0, slopes=None, sinks=None):
     """float64 causal attention of each request's query tokens (its context's last) over its gathered context (the
-    last `window` keys up to each token if set)."""
+    last `window` keys up to each token if set), with ALiBi (slope * (key position - query position) added to the
+    scores) and sinks (one more logit per head in the softmax, with no value) if given."""
     out = torch.empty(query.shape, dtype=torch.float64)
     group = query.shape[1] // kv_cache.shape[1]
     for r, c in enumerate(contexts.tolist()):
@@ -49,7 +50,12 @@ def reference(query, kv_cache, table, starts, contexts, scale, window=0, softcap
             scores = torch.einsum("hd,htd->ht", query[t].double(), k[:, first:last + 1]) * scale
             if softcap:
                 scores = softcap * torch.tanh(scores / softcap)
-            out[t] = torch.einsum("ht,htd->hd", scores.softmax(-1), v[:, first:last + 1])
+            if slopes is not None:
+                scores = scores + slopes.double()[:, None] * (torch.arange(first, last + 1) - last).double()
+            if sinks is not None:
+                scores = torch.cat([scores, sinks.double()[:, None]], -1)
+            weights = scores.softmax(-1)[:, : last + 1 - first]
+            out[t] = torch.einsum("ht,htd->hd", weights, v[:, first:last + 1])
     return out
 
 
@@ -70,6 +76,28 @@ def test_paged_attention_matches_float64_on_the_device(dtype, window, softcap, q
     expected = reference(query, kv_cache, table, starts, contexts, scale, window, softcap)
     tol = TOLERANCE[dtype]
     torch.testing.assert_close(result.double(), expected, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("alibi,sinks", [(True, False), (False, True), (True, True)], ids=["alibi", "sinks", "both"])
+def test_alibi_slopes_and_attention_sinks_match_float64(dtype, alibi, sinks):
+    # vLLM's ALiBi models pass per-head slopes, gpt-oss-style models a per-head sink logit (a parameter, bfloat16).
+    query, kv_cache, table, starts, contexts = paged_case([1, 17, 40, 64, 5], heads=8, kv_heads=2, dtype=dtype,
+                                                          queries=[1, 17, 8, 1, 5])
+    slopes = 2.0 ** -torch.arange(1, 9, dtype=torch.float32) if alibi else None
+    sink = torch.randn(8, generator=G).to(dtype) * 3 if sinks else None
+    scale = 1 / math.sqrt(HEAD)
+    with torch.rbln.explain() as ex:
+        out = torch.ops.rbln.paged_attention(query.rbln(), kv_cache.rbln(), table.rbln(), starts.rbln(),
+                                             contexts.rbln(), scale, 0, 0.0,
+                                             None if slopes is None else slopes.rbln(),
+                                             None if sink is None else sink.rbln()).cpu()
+    assert ex.device_ops.get("rbln::paged_attention") == 1 and not ex.fallback_ops
+    expected = reference(query, kv_cache, table, starts, contexts, scale, slopes=slopes, sinks=sink)
+    torch.testing.assert_close(out.double(), expected, rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype])
+    with pytest.raises(RuntimeError, match=r"expected alibi_slopes \[8\]"):
+        torch.ops.rbln.paged_attention(query.rbln(), kv_cache.rbln(), table.rbln(), starts.rbln(), contexts.rbln(),
+                                       scale, 0, 0.0, torch.ones(3, device="rbln"), None)
 
 
 def test_one_request_one_key_and_int64_tables():

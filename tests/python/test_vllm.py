@@ -160,6 +160,37 @@ def streamed_text(port: int, model: str, prompt: str, chat: bool) -> str:
     return "".join(pieces)
 
 
+def test_an_alibi_model_gives_hugging_faces_tokens(run_python, checkpoint, tmp_path):
+    """BLOOM (ALiBi: per-head slopes instead of rotary positions) through vLLM's own model code: the rbln backend
+    passes the slopes to rbln::paged_attention, and the greedy tokens are Hugging Face's on CPU."""
+    import torch
+    from transformers import AutoTokenizer, BloomConfig, BloomForCausalLM
+
+    path = str(tmp_path / "tiny-bloom")
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+    torch.manual_seed(0)
+    config = BloomConfig(vocab_size=len(tokenizer), hidden_size=64, n_layer=2, n_head=4, initializer_range=0.2,
+                         bos_token_id=1, eos_token_id=2, pad_token_id=3)
+    BloomForCausalLM(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    prompts = serving.prompts(4)
+    got = run_python(f"""
+        from vllm import LLM, SamplingParams
+
+        llm = LLM(model={path!r}, dtype="float32", enforce_eager=True, max_model_len=256,
+                  gpu_memory_utilization=0.2, max_num_seqs=8)
+        runner = llm.llm_engine.engine_core.engine_core.model_executor.driver_worker.worker.model_runner
+        impls = [m.impl for m in runner.model.modules() if hasattr(m, "impl")]
+        with torch.rbln.explain() as ex:
+            outs = llm.generate({prompts!r}, SamplingParams(temperature=0, max_tokens={MAX_TOKENS}, ignore_eos=True))
+        print(json.dumps({{"tokens": [list(o.outputs[0].token_ids) for o in outs], "fallbacks": ex.fallback_ops,
+                          "alibi": [i.alibi_slopes is not None for i in impls],
+                          "paged": ex.device_ops.get("rbln::paged_attention", 0)}}))
+    """, VLLM_ENABLE_V1_MULTIPROCESSING="0")
+    assert got["alibi"] == [True, True] and got["paged"] > 0 and got["fallbacks"] == {}
+    assert got["tokens"] == hf_greedy(path, prompts)
+
+
 def test_vllm_serve_answers_concurrent_requests_with_cpu_tokens_and_exits_cleanly(checkpoint, tmp_path):
     """`vllm serve` (engine core in its own process, as users run it) with 24 KV blocks of 16 tokens, fewer than
     the requests need at once: 32 concurrent completions and chats (queued by vLLM) give

@@ -73,8 +73,6 @@ class RBLNAttentionImpl(AttentionImpl):
     def __init__(self, num_heads, head_size, scale, num_kv_heads=None, alibi_slopes=None, sliding_window=None,
                  kv_cache_dtype="auto", logits_soft_cap=None, attn_type=AttentionType.DECODER,
                  kv_sharing_target_layer_name=None, sinks=None, **kwargs) -> None:
-        if alibi_slopes is not None or sinks is not None:
-            raise NotImplementedError("rbln attention: ALiBi and sinks are not supported yet")
         if kv_cache_dtype not in ("auto", "float32", "float16", "bfloat16"):
             raise NotImplementedError(f"rbln attention: kv_cache_dtype={kv_cache_dtype!r} is not supported")
         if attn_type != AttentionType.DECODER:
@@ -86,6 +84,9 @@ class RBLNAttentionImpl(AttentionImpl):
         self.sliding_window = sliding_window or 0
         self.logits_soft_cap = float(logits_soft_cap or 0.0)
         self.kv_cache_dtype = kv_cache_dtype
+        # ALiBi's per-head slopes (a list from the model) and attention sinks (a per-head parameter of the layer).
+        self.alibi_slopes = None if alibi_slopes is None else torch.as_tensor(alibi_slopes, dtype=torch.float32)
+        self.sinks = sinks
 
     def do_kv_cache_update(self, layer, key, value, kv_cache, slot_mapping) -> None:
         block_size = kv_cache.shape[2]
@@ -102,7 +103,10 @@ class RBLNAttentionImpl(AttentionImpl):
             return output.fill_(0)
         m = attn_metadata
         n = m.num_actual_tokens
+        if self.alibi_slopes is not None and self.alibi_slopes.device != query.device:
+            self.alibi_slopes = self.alibi_slopes.to(query.device)
         out = torch.ops.rbln.paged_attention(query[:n], kv_cache, m.block_table, m.query_start_loc, m.seq_lens,
-                                             self.scale, self.sliding_window, self.logits_soft_cap)
+                                             self.scale, self.sliding_window, self.logits_soft_cap,
+                                             self.alibi_slopes, self.sinks)
         output[:n] = out
         return output
