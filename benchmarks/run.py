@@ -44,13 +44,13 @@ def timed(fn, device: str) -> float:
 ONLY: list[str] = []  # --only: substrings of "group name"; a row runs if any matches
 
 
-def wanted(group: str, name: str) -> bool:
-    return not ONLY or any(s.lower() in f"{group} {name}".lower() for s in ONLY)
+def _selected(group: str, names) -> bool:
+    return not ONLY or any(s.lower() in f"{group} {n}".lower() for n in names for s in ONLY)
 
 
 def compare(name, group, make, repeats, target, higher_is_better=False, reference="cpu"):
     """make(device) returns a zero-argument callable doing the measured work. None if --only skips the row."""
-    if not wanted(group, name):
+    if not _selected(group, [name]):
         return None
     fns = {d: make(d) for d in ("cpu", "rbln")}
     for d, fn in fns.items():  # warm-up: caches, worker threads, allocator
@@ -75,7 +75,7 @@ def compare(name, group, make, repeats, target, higher_is_better=False, referenc
 def compare_fns(name, group, make, repeats, target, reference, labels=("ref", "test"), device="rbln", warmup=1):
     """Like compare(), for two workloads on one device: make() returns {labels[0]: fn, labels[1]: fn};
     the ratio is test time / ref time. A target of None marks a reference row (no target of its own)."""
-    if not wanted(group, name):
+    if not _selected(group, [name]):
         return None
     fns = make()
     for fn in fns.values():
@@ -99,7 +99,7 @@ def compare_fns(name, group, make, repeats, target, reference, labels=("ref", "t
 
 def value_row(name, group, measure, target, reference):
     """A measured quantity that is not a time ratio (e.g. a memory ratio); measure() -> float."""
-    if not wanted(group, name):
+    if not _selected(group, [name]):
         return None
     v = measure()
     row = {"name": name, "group": group, "median": v, "min": v, "max": v, "cpu_s": None, "rbln_s": None,
@@ -306,7 +306,7 @@ def main() -> int:
 
     # ---- the per-op chain on a busy machine: two processes spin beside it, CPU eager under the same load ----
     busy_name = f"add, 1 element, chain of {CHAIN}, two busy processes beside"
-    if wanted("load", busy_name):
+    if _selected("load", [busy_name]):
         def busy_chain(device):
             table, x = small_ops(1)(device)
             add = table["add"]
@@ -1023,10 +1023,6 @@ SERVING_REQUESTS, SERVING_TOKENS = 16, 32
 VLLM_REQUESTS, VLLM_TOKENS = 32, 64
 
 
-def _selected(group: str, names) -> bool:
-    return not ONLY or any(s.lower() in f"{group} {n}".lower() for n in names for s in ONLY)
-
-
 def _server_rows(group: str, label: str, rounds: dict, targets: dict, reference: str) -> list:
     """Rows of per-round ratios (rounds["rbln"][i] over rounds["cpu"][i]) of tokens/s and request latencies."""
 
@@ -1204,6 +1200,17 @@ def render(meta, rows) -> str:
             f"{op} {r['target']}", "yes" if r["meets_target"] else "no")
         lines.append(f"| {r['group']} | {r['name']} | {r['median']:.2f} | {r['min']:.2f} | {r['max']:.2f} | "
                      f"{target} | {meets} |")
+    soak = os.path.join(ROOT, "benchmarks", "soak.json")
+    if os.path.exists(soak):  # written by benchmarks/soak.py (a long run, not part of make bench)
+        k = json.load(open(soak))
+        lines += ["", f"Soak (benchmarks/soak.py, {k['date']}): vLLM's engine on rbln, {k['minutes']:g} minutes of "
+                      f"rounds of {k['requests_per_round']} greedy requests x {k['tokens_per_request']} tokens: "
+                      f"{k['rounds']} rounds, {len(k['errors'])} errors (a raise, or first 8 tokens other than the "
+                      f"first round's; {k['rounds_diverging_after_8_tokens']} rounds differed later, at near-ties); "
+                      f"reserved memory moved by {k['reserved_range_over_flat_minutes']} bytes over the "
+                      f"last {k['flat_minutes']:g} minutes (peak {k['peak_reserved'] / 2**20:.0f} MiB); after the "
+                      f"engine, allocated memory {k['allocated_after_minus_idle']} bytes over idle (module-level "
+                      f"tensors {k['module_level_tensors']} bytes): {'passed' if k['passed'] else 'FAILED'}."]
     build = os.path.join(ROOT, "benchmarks", "build_time.json")
     if os.path.exists(build):  # written by benchmarks/build_time.py (make bench runs it first)
         b = json.load(open(build))
