@@ -114,9 +114,10 @@ at::Tensor paged_attention(const at::Tensor& query, const at::Tensor& kv_cache, 
       // synchronizing call, as a device-side assert's does); then each token's request and position.
       auto fail = [](const std::string& what) { throw std::runtime_error(what); };
       std::vector<std::vector<int64_t>> blocks(requests);
-      std::vector<int64_t> request_of(tokens), position_of(tokens);
-      if (start_at(0) != 0 || start_at(requests) != tokens)
-        fail("query_start_loc must run from 0 to the " + std::to_string(tokens) + " query tokens");
+      // Tokens after the last request's are padding (vLLM pads a graph's batch to its captured size): zeros.
+      std::vector<int64_t> request_of(tokens, -1), position_of(tokens);
+      if (start_at(0) != 0 || start_at(requests) > tokens)
+        fail("query_start_loc must run from 0 to at most the " + std::to_string(tokens) + " query tokens");
       for (int64_t r = 0; r < requests; ++r) {
         const int64_t start = start_at(r), end = start_at(r + 1), context = length_at(r);
         if (end < start || end > tokens) fail("query_start_loc is not ascending at request " + std::to_string(r));
@@ -140,6 +141,10 @@ at::Tensor paged_attention(const at::Tensor& query, const at::Tensor& kv_cache, 
         std::vector<float> scores, qf(head_size), acc(head_size), row(head_size);
         for (int64_t item = lo; item < hi; ++item) {
           const int64_t t = item / heads, h = item % heads, r = request_of[t], last = position_of[t];
+          if (r < 0) {
+            std::fill_n(op_out + item * head_size, head_size, scalar_t(0));
+            continue;
+          }
           const int64_t first = sliding_window > 0 ? std::max<int64_t>(0, last + 1 - sliding_window) : 0;
           for (int64_t d = 0; d < head_size; ++d) qf[d] = static_cast<float>(qp[item * head_size + d]);
           attend(qf.data(), cache + (h / group) * head_stride, block_stride, token_stride, head_size, blocks[r],

@@ -110,6 +110,20 @@ def test_one_request_one_key_and_int64_tables():
     torch.testing.assert_close(out.double(), reference(*case, 0.125), rtol=1e-5, atol=1e-5)
 
 
+def test_a_padded_batch_gives_padding_tokens_zeros():
+    """vLLM pads a replayed graph's batch to its captured size: the padding requests have no query tokens and no
+    context (block table rows of the null block 0), and the query tokens after the last request's are padding.
+    The real tokens attend as without padding; the padding tokens' outputs are zeros."""
+    query, kv_cache, table, starts, contexts = paged_case([5, 20], heads=4, kv_heads=2, dtype=torch.float32)
+    padded = (torch.cat([query, torch.randn(2, 4, HEAD, generator=G)]), kv_cache,
+              torch.cat([table, torch.zeros(2, table.shape[1], dtype=torch.int32)]),
+              torch.tensor([0, 1, 2, 2, 2], dtype=torch.int32), torch.tensor([5, 20, 0, 0], dtype=torch.int32))
+    out = torch.ops.rbln.paged_attention(*(t.rbln() for t in padded), 0.125).cpu()
+    torch.testing.assert_close(out[:2].double(), reference(query, kv_cache, table, starts, contexts, 0.125),
+                               rtol=1e-5, atol=1e-5)
+    assert torch.equal(out[2:], torch.zeros(2, 4, HEAD))
+
+
 @pytest.mark.parametrize("case,error,message", [
     ("dtype", NotImplementedError, "not implemented for 'Int'"),
     ("last_dim", RuntimeError, "must be 2 \\* head_size"),
@@ -136,7 +150,7 @@ def test_bad_arguments_raise_before_the_launch(case, error, message):
 
 @pytest.mark.parametrize("case,message", [("context", "context length 99 of request 1"),
                                           ("short_context", "context length 2 of request 1 is not in \\[3, "),
-                                          ("starts", "query_start_loc must run from 0 to the 4 query tokens"),
+                                          ("starts", "query_start_loc must run from 0 to at most the 4 query tokens"),
                                           ("block", "block 1000 of request 0 is out of bounds")])
 def test_bad_table_values_fail_at_the_next_synchronizing_call_and_the_device_goes_on(case, message):
     """Offsets, lengths and block numbers are device data: checked in the kernel, the error reaches the next
@@ -148,7 +162,7 @@ def test_bad_table_values_fail_at_the_next_synchronizing_call_and_the_device_goe
     elif case == "short_context":
         contexts[1] = 2  # fewer keys than its 3 query tokens
     elif case == "starts":
-        starts[2] = 3
+        starts[2] = 5
     else:
         table[0, 0] = 1000
     out = torch.ops.rbln.paged_attention(query.rbln(), kv_cache.rbln(), table.rbln(), starts.rbln(), contexts.rbln(),

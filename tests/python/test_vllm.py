@@ -140,6 +140,36 @@ def test_llm_generate_with_chunked_prefill_and_prefix_caching_matches_hugging_fa
     assert reason == "stop" and text == got["greedy_text"][:got["greedy_text"].index(got["stop"])], got
 
 
+def test_graph_mode_replays_decode_steps_with_hugging_faces_tokens(run_python, checkpoint):
+    """Without enforce_eager, vLLM captures a graph of the model's decode step for each batch size of its
+    capture list (torch_rbln.vllm.graphs) and replays it for decode batches padded up to the next size: 6 and
+    then 3 requests (padded to 8 and 4) give Hugging Face's greedy tokens on CPU; prefills run eagerly."""
+    prompts = serving.prompts(12)[-6:]
+    got = run_python(f"""
+        from vllm import LLM, SamplingParams
+        from torch_rbln.rbln.graphs import RBLNGraph
+
+        replays = []
+        replay = RBLNGraph.replay
+        RBLNGraph.replay = lambda self: (replays.append(self), replay(self))[1]
+        llm = LLM(model={checkpoint!r}, dtype="float32", max_model_len=256, gpu_memory_utilization=0.2,
+                  max_num_seqs=8, enable_prefix_caching=True)
+        runner = llm.llm_engine.engine_core.engine_core.model_executor.driver_worker.worker.model_runner
+        params = SamplingParams(temperature=0, max_tokens={MAX_TOKENS}, ignore_eos=True)
+        with torch.rbln.explain() as ex:
+            tokens = [[list(o.outputs[0].token_ids) for o in llm.generate(batch, params)]
+                      for batch in ({prompts!r}, {prompts[:3]!r})]
+        print(json.dumps({{"tokens": tokens, "wrapper": type(runner.model).__name__, "fallbacks": ex.fallback_ops,
+                          "sizes": sorted(d.num_tokens for d in runner.model.concrete_cudagraph_entries),
+                          "replays": len(replays), "graphs_replayed": len(set(map(id, replays)))}}))
+    """, VLLM_ENABLE_V1_MULTIPROCESSING="0")
+    assert got["wrapper"] == "RBLNGraphWrapper" and got["sizes"] == [1, 2, 4, 8], got
+    assert got["fallbacks"] == {}
+    # Each batch: one prefill step (eager), then MAX_TOKENS - 1 decode steps, each one replay (of the 8 and 4 graphs).
+    assert got["replays"] == 2 * (MAX_TOKENS - 1) and got["graphs_replayed"] == 2, got
+    assert got["tokens"] == [hf_greedy(checkpoint, prompts), hf_greedy(checkpoint, prompts[:3])]
+
+
 def streamed_text(port: int, model: str, prompt: str, chat: bool) -> str:
     """A greedy completion or chat with `"stream": true`: its server-sent events' pieces joined."""
     body = {"model": model, "max_tokens": MAX_TOKENS, "temperature": 0, "stream": True}
@@ -192,20 +222,21 @@ def test_an_alibi_model_gives_hugging_faces_tokens(run_python, checkpoint, tmp_p
 
 
 def test_vllm_serve_answers_concurrent_requests_with_cpu_tokens_and_exits_cleanly(checkpoint, tmp_path):
-    """`vllm serve` (engine core in its own process, as users run it) with 24 KV blocks of 16 tokens, fewer than
-    the requests need at once: 32 concurrent completions and chats (queued by vLLM) give
-    Hugging Face's greedy text on CPU, and so do a streamed completion and chat; SIGTERM shuts it down with exit
-    status 0."""
+    """`vllm serve` as users run it (engine core in its own process, graph mode: decode steps replayed) with 24 KV
+    blocks of 16 tokens, fewer than the requests need at once: 32 concurrent completions and chats (queued by
+    vLLM) give Hugging Face's greedy text on CPU, and so do a streamed completion and chat; SIGTERM shuts it down
+    with exit status 0."""
     requests = [(prompt, i % 2 == 1) for i, prompt in enumerate(serving.prompts(32))]
     expected = serving.cpu_greedy(checkpoint, requests, MAX_TOKENS)
     log = tmp_path / "serve.log"
-    with serving.VLLMServer(checkpoint, ["--dtype", "float32", "--enforce-eager", "--max-model-len", "256",
+    with serving.VLLMServer(checkpoint, ["--dtype", "float32", "--max-model-len", "256",
                                          "--gpu-memory-utilization", "0.2", "--max-num-seqs", "8",
                                          "--num-gpu-blocks-override", "24"],  # fewer than 32 requests need
                             str(log)) as server:
         results = server.load(requests, MAX_TOKENS)["results"]
         streamed = [streamed_text(server.port, checkpoint, prompt, chat) for prompt, chat in requests[:2]]
         assert server.stop() == 0, log.read_text()
+    assert "Capturing CUDA graphs (decode, FULL): 100%" in log.read_text()
     # vLLM decodes a continuation of the prompt, so its text starts with the separating space; words are tokens.
     assert [{"text": r["text"].lstrip(), "tokens": r["tokens"]} for r in results] == expected
     assert [text.lstrip() for text in streamed] == [e["text"] for e in expected[:2]]  # streamed, the same text
@@ -270,7 +301,7 @@ def where(worker):
 
 
 if __name__ == "__main__":
-    llm = LLM(model={checkpoint!r}, dtype="float32", enforce_eager=True, max_model_len=256,
+    llm = LLM(model={checkpoint!r}, dtype="float32", max_model_len=256,  # graph mode asked for: ranks run eagerly
               gpu_memory_utilization=0.2, max_num_seqs=8, tensor_parallel_size=2)
     out = llm.generate({prompts!r}, SamplingParams(temperature=0, max_tokens={MAX_TOKENS}, ignore_eos=True))
     print(json.dumps({{"tokens": [list(o.outputs[0].token_ids) for o in out], "workers": llm.collective_rpc(where)}}))

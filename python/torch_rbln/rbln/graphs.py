@@ -156,9 +156,11 @@ _TORCH = _Namespace(torch, cuda=types.SimpleNamespace(CUDAGraph=RBLNGraph, Strea
                     _C=_Namespace(torch._C, _host_emptyCache=torch.accelerator.empty_host_cache))
 
 
-def _on_rbln(function):
-    """torch.cuda.graphs' `function` with `torch.cuda` (and the module's own graph names) meaning rbln's."""
-    namespace = dict(function.__globals__, torch=_TORCH, graph_pool_handle=graph_pool_handle, CUDAGraph=RBLNGraph)
+def _on_rbln(function, **names: Any):
+    """torch.cuda.graphs' `function` (or another module's using torch.cuda's graphs) with `torch.cuda` (and the
+    module's own graph names, and `names`) meaning rbln's."""
+    namespace = dict(function.__globals__, torch=_TORCH, graph_pool_handle=graph_pool_handle, CUDAGraph=RBLNGraph,
+                     **names)
     rebound = types.FunctionType(function.__code__, namespace, function.__name__, function.__defaults__,
                                  function.__closure__)
     rebound.__kwdefaults__ = function.__kwdefaults__

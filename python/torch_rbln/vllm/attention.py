@@ -14,6 +14,7 @@ from typing import ClassVar
 import torch
 from vllm.v1.attention.backend import (
     AttentionBackend,
+    AttentionCGSupport,
     AttentionImpl,
     AttentionMetadataBuilder,
     AttentionType,
@@ -33,6 +34,9 @@ class RBLNAttentionMetadata:
 
 
 class RBLNAttentionMetadataBuilder(AttentionMetadataBuilder[RBLNAttentionMetadata]):
+    # Graphs of decode steps: the kernel reads offsets, lengths and block rows from the device at each replay.
+    _cudagraph_support: ClassVar[AttentionCGSupport] = AttentionCGSupport.UNIFORM_SINGLE_TOKEN_DECODE
+
     def __init__(self, kv_cache_spec, layer_names, vllm_config, device):  # abstract in vLLM's base class
         super().__init__(kv_cache_spec, layer_names, vllm_config, device)
 
@@ -90,7 +94,9 @@ class RBLNAttentionImpl(AttentionImpl):
 
     def do_kv_cache_update(self, layer, key, value, kv_cache, slot_mapping) -> None:
         block_size = kv_cache.shape[2]
-        slots = slot_mapping[: key.shape[0]]
+        # A padding token's slot is -1 (vLLM's PAD_SLOT_ID, in a graph's padded batch): it writes into the null
+        # block 0, which no request reads.
+        slots = slot_mapping[: key.shape[0]].clamp(min=0)
         blocks, offsets = slots // block_size, slots % block_size
         kv_cache[blocks, :, offsets, : self.head_size] = key
         kv_cache[blocks, :, offsets, self.head_size :] = value

@@ -1,8 +1,11 @@
-"""vLLM's Platform for rbln: device, memory, seeds and distributed backend from torch.rbln; eager execution."""
+"""vLLM's Platform for rbln: device, memory, seeds, graphs and distributed backend from torch.rbln."""
 from __future__ import annotations
 
 import torch
+from vllm.logger import init_logger
 from vllm.platforms.interface import Platform, PlatformEnum
+
+logger = init_logger(__name__)
 
 
 class RBLNPlatform(Platform):
@@ -69,10 +72,16 @@ class RBLNPlatform(Platform):
         parallel_config = vllm_config.parallel_config
         if parallel_config.worker_cls == "auto":
             parallel_config.worker_cls = "torch_rbln.vllm.worker.RBLNWorker"
-        # Eager until torch.rbln has graphs (get_static_graph_wrapper_cls) and vLLM's Inductor passes run on rbln.
+        # Graph mode replays whole decode steps (the paged-attention kernel takes any batch: FULL_DECODE_ONLY);
+        # mixed batches run eagerly. No torch.compile: vLLM's Inductor passes do not run on rbln yet.
         compilation_config = vllm_config.compilation_config
         compilation_config.mode = CompilationMode.NONE
-        compilation_config.cudagraph_mode = CUDAGraphMode.NONE
+        if compilation_config.cudagraph_mode != CUDAGraphMode.NONE:
+            if parallel_config.world_size > 1:  # rbln-ccl's collectives cannot be captured yet
+                logger.warning("rbln: graph mode runs one rank only; %d ranks run eagerly", parallel_config.world_size)
+                compilation_config.cudagraph_mode = CUDAGraphMode.NONE
+            else:
+                compilation_config.cudagraph_mode = CUDAGraphMode.FULL_DECODE_ONLY
         # Async scheduling copies sampled tokens on a torch.cuda.Stream.
         vllm_config.scheduler_config.async_scheduling = False
         cache_config = vllm_config.cache_config
@@ -93,4 +102,8 @@ class RBLNPlatform(Platform):
 
     @classmethod
     def support_static_graph_mode(cls) -> bool:
-        return False
+        return True
+
+    @classmethod
+    def get_static_graph_wrapper_cls(cls) -> str:
+        return "torch_rbln.vllm.graphs.RBLNGraphWrapper"

@@ -6,6 +6,7 @@ import gc
 from contextlib import AbstractContextManager, nullcontext
 
 import torch
+from vllm.compilation.cuda_graph import CUDAGraphWrapper
 from vllm.config import CUDAGraphMode
 from vllm.distributed.parallel_state import get_pp_group
 from vllm.model_executor.model_loader import get_model_loader
@@ -15,6 +16,8 @@ from vllm.utils.torch_utils import set_random_seed
 from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environment
 from vllm.v1.worker.worker_base import CompilationTimes
 from vllm.v1.worker.utils import request_memory
+
+from .graphs import RBLNGraphWrapper, capture_model
 
 
 class RBLNWorker(Worker):
@@ -39,10 +42,18 @@ class RBLNWorker(Worker):
         # No sleep mode (vLLM's CuMem allocator) on rbln: weights, workspace and KV cache use the caching allocator.
         return nullcontext()
 
+    def load_model(self) -> None:
+        super().load_model()
+        runner = self.model_runner
+        if type(runner.model) is CUDAGraphWrapper:  # vLLM's runner wraps the model in CUDA's for FULL graphs
+            runner.model = RBLNGraphWrapper(runner.model.unwrap(), self.vllm_config, runner.model.runtime_mode)
+
     def compile_or_warm_up_model(self) -> CompilationTimes:
-        """Eager: no compilation, no graphs, and none of vLLM's CUDA kernel warm-ups (whose imports reach for
-        torchvision's compiled ops); the sampler's buffers of the largest batch are allocated up front, as on
-        CUDA, and the seed is reset after profiling."""
+        """No compilation and none of vLLM's CUDA kernel warm-ups (whose imports reach for torchvision's compiled
+        ops); the decode graphs captured unless eager; the sampler's buffers of the largest batch allocated up
+        front, as on CUDA, and the seed reset after profiling."""
+        if not self.model_config.enforce_eager:
+            capture_model(self.model_runner)
         if get_pp_group().is_last_rank and not self.model_runner.is_pooling_model:
             num_reqs = min(self.scheduler_config.max_num_seqs, self.scheduler_config.max_num_batched_tokens)
             _, last_hidden_states = self.model_runner._dummy_run(
