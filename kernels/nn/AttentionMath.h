@@ -7,10 +7,10 @@
 
 namespace rbln::kernels {
 
-// q . k over a head, in float vector lanes of the CPU's widest ISA.
-float head_dot(const float* q, const float* k, int64_t n);
-// acc += p * v over a head.
-void head_axpy(float p, const float* v, float* acc, int64_t n);
+// scores[i] = q . rows[i * stride .. + n) for i < count, in float vector lanes of the CPU's widest ISA.
+void head_dots(const float* q, const float* rows, int64_t stride, int64_t count, float* scores, int64_t n);
+// acc += sum over i < count of p[i] * rows[i * stride .. + n).
+void head_axpys(const float* p, const float* rows, int64_t stride, int64_t count, float* acc, int64_t n);
 
 // A head's row in float: in place for float32, else converted into `buffer`.
 template <class T>

@@ -12,6 +12,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "generated/RBLNNativeFunctions.h"
@@ -27,31 +28,66 @@ int64_t read_index(const void* base, int64_t i) {
   return static_cast<int64_t>(static_cast<const I*>(base)[i]);
 }
 
-// One (query token, head): two passes over its keys (scores, then the weighted values), in float. ALiBi adds
-// slope * (key position - query position) to a score (after soft-capping, as vLLM's kernels); a sink is one more
-// logit in the softmax's denominator with no value (-inf: none).
+// A block's rows from `first_row` on (`count` tokens' keys, or values) in float, with their stride: in place for
+// float32, else converted into `buffer` (block_size rows of head_size).
 template <class T>
-void attend(const float* q, const T* cache, int64_t block_stride, int64_t token_stride, int64_t head_size,
-            const std::vector<int64_t>& blocks, int64_t block_size, int64_t first, int64_t context, float scale,
-            float softcap, float slope, float sink, std::vector<float>& scores, float* acc, float* row, T* out) {
-  scores.resize(context - first);
-  float max_score = sink;
-  for (int64_t t = first; t < context; ++t) {
-    const T* k = cache + blocks[t / block_size] * block_stride + (t % block_size) * token_stride;
-    float s = head_dot(q, as_float(k, head_size, row), head_size) * scale;
-    if (softcap > 0.f) s = softcap * std::tanh(s / softcap);
-    s += slope * static_cast<float>(t - (context - 1));
-    scores[t - first] = s;
-    max_score = std::max(max_score, s);
+std::pair<const float*, int64_t> block_rows(const T* first_row, int64_t token_stride, int64_t count,
+                                            int64_t head_size, float* buffer) {
+  if constexpr (std::is_same_v<T, float>) {
+    return {first_row, token_stride};
+  } else {
+    for (int64_t i = 0; i < count; ++i)
+      for (int64_t d = 0; d < head_size; ++d) buffer[i * head_size + d] = static_cast<float>(first_row[i * token_stride + d]);
+    return {buffer, head_size};
   }
-  float total = sink == -std::numeric_limits<float>::infinity() ? 0.f : std::exp(sink - max_score);
-  for (float& s : scores) total += (s = std::exp(s - max_score));
-  std::fill(acc, acc + head_size, 0.f);
-  for (int64_t t = first; t < context; ++t) {
-    const T* v = cache + blocks[t / block_size] * block_stride + (t % block_size) * token_stride + head_size;
-    head_axpy(scores[t - first], as_float(v, head_size, row), acc, head_size);
+}
+
+// One query token's `group` heads that share a KV head: two passes over its keys, a block's run of tokens at a
+// time (scores, then the weighted values), each row read once for the group (the kernel is bound by reading the
+// cache), in float. ALiBi adds slope * (key position - query position) to a score (after soft-capping, as
+// vLLM's kernels); a sink is one more logit in the softmax's denominator with no value. `slopes` and `sinks`
+// hold the group's (null: none).
+template <class T>
+void attend(const float* q, int64_t group, const T* cache, int64_t block_stride, int64_t token_stride,
+            int64_t head_size, const std::vector<int64_t>& blocks, int64_t block_size, int64_t first, int64_t context,
+            float scale, float softcap, const float* slopes, const float* sinks, std::vector<float>& scores,
+            float* acc, float* rows, T* out) {
+  const int64_t n = context - first;
+  scores.resize(group * n);
+  auto each_run = [&](int64_t offset, auto&& use) {  // the tokens [first, context) by runs within a block
+    for (int64_t t = first; t < context;) {
+      const int64_t count = std::min(context - t, block_size - t % block_size);
+      const T* start = cache + blocks[t / block_size] * block_stride + (t % block_size) * token_stride + offset;
+      const auto [r, stride] = block_rows(start, token_stride, count, head_size, rows);
+      for (int64_t g = 0; g < group; ++g) use(g, t - first, r, stride, count);
+      t += count;
+    }
+  };
+  each_run(0, [&](int64_t g, int64_t i, const float* r, int64_t stride, int64_t count) {
+    head_dots(q + g * head_size, r, stride, count, scores.data() + g * n + i, head_size);
+  });
+  std::vector<float> totals(group);
+  for (int64_t g = 0; g < group; ++g) {
+    float* s = scores.data() + g * n;
+    const float slope = slopes ? slopes[g] : 0.f, sink = sinks ? sinks[g] : -std::numeric_limits<float>::infinity();
+    float max_score = sink;
+    for (int64_t i = 0; i < n; ++i) {
+      float x = s[i] * scale;
+      if (softcap > 0.f) x = softcap * std::tanh(x / softcap);
+      x += slope * static_cast<float>(first + i - (context - 1));
+      s[i] = x;
+      max_score = std::max(max_score, x);
+    }
+    float total = sinks ? std::exp(sink - max_score) : 0.f;
+    for (int64_t i = 0; i < n; ++i) total += (s[i] = std::exp(s[i] - max_score));
+    totals[g] = total;
   }
-  for (int64_t d = 0; d < head_size; ++d) out[d] = static_cast<T>(acc[d] / total);
+  std::fill(acc, acc + group * head_size, 0.f);
+  each_run(head_size, [&](int64_t g, int64_t i, const float* r, int64_t stride, int64_t count) {
+    head_axpys(scores.data() + g * n + i, r, stride, count, acc + g * head_size, head_size);
+  });
+  for (int64_t g = 0; g < group; ++g)
+    for (int64_t d = 0; d < head_size; ++d) out[g * head_size + d] = static_cast<T>(acc[g * head_size + d] / totals[g]);
 }
 }  // namespace
 
@@ -137,20 +173,21 @@ at::Tensor paged_attention(const at::Tensor& query, const at::Tensor& kv_cache, 
         }
       }
       const int64_t group = heads / kv_heads;
-      at::parallel_for(0, tokens * heads, 1, [&](int64_t lo, int64_t hi) {
-        std::vector<float> scores, qf(head_size), acc(head_size), row(head_size);
-        for (int64_t item = lo; item < hi; ++item) {
-          const int64_t t = item / heads, h = item % heads, r = request_of[t], last = position_of[t];
+      at::parallel_for(0, tokens * kv_heads, 1, [&](int64_t lo, int64_t hi) {
+        std::vector<float> scores, qf(group * head_size), acc(group * head_size), rows(block_size * head_size);
+        for (int64_t item = lo; item < hi; ++item) {  // a token's heads sharing one KV head
+          const int64_t t = item / kv_heads, h = item % kv_heads * group, r = request_of[t], last = position_of[t];
+          const int64_t at = (t * heads + h) * head_size;
           if (r < 0) {
-            std::fill_n(op_out + item * head_size, head_size, scalar_t(0));
+            std::fill_n(op_out + at, group * head_size, scalar_t(0));
             continue;
           }
           const int64_t first = sliding_window > 0 ? std::max<int64_t>(0, last + 1 - sliding_window) : 0;
-          for (int64_t d = 0; d < head_size; ++d) qf[d] = static_cast<float>(qp[item * head_size + d]);
-          attend(qf.data(), cache + (h / group) * head_stride, block_stride, token_stride, head_size, blocks[r],
-                 block_size, first, last + 1, static_cast<float>(scale), static_cast<float>(softcap),
-                 slope_p ? slope_p[h] : 0.f, sink_p ? sink_p[h] : -std::numeric_limits<float>::infinity(), scores,
-                 acc.data(), row.data(), op_out + item * head_size);
+          for (int64_t d = 0; d < group * head_size; ++d) qf[d] = static_cast<float>(qp[at + d]);
+          attend(qf.data(), group, cache + (h / group) * head_stride, block_stride, token_stride, head_size,
+                 blocks[r], block_size, first, last + 1, static_cast<float>(scale), static_cast<float>(softcap),
+                 slope_p ? slope_p + h : nullptr, sink_p ? sink_p + h : nullptr, scores, acc.data(), rows.data(),
+                 op_out + at);
         }
       });
     });

@@ -20,7 +20,7 @@ from torch.utils._pytree import tree_iter
 from .. import _C
 from ._device import synchronize
 from .memory import empty_cache
-from .streams import Stream, stream
+from .streams import Event, Stream, current_stream, stream
 
 __all__ = ["RBLNGraph", "graph", "graph_pool_handle", "is_current_stream_capturing", "make_graphed_callables"]
 
@@ -152,13 +152,14 @@ class _Namespace(types.ModuleType):
 # torch.cuda's graph names as rbln's (`graph` once defined below); torch._C._host_emptyCache, which CUDA builds
 # have, as the accelerator's.
 _TORCH = _Namespace(torch, cuda=types.SimpleNamespace(CUDAGraph=RBLNGraph, Stream=Stream, stream=stream,
+                                                      current_stream=current_stream, Event=Event,
                                                       synchronize=synchronize, empty_cache=empty_cache),
                     _C=_Namespace(torch._C, _host_emptyCache=torch.accelerator.empty_host_cache))
 
 
 def _on_rbln(function, **names: Any):
-    """torch.cuda.graphs' `function` (or another module's using torch.cuda's graphs) with `torch.cuda` (and the
-    module's own graph names, and `names`) meaning rbln's."""
+    """torch.cuda.graphs' `function` (or another module's using torch.cuda's graphs, streams and events) with
+    `torch.cuda` (and the module's own graph names, and `names`) meaning rbln's."""
     namespace = dict(function.__globals__, torch=_TORCH, graph_pool_handle=graph_pool_handle, CUDAGraph=RBLNGraph,
                      **names)
     rebound = types.FunctionType(function.__code__, namespace, function.__name__, function.__defaults__,

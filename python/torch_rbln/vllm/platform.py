@@ -82,8 +82,6 @@ class RBLNPlatform(Platform):
                 compilation_config.cudagraph_mode = CUDAGraphMode.NONE
             else:
                 compilation_config.cudagraph_mode = CUDAGraphMode.FULL_DECODE_ONLY
-        # Async scheduling copies sampled tokens on a torch.cuda.Stream.
-        vllm_config.scheduler_config.async_scheduling = False
         cache_config = vllm_config.cache_config
         if cache_config.block_size is None:
             cache_config.block_size = 16

@@ -18,6 +18,7 @@ from vllm.v1.worker.worker_base import CompilationTimes
 from vllm.v1.worker.utils import request_memory
 
 from .graphs import RBLNGraphWrapper, capture_model
+from .runner import RBLNModelRunner
 
 
 class RBLNWorker(Worker):
@@ -38,12 +39,15 @@ class RBLNWorker(Worker):
         self.requested_memory = request_memory(self.init_snapshot, self.cache_config, external_weight_memory)
         self._init_workspace_and_model_runner()
 
+    def _make_model_runner(self) -> RBLNModelRunner:
+        return RBLNModelRunner(self.vllm_config, self.device)
+
     def _maybe_get_memory_pool_context(self, tag: str) -> AbstractContextManager:
         # No sleep mode (vLLM's CuMem allocator) on rbln: weights, workspace and KV cache use the caching allocator.
         return nullcontext()
 
-    def load_model(self) -> None:
-        super().load_model()
+    def load_model(self, **kwargs) -> None:
+        super().load_model(**kwargs)
         runner = self.model_runner
         if type(runner.model) is CUDAGraphWrapper:  # vLLM's runner wraps the model in CUDA's for FULL graphs
             runner.model = RBLNGraphWrapper(runner.model.unwrap(), self.vllm_config, runner.model.runtime_mode)
