@@ -1112,13 +1112,15 @@ def paged_decode(device):
 
 
 def vllm_rows(reps: int) -> list:
-    """Tokens/s and p99 request latency of `vllm serve` on rbln (torch_rbln's platform plugin, eager) over
-    `transformers serve --continuous-batching` on CPU, the server CPU users have here (vLLM's CPU platform needs
-    its compiled ops): both up at once, VLLM_REQUESTS concurrent greedy requests of VLLM_TOKENS new tokens per
-    round, rounds interleaved, the same Llama; their greedy texts must agree."""
-    group, targets = "serving", {"tokens/s": 1.5, "p99 request latency": 0.8}
+    """Tokens/s and p99 request latency of `vllm serve` on rbln (torch_rbln's platform plugin), eager and in graph
+    mode (decode steps replayed), over `transformers serve --continuous-batching` on CPU, the server CPU users
+    have here (vLLM's CPU platform needs its compiled ops): all up at once, VLLM_REQUESTS concurrent greedy
+    requests of VLLM_TOKENS new tokens per round, rounds interleaved, the same Llama; their greedy texts must
+    agree."""
+    group, targets, graph_targets = "serving", {"tokens/s": 1.5, "p99 request latency": 0.8}, {"tokens/s": 2.5}
     label = f"vLLM on rbln / transformers serve on CPU, {VLLM_REQUESTS} concurrent requests x {VLLM_TOKENS} tokens"
-    if not _selected(group, [f"{n}, {label}" for n in targets]):
+    graph_label = label.replace("vLLM on rbln", "vLLM on rbln in graph mode")
+    if not _selected(group, [f"{n}, {label}" for n in targets] + [f"{n}, {graph_label}" for n in graph_targets]):
         return []
     import serving
 
@@ -1129,18 +1131,22 @@ def vllm_rows(reps: int) -> list:
         servers = {
             "cpu": serving.Server(model, ["--device", "cpu", "--continuous-batching", "--cb-num-blocks", "512",
                                           "--cb-max-batch-tokens", "256"], os.path.join(tmp, "cpu.log"), timeout=300),
-            "rbln": serving.VLLMServer(model, ["--dtype", "float32", "--enforce-eager", "--max-model-len", "256",
-                                               "--gpu-memory-utilization", "0.3", "--max-num-seqs",
-                                               str(VLLM_REQUESTS)], os.path.join(tmp, "vllm.log"), timeout=300)}
-        with servers["cpu"], servers["rbln"]:
+            **{name: serving.VLLMServer(model, [*mode, "--dtype", "float32", "--max-model-len", "256",
+                                                "--gpu-memory-utilization", "0.3", "--max-num-seqs",
+                                                str(VLLM_REQUESTS)], os.path.join(tmp, f"{name}.log"), timeout=300)
+               for name, mode in (("rbln", ["--enforce-eager"]), ("rbln graphs", []))}}
+        with servers["cpu"], servers["rbln"], servers["rbln graphs"]:
             rounds = _interleaved(servers, requests, VLLM_TOKENS, reps)
-            codes = [servers["cpu"].stop()[1], servers["rbln"].stop()]
-    assert codes == [0, 0], codes
+            codes = [servers["cpu"].stop()[1], servers["rbln"].stop(), servers["rbln graphs"].stop()]
+    assert codes == [0, 0, 0], codes
     # Words are tokens. On this random-weight model some of the 64-token greedy continuations meet near-ties that
     # float32 rounding order decides (vLLM differs from Hugging Face there on CPU too); the first 8 must agree.
     texts = {d: [r["text"].split()[:8] for r in rounds[d][0]["results"]] for d in rounds}
-    assert texts["rbln"] == texts["cpu"], "vLLM's greedy completions on rbln differ from the CPU server's"
-    return _server_rows(group, f"{label}, Llama d512 x4", rounds, targets, "transformers serve on cpu")
+    assert texts["rbln"] == texts["rbln graphs"] == texts["cpu"], \
+        "vLLM's greedy completions on rbln differ from the CPU server's"
+    return (_server_rows(group, f"{label}, Llama d512 x4", rounds, targets, "transformers serve on cpu")
+            + _server_rows(group, f"{graph_label}, Llama d512 x4", {"cpu": rounds["cpu"], "rbln": rounds["rbln graphs"]},
+                           graph_targets, "transformers serve on cpu"))
 
 
 class _Rows(list):
