@@ -30,6 +30,9 @@ DTYPES = {
     "int16": ("Short", "int16_t"),
     "int32": ("Int", "int32_t"),
     "int64": ("Long", "int64_t"),
+    "uint16": ("UInt16", "uint16_t"),
+    "uint32": ("UInt32", "uint32_t"),
+    "uint64": ("UInt64", "uint64_t"),
     "bool": ("Bool", "bool"),
     "complex64": ("ComplexFloat", "c10::complex<float>"),
     "complex128": ("ComplexDouble", "c10::complex<double>"),
@@ -47,6 +50,8 @@ DTYPE_GROUPS = {
     # comparison and bitwise entries, which compute in the type itself as CPU does (wrapping), and for the
     # hand-written kernels (reductions, indexing, sorting, ...), whose dtype dispatch already covers them.
     "small_integral": ["int8", "uint8", "int16"],
+    # The bare unsigned types: CPU moves, compares, multiplies, masks, sums and sorts them, and little else.
+    "unsigned": ["uint16", "uint32", "uint64"],
     "all": ["float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"],
     "complex": ["complex64", "complex128"],
     "float8": ["float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu"],

@@ -489,7 +489,7 @@ bool wrapper__has_compatible_shallow_copy_type(const at::Tensor & self, const at
 
 at::Tensor & wrapper_fill__Scalar(at::Tensor & self, const at::Scalar & value) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fill__Scalar>::call(self, value);
   }
@@ -499,7 +499,7 @@ at::Tensor & wrapper_fill__Scalar(at::Tensor & self, const at::Scalar & value) {
 
 at::Tensor & wrapper_fill__Tensor(at::Tensor & self, const at::Tensor & value) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
   if (!(dtype_ok(self.scalar_type()) && dtype_ok(value.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fill__Tensor>::call(self, value);
   }
@@ -509,7 +509,7 @@ at::Tensor & wrapper_fill__Tensor(at::Tensor & self, const at::Tensor & value) {
 
 at::Tensor & wrapper_zero_(at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::zero_>::call(self);
   }
@@ -571,7 +571,7 @@ at::Tensor & wrapper_eye_out(c10::SymInt n, at::Tensor & out) {
 
 at::Tensor wrapper_where_self(const at::Tensor & condition, const at::Tensor & self, const at::Tensor & other) {
   const c10::OptionalDeviceGuard guard(at::device_of(condition));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
   if (!(dtype_ok(self.scalar_type()) && dtype_ok(other.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::where_self>::call(condition, self, other);
   }
@@ -582,7 +582,7 @@ at::Tensor wrapper_where_self(const at::Tensor & condition, const at::Tensor & s
 
 at::Tensor & wrapper_where_self_out(const at::Tensor & condition, const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(condition));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
   if (!(dtype_ok(self.scalar_type()) && dtype_ok(other.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::where_self_out>::call(condition, self, other, out);
   }
@@ -684,7 +684,7 @@ at::Tensor & wrapper_clamp_Tensor_out(const at::Tensor & self, const ::std::opti
 
 at::Tensor wrapper_sum_dim_IntList(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, ::std::optional<at::ScalarType> dtype) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sum_dim_IntList>::call(self, dim, keepdim, dtype);
   }
@@ -695,7 +695,7 @@ at::Tensor wrapper_sum_dim_IntList(const at::Tensor & self, at::OptionalIntArray
 
 at::Tensor & wrapper_sum_IntList_out(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, ::std::optional<at::ScalarType> dtype, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sum_IntList_out>::call(self, dim, keepdim, dtype, out);
   }
@@ -877,7 +877,7 @@ at::Tensor wrapper_min(const at::Tensor & self) {
 
 at::Tensor wrapper_all_dim(const at::Tensor & self, int64_t dim, bool keepdim) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::all_dim>::call(self, dim, keepdim);
   }
@@ -888,7 +888,7 @@ at::Tensor wrapper_all_dim(const at::Tensor & self, int64_t dim, bool keepdim) {
 
 at::Tensor & wrapper_all_out(const at::Tensor & self, int64_t dim, bool keepdim, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::all_out>::call(self, dim, keepdim, out);
   }
@@ -898,7 +898,7 @@ at::Tensor & wrapper_all_out(const at::Tensor & self, int64_t dim, bool keepdim,
 
 at::Tensor wrapper_all_dims(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::all_dims>::call(self, dim, keepdim);
   }
@@ -909,7 +909,7 @@ at::Tensor wrapper_all_dims(const at::Tensor & self, at::OptionalIntArrayRef dim
 
 at::Tensor & wrapper_all_dims_out(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::all_dims_out>::call(self, dim, keepdim, out);
   }
@@ -919,7 +919,7 @@ at::Tensor & wrapper_all_dims_out(const at::Tensor & self, at::OptionalIntArrayR
 
 at::Tensor wrapper_all(const at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::all>::call(self);
   }
@@ -930,7 +930,7 @@ at::Tensor wrapper_all(const at::Tensor & self) {
 
 at::Tensor & wrapper_all_all_out(const at::Tensor & self, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::all_all_out>::call(self, out);
   }
@@ -940,7 +940,7 @@ at::Tensor & wrapper_all_all_out(const at::Tensor & self, at::Tensor & out) {
 
 at::Tensor wrapper_any_dim(const at::Tensor & self, int64_t dim, bool keepdim) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::any_dim>::call(self, dim, keepdim);
   }
@@ -951,7 +951,7 @@ at::Tensor wrapper_any_dim(const at::Tensor & self, int64_t dim, bool keepdim) {
 
 at::Tensor & wrapper_any_out(const at::Tensor & self, int64_t dim, bool keepdim, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::any_out>::call(self, dim, keepdim, out);
   }
@@ -961,7 +961,7 @@ at::Tensor & wrapper_any_out(const at::Tensor & self, int64_t dim, bool keepdim,
 
 at::Tensor wrapper_any_dims(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::any_dims>::call(self, dim, keepdim);
   }
@@ -972,7 +972,7 @@ at::Tensor wrapper_any_dims(const at::Tensor & self, at::OptionalIntArrayRef dim
 
 at::Tensor & wrapper_any_dims_out(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::any_dims_out>::call(self, dim, keepdim, out);
   }
@@ -982,7 +982,7 @@ at::Tensor & wrapper_any_dims_out(const at::Tensor & self, at::OptionalIntArrayR
 
 at::Tensor wrapper_any(const at::Tensor & self) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::any>::call(self);
   }
@@ -993,7 +993,7 @@ at::Tensor wrapper_any(const at::Tensor & self) {
 
 at::Tensor & wrapper_any_all_out(const at::Tensor & self, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::any_all_out>::call(self, out);
   }
@@ -1013,7 +1013,7 @@ at::Tensor wrapper_count_nonzero_dim_IntList(const at::Tensor & self, at::IntArr
 
 at::Tensor wrapper_prod(const at::Tensor & self, ::std::optional<at::ScalarType> dtype) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::prod>::call(self, dtype);
   }
@@ -1023,7 +1023,7 @@ at::Tensor wrapper_prod(const at::Tensor & self, ::std::optional<at::ScalarType>
 
 at::Tensor wrapper_prod_dim_int(const at::Tensor & self, int64_t dim, bool keepdim, ::std::optional<at::ScalarType> dtype) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::prod_dim_int>::call(self, dim, keepdim, dtype);
   }
@@ -1034,7 +1034,7 @@ at::Tensor wrapper_prod_dim_int(const at::Tensor & self, int64_t dim, bool keepd
 
 at::Tensor & wrapper_prod_int_out(const at::Tensor & self, int64_t dim, bool keepdim, ::std::optional<at::ScalarType> dtype, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::prod_int_out>::call(self, dim, keepdim, dtype, out);
   }
@@ -1435,7 +1435,7 @@ at::Tensor & wrapper_nll_loss_backward_grad_input(const at::Tensor & grad_output
 
 at::Tensor wrapper_cumsum(const at::Tensor & self, int64_t dim, ::std::optional<at::ScalarType> dtype) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::cumsum>::call(self, dim, dtype);
   }
@@ -1446,7 +1446,7 @@ at::Tensor wrapper_cumsum(const at::Tensor & self, int64_t dim, ::std::optional<
 
 at::Tensor & wrapper_cumsum_(at::Tensor & self, int64_t dim, ::std::optional<at::ScalarType> dtype) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::cumsum_>::call(self, dim, dtype);
   }
@@ -1456,7 +1456,7 @@ at::Tensor & wrapper_cumsum_(at::Tensor & self, int64_t dim, ::std::optional<at:
 
 at::Tensor & wrapper_cumsum_out(const at::Tensor & self, int64_t dim, ::std::optional<at::ScalarType> dtype, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::cumsum_out>::call(self, dim, dtype, out);
   }
@@ -2444,7 +2444,7 @@ at::Tensor wrapper_max_unpool3d(const at::Tensor & self, const at::Tensor & indi
 
 at::Tensor wrapper_index_Tensor(const at::Tensor & self, const c10::List<::std::optional<at::Tensor>> & indices) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_Tensor>::call(self, indices);
   }
@@ -2455,7 +2455,7 @@ at::Tensor wrapper_index_Tensor(const at::Tensor & self, const c10::List<::std::
 
 at::Tensor & wrapper_index_Tensor_out(const at::Tensor & self, const c10::List<::std::optional<at::Tensor>> & indices, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::index_Tensor_out>::call(self, indices, out);
   }
@@ -2620,7 +2620,7 @@ at::Tensor wrapper_flip(const at::Tensor & self, at::IntArrayRef dims) {
 
 at::Tensor wrapper_roll(const at::Tensor & self, c10::SymIntArrayRef shifts, at::IntArrayRef dims) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::roll>::call(self, shifts, dims);
   }
@@ -3089,7 +3089,7 @@ at::Tensor wrapper_bucketize_Scalar(const at::Scalar & self, const at::Tensor & 
 
 ::std::tuple<at::Tensor,at::Tensor> wrapper_sort_stable(const at::Tensor & self, ::std::optional<bool> stable, int64_t dim, bool descending) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sort_stable>::call(self, stable, dim, descending);
   }
@@ -3104,7 +3104,7 @@ at::Tensor wrapper_bucketize_Scalar(const at::Scalar & self, const at::Tensor & 
   c10::impl::check_and_update_common_device(common_device, indices, "wrapper_sort_values_stable", "indices");
   c10::impl::check_and_update_common_device(common_device, self, "wrapper_sort_values_stable", "self");
   const c10::OptionalDeviceGuard guard(at::device_of(self));
-  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
   if (!(dtype_ok(self.scalar_type()))) {
     return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sort_values_stable>::call(self, stable, dim, descending, values, indices);
   }

@@ -204,6 +204,9 @@ at::Tensor wrapper_ne_Tensor(const at::Tensor & self, const at::Tensor & other) 
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<int16_t>()); break;
+    case at::ScalarType::UInt16: rbln::kernels::launch_elementwise<uint16_t, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<uint16_t>()); break;
+    case at::ScalarType::UInt32: rbln::kernels::launch_elementwise<uint32_t, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<uint32_t>()); break;
+    case at::ScalarType::UInt64: rbln::kernels::launch_elementwise<uint64_t, 3>(iter, "aten::ne.Tensor", rbln::functors::ne<uint64_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne_Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::ne.Tensor");
@@ -232,6 +235,9 @@ at::Tensor & wrapper_ne__Tensor(at::Tensor & self, const at::Tensor & other) {
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<int16_t>()); break;
+    case at::ScalarType::UInt16: rbln::kernels::launch_elementwise<uint16_t, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<uint16_t>()); break;
+    case at::ScalarType::UInt32: rbln::kernels::launch_elementwise<uint32_t, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<uint32_t>()); break;
+    case at::ScalarType::UInt64: rbln::kernels::launch_elementwise<uint64_t, 3>(iter, "aten::ne_.Tensor", rbln::functors::ne<uint64_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne__Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::ne_.Tensor");
@@ -260,6 +266,9 @@ at::Tensor & wrapper_ne_Tensor_out(const at::Tensor & self, const at::Tensor & o
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<int16_t>()); break;
+    case at::ScalarType::UInt16: rbln::kernels::launch_elementwise<uint16_t, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<uint16_t>()); break;
+    case at::ScalarType::UInt32: rbln::kernels::launch_elementwise<uint32_t, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<uint32_t>()); break;
+    case at::ScalarType::UInt64: rbln::kernels::launch_elementwise<uint64_t, 3>(iter, "aten::ne.Tensor_out", rbln::functors::ne<uint64_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne_Tensor_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::ne.Tensor_out");
@@ -289,6 +298,9 @@ at::Tensor wrapper_ne_Scalar(const at::Tensor & self, const at::Scalar & other) 
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<int16_t>()); break;
+    case at::ScalarType::UInt16: rbln::kernels::launch_elementwise<uint16_t, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<uint16_t>()); break;
+    case at::ScalarType::UInt32: rbln::kernels::launch_elementwise<uint32_t, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<uint32_t>()); break;
+    case at::ScalarType::UInt64: rbln::kernels::launch_elementwise<uint64_t, 3>(iter, "aten::ne.Scalar", rbln::functors::ne<uint64_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne_Scalar>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::ne.Scalar");
@@ -318,6 +330,9 @@ at::Tensor & wrapper_ne__Scalar(at::Tensor & self, const at::Scalar & other) {
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<int16_t>()); break;
+    case at::ScalarType::UInt16: rbln::kernels::launch_elementwise<uint16_t, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<uint16_t>()); break;
+    case at::ScalarType::UInt32: rbln::kernels::launch_elementwise<uint32_t, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<uint32_t>()); break;
+    case at::ScalarType::UInt64: rbln::kernels::launch_elementwise<uint64_t, 3>(iter, "aten::ne_.Scalar", rbln::functors::ne<uint64_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne__Scalar>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::ne_.Scalar");
@@ -347,6 +362,9 @@ at::Tensor & wrapper_ne_Scalar_out(const at::Tensor & self, const at::Scalar & o
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<int16_t>()); break;
+    case at::ScalarType::UInt16: rbln::kernels::launch_elementwise<uint16_t, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<uint16_t>()); break;
+    case at::ScalarType::UInt32: rbln::kernels::launch_elementwise<uint32_t, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<uint32_t>()); break;
+    case at::ScalarType::UInt64: rbln::kernels::launch_elementwise<uint64_t, 3>(iter, "aten::ne.Scalar_out", rbln::functors::ne<uint64_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ne_Scalar_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::ne.Scalar_out");

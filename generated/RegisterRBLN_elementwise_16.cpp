@@ -104,6 +104,9 @@ at::Tensor wrapper_bitwise_and_Tensor(const at::Tensor & self, const at::Tensor 
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::bitwise_and.Tensor", rbln::functors::bitwise_and<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::bitwise_and.Tensor", rbln::functors::bitwise_and<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::bitwise_and.Tensor", rbln::functors::bitwise_and<int16_t>()); break;
+    case at::ScalarType::UInt16: rbln::kernels::launch_elementwise<uint16_t, 3>(iter, "aten::bitwise_and.Tensor", rbln::functors::bitwise_and<uint16_t>()); break;
+    case at::ScalarType::UInt32: rbln::kernels::launch_elementwise<uint32_t, 3>(iter, "aten::bitwise_and.Tensor", rbln::functors::bitwise_and<uint32_t>()); break;
+    case at::ScalarType::UInt64: rbln::kernels::launch_elementwise<uint64_t, 3>(iter, "aten::bitwise_and.Tensor", rbln::functors::bitwise_and<uint64_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_and_Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::bitwise_and.Tensor");
@@ -121,6 +124,9 @@ at::Tensor & wrapper_bitwise_and__Tensor(at::Tensor & self, const at::Tensor & o
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::bitwise_and_.Tensor", rbln::functors::bitwise_and<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::bitwise_and_.Tensor", rbln::functors::bitwise_and<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::bitwise_and_.Tensor", rbln::functors::bitwise_and<int16_t>()); break;
+    case at::ScalarType::UInt16: rbln::kernels::launch_elementwise<uint16_t, 3>(iter, "aten::bitwise_and_.Tensor", rbln::functors::bitwise_and<uint16_t>()); break;
+    case at::ScalarType::UInt32: rbln::kernels::launch_elementwise<uint32_t, 3>(iter, "aten::bitwise_and_.Tensor", rbln::functors::bitwise_and<uint32_t>()); break;
+    case at::ScalarType::UInt64: rbln::kernels::launch_elementwise<uint64_t, 3>(iter, "aten::bitwise_and_.Tensor", rbln::functors::bitwise_and<uint64_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_and__Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::bitwise_and_.Tensor");
@@ -138,6 +144,9 @@ at::Tensor & wrapper_bitwise_and_Tensor_out(const at::Tensor & self, const at::T
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::bitwise_and.Tensor_out", rbln::functors::bitwise_and<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::bitwise_and.Tensor_out", rbln::functors::bitwise_and<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::bitwise_and.Tensor_out", rbln::functors::bitwise_and<int16_t>()); break;
+    case at::ScalarType::UInt16: rbln::kernels::launch_elementwise<uint16_t, 3>(iter, "aten::bitwise_and.Tensor_out", rbln::functors::bitwise_and<uint16_t>()); break;
+    case at::ScalarType::UInt32: rbln::kernels::launch_elementwise<uint32_t, 3>(iter, "aten::bitwise_and.Tensor_out", rbln::functors::bitwise_and<uint32_t>()); break;
+    case at::ScalarType::UInt64: rbln::kernels::launch_elementwise<uint64_t, 3>(iter, "aten::bitwise_and.Tensor_out", rbln::functors::bitwise_and<uint64_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_and_Tensor_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::bitwise_and.Tensor_out");

@@ -138,6 +138,9 @@ at::Tensor wrapper_bitwise_or_Tensor(const at::Tensor & self, const at::Tensor &
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::bitwise_or.Tensor", rbln::functors::bitwise_or<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::bitwise_or.Tensor", rbln::functors::bitwise_or<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::bitwise_or.Tensor", rbln::functors::bitwise_or<int16_t>()); break;
+    case at::ScalarType::UInt16: rbln::kernels::launch_elementwise<uint16_t, 3>(iter, "aten::bitwise_or.Tensor", rbln::functors::bitwise_or<uint16_t>()); break;
+    case at::ScalarType::UInt32: rbln::kernels::launch_elementwise<uint32_t, 3>(iter, "aten::bitwise_or.Tensor", rbln::functors::bitwise_or<uint32_t>()); break;
+    case at::ScalarType::UInt64: rbln::kernels::launch_elementwise<uint64_t, 3>(iter, "aten::bitwise_or.Tensor", rbln::functors::bitwise_or<uint64_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_or_Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::bitwise_or.Tensor");
@@ -155,6 +158,9 @@ at::Tensor & wrapper_bitwise_or__Tensor(at::Tensor & self, const at::Tensor & ot
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::bitwise_or_.Tensor", rbln::functors::bitwise_or<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::bitwise_or_.Tensor", rbln::functors::bitwise_or<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::bitwise_or_.Tensor", rbln::functors::bitwise_or<int16_t>()); break;
+    case at::ScalarType::UInt16: rbln::kernels::launch_elementwise<uint16_t, 3>(iter, "aten::bitwise_or_.Tensor", rbln::functors::bitwise_or<uint16_t>()); break;
+    case at::ScalarType::UInt32: rbln::kernels::launch_elementwise<uint32_t, 3>(iter, "aten::bitwise_or_.Tensor", rbln::functors::bitwise_or<uint32_t>()); break;
+    case at::ScalarType::UInt64: rbln::kernels::launch_elementwise<uint64_t, 3>(iter, "aten::bitwise_or_.Tensor", rbln::functors::bitwise_or<uint64_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_or__Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::bitwise_or_.Tensor");
@@ -172,6 +178,9 @@ at::Tensor & wrapper_bitwise_or_Tensor_out(const at::Tensor & self, const at::Te
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::bitwise_or.Tensor_out", rbln::functors::bitwise_or<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::bitwise_or.Tensor_out", rbln::functors::bitwise_or<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::bitwise_or.Tensor_out", rbln::functors::bitwise_or<int16_t>()); break;
+    case at::ScalarType::UInt16: rbln::kernels::launch_elementwise<uint16_t, 3>(iter, "aten::bitwise_or.Tensor_out", rbln::functors::bitwise_or<uint16_t>()); break;
+    case at::ScalarType::UInt32: rbln::kernels::launch_elementwise<uint32_t, 3>(iter, "aten::bitwise_or.Tensor_out", rbln::functors::bitwise_or<uint32_t>()); break;
+    case at::ScalarType::UInt64: rbln::kernels::launch_elementwise<uint64_t, 3>(iter, "aten::bitwise_or.Tensor_out", rbln::functors::bitwise_or<uint64_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_or_Tensor_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::bitwise_or.Tensor_out");

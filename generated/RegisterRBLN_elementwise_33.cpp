@@ -107,6 +107,9 @@ at::Tensor wrapper_mul_Tensor(const at::Tensor & self, const at::Tensor & other)
     case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<c10::Float8_e4m3fnuz>()); break;
     case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<c10::Float8_e5m2fnuz>()); break;
     case at::ScalarType::Float8_e8m0fnu: rbln::kernels::launch_elementwise<c10::Float8_e8m0fnu, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<c10::Float8_e8m0fnu>()); break;
+    case at::ScalarType::UInt16: rbln::kernels::launch_elementwise<uint16_t, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<uint16_t>()); break;
+    case at::ScalarType::UInt32: rbln::kernels::launch_elementwise<uint32_t, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<uint32_t>()); break;
+    case at::ScalarType::UInt64: rbln::kernels::launch_elementwise<uint64_t, 3>(iter, "aten::mul.Tensor", rbln::functors::mul<uint64_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mul_Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::mul.Tensor");
@@ -136,6 +139,9 @@ at::Tensor & wrapper_mul__Tensor(at::Tensor & self, const at::Tensor & other) {
     case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<c10::Float8_e4m3fnuz>()); break;
     case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<c10::Float8_e5m2fnuz>()); break;
     case at::ScalarType::Float8_e8m0fnu: rbln::kernels::launch_elementwise<c10::Float8_e8m0fnu, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<c10::Float8_e8m0fnu>()); break;
+    case at::ScalarType::UInt16: rbln::kernels::launch_elementwise<uint16_t, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<uint16_t>()); break;
+    case at::ScalarType::UInt32: rbln::kernels::launch_elementwise<uint32_t, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<uint32_t>()); break;
+    case at::ScalarType::UInt64: rbln::kernels::launch_elementwise<uint64_t, 3>(iter, "aten::mul_.Tensor", rbln::functors::mul<uint64_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mul__Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::mul_.Tensor");
@@ -165,6 +171,9 @@ at::Tensor & wrapper_mul_out(const at::Tensor & self, const at::Tensor & other, 
     case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 3>(iter, "aten::mul.out", rbln::functors::mul<c10::Float8_e4m3fnuz>()); break;
     case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 3>(iter, "aten::mul.out", rbln::functors::mul<c10::Float8_e5m2fnuz>()); break;
     case at::ScalarType::Float8_e8m0fnu: rbln::kernels::launch_elementwise<c10::Float8_e8m0fnu, 3>(iter, "aten::mul.out", rbln::functors::mul<c10::Float8_e8m0fnu>()); break;
+    case at::ScalarType::UInt16: rbln::kernels::launch_elementwise<uint16_t, 3>(iter, "aten::mul.out", rbln::functors::mul<uint16_t>()); break;
+    case at::ScalarType::UInt32: rbln::kernels::launch_elementwise<uint32_t, 3>(iter, "aten::mul.out", rbln::functors::mul<uint32_t>()); break;
+    case at::ScalarType::UInt64: rbln::kernels::launch_elementwise<uint64_t, 3>(iter, "aten::mul.out", rbln::functors::mul<uint64_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::mul_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::mul.out");

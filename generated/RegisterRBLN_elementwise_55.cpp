@@ -40,6 +40,9 @@ at::Tensor wrapper_eq_Tensor(const at::Tensor & self, const at::Tensor & other) 
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<int16_t>()); break;
+    case at::ScalarType::UInt16: rbln::kernels::launch_elementwise<uint16_t, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<uint16_t>()); break;
+    case at::ScalarType::UInt32: rbln::kernels::launch_elementwise<uint32_t, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<uint32_t>()); break;
+    case at::ScalarType::UInt64: rbln::kernels::launch_elementwise<uint64_t, 3>(iter, "aten::eq.Tensor", rbln::functors::eq<uint64_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq_Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::eq.Tensor");
@@ -68,6 +71,9 @@ at::Tensor & wrapper_eq__Tensor(at::Tensor & self, const at::Tensor & other) {
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<int16_t>()); break;
+    case at::ScalarType::UInt16: rbln::kernels::launch_elementwise<uint16_t, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<uint16_t>()); break;
+    case at::ScalarType::UInt32: rbln::kernels::launch_elementwise<uint32_t, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<uint32_t>()); break;
+    case at::ScalarType::UInt64: rbln::kernels::launch_elementwise<uint64_t, 3>(iter, "aten::eq_.Tensor", rbln::functors::eq<uint64_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq__Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::eq_.Tensor");
@@ -96,6 +102,9 @@ at::Tensor & wrapper_eq_Tensor_out(const at::Tensor & self, const at::Tensor & o
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<int16_t>()); break;
+    case at::ScalarType::UInt16: rbln::kernels::launch_elementwise<uint16_t, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<uint16_t>()); break;
+    case at::ScalarType::UInt32: rbln::kernels::launch_elementwise<uint32_t, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<uint32_t>()); break;
+    case at::ScalarType::UInt64: rbln::kernels::launch_elementwise<uint64_t, 3>(iter, "aten::eq.Tensor_out", rbln::functors::eq<uint64_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq_Tensor_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::eq.Tensor_out");
@@ -125,6 +134,9 @@ at::Tensor wrapper_eq_Scalar(const at::Tensor & self, const at::Scalar & other) 
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<int16_t>()); break;
+    case at::ScalarType::UInt16: rbln::kernels::launch_elementwise<uint16_t, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<uint16_t>()); break;
+    case at::ScalarType::UInt32: rbln::kernels::launch_elementwise<uint32_t, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<uint32_t>()); break;
+    case at::ScalarType::UInt64: rbln::kernels::launch_elementwise<uint64_t, 3>(iter, "aten::eq.Scalar", rbln::functors::eq<uint64_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq_Scalar>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::eq.Scalar");
@@ -154,6 +166,9 @@ at::Tensor & wrapper_eq__Scalar(at::Tensor & self, const at::Scalar & other) {
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<int16_t>()); break;
+    case at::ScalarType::UInt16: rbln::kernels::launch_elementwise<uint16_t, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<uint16_t>()); break;
+    case at::ScalarType::UInt32: rbln::kernels::launch_elementwise<uint32_t, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<uint32_t>()); break;
+    case at::ScalarType::UInt64: rbln::kernels::launch_elementwise<uint64_t, 3>(iter, "aten::eq_.Scalar", rbln::functors::eq<uint64_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq__Scalar>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::eq_.Scalar");
@@ -183,6 +198,9 @@ at::Tensor & wrapper_eq_Scalar_out(const at::Tensor & self, const at::Scalar & o
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<int16_t>()); break;
+    case at::ScalarType::UInt16: rbln::kernels::launch_elementwise<uint16_t, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<uint16_t>()); break;
+    case at::ScalarType::UInt32: rbln::kernels::launch_elementwise<uint32_t, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<uint32_t>()); break;
+    case at::ScalarType::UInt64: rbln::kernels::launch_elementwise<uint64_t, 3>(iter, "aten::eq.Scalar_out", rbln::functors::eq<uint64_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::eq_Scalar_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::eq.Scalar_out");

@@ -139,6 +139,9 @@ at::Tensor wrapper_bitwise_xor_Tensor(const at::Tensor & self, const at::Tensor 
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::bitwise_xor.Tensor", rbln::functors::bitwise_xor<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::bitwise_xor.Tensor", rbln::functors::bitwise_xor<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::bitwise_xor.Tensor", rbln::functors::bitwise_xor<int16_t>()); break;
+    case at::ScalarType::UInt16: rbln::kernels::launch_elementwise<uint16_t, 3>(iter, "aten::bitwise_xor.Tensor", rbln::functors::bitwise_xor<uint16_t>()); break;
+    case at::ScalarType::UInt32: rbln::kernels::launch_elementwise<uint32_t, 3>(iter, "aten::bitwise_xor.Tensor", rbln::functors::bitwise_xor<uint32_t>()); break;
+    case at::ScalarType::UInt64: rbln::kernels::launch_elementwise<uint64_t, 3>(iter, "aten::bitwise_xor.Tensor", rbln::functors::bitwise_xor<uint64_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_xor_Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::bitwise_xor.Tensor");
@@ -156,6 +159,9 @@ at::Tensor & wrapper_bitwise_xor__Tensor(at::Tensor & self, const at::Tensor & o
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::bitwise_xor_.Tensor", rbln::functors::bitwise_xor<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::bitwise_xor_.Tensor", rbln::functors::bitwise_xor<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::bitwise_xor_.Tensor", rbln::functors::bitwise_xor<int16_t>()); break;
+    case at::ScalarType::UInt16: rbln::kernels::launch_elementwise<uint16_t, 3>(iter, "aten::bitwise_xor_.Tensor", rbln::functors::bitwise_xor<uint16_t>()); break;
+    case at::ScalarType::UInt32: rbln::kernels::launch_elementwise<uint32_t, 3>(iter, "aten::bitwise_xor_.Tensor", rbln::functors::bitwise_xor<uint32_t>()); break;
+    case at::ScalarType::UInt64: rbln::kernels::launch_elementwise<uint64_t, 3>(iter, "aten::bitwise_xor_.Tensor", rbln::functors::bitwise_xor<uint64_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_xor__Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::bitwise_xor_.Tensor");
@@ -173,6 +179,9 @@ at::Tensor & wrapper_bitwise_xor_Tensor_out(const at::Tensor & self, const at::T
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::bitwise_xor.Tensor_out", rbln::functors::bitwise_xor<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::bitwise_xor.Tensor_out", rbln::functors::bitwise_xor<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::bitwise_xor.Tensor_out", rbln::functors::bitwise_xor<int16_t>()); break;
+    case at::ScalarType::UInt16: rbln::kernels::launch_elementwise<uint16_t, 3>(iter, "aten::bitwise_xor.Tensor_out", rbln::functors::bitwise_xor<uint16_t>()); break;
+    case at::ScalarType::UInt32: rbln::kernels::launch_elementwise<uint32_t, 3>(iter, "aten::bitwise_xor.Tensor_out", rbln::functors::bitwise_xor<uint32_t>()); break;
+    case at::ScalarType::UInt64: rbln::kernels::launch_elementwise<uint64_t, 3>(iter, "aten::bitwise_xor.Tensor_out", rbln::functors::bitwise_xor<uint64_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_xor_Tensor_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::bitwise_xor.Tensor_out");

@@ -4,6 +4,7 @@
 // algorithms (std::sort, std::stable_sort, partial_sort, nth_element, or
 // kthvalue's quickselect), so even which of several equal keys is chosen is CPU's.
 #include <ATen/AccumulateType.h>
+#include <ATen/Dispatch_v2.h>
 #include <ATen/NumericUtils.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/ReduceOpsUtils.h>
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 #include "generated/RBLNNativeFunctions.h"
@@ -27,6 +29,16 @@ bool is_nan(T v) {
   if constexpr (std::is_floating_point_v<at::opmath_type<T>>) return std::isnan(static_cast<float>(v));
   return false;
 }
+
+// topk's accumulate type. The bare unsigned types have none (CPU sorts them but has no topk for them).
+template <class T, class = void>
+struct SortAcc {
+  using type = at::acc_type<T, false>;
+};
+template <class T>
+struct SortAcc<T, std::enable_if_t<std::is_unsigned_v<T> && (sizeof(T) >= 2)>> {
+  using type = T;
+};
 
 // a before b: ascending with NaN last, or descending with NaN first.
 template <class T>
@@ -50,8 +62,8 @@ void sort_rows(const at::Tensor& self, int64_t dim, int64_t k, bool descending, 
   moved_sizes.back() = k;
   auto v = at::empty(moved_sizes, values.options()), i = at::empty(moved_sizes, indices.options());
   const int64_t outer = rows.numel() / std::max<int64_t>(n, 1);
-  RBLN_DISPATCH_ALL(self.scalar_type(), "sort", [&] {
-    using acc_t = at::acc_type<scalar_t, false>;
+  AT_DISPATCH_V2(self.scalar_type(), "sort", AT_WRAP([&] {
+    using acc_t = typename SortAcc<scalar_t>::type;
     const scalar_t* x = rows.const_data_ptr<scalar_t>();
     scalar_t* vp = v.data_ptr<scalar_t>();
     int64_t* ip = i.data_ptr<int64_t>();
@@ -92,7 +104,7 @@ void sort_rows(const at::Tensor& self, int64_t dim, int64_t k, bool descending, 
         }
       });
     });
-  });
+  }), AT_EXPAND(AT_ALL_TYPES), at::kHalf, at::kBFloat16, at::kBool, AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
   device_copy(values, self.dim() ? v.movedim(-1, dim) : v.reshape({}));
   device_copy(indices, self.dim() ? i.movedim(-1, dim) : i.reshape({}));
 }

@@ -16,6 +16,7 @@ import torch_rbln  # noqa: F401  (the backend must exist before torch.testing._i
 DTYPES = {
     "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64,
     "int8": torch.int8, "uint8": torch.uint8, "int16": torch.int16, "int32": torch.int32, "int64": torch.int64,
+    "uint16": torch.uint16, "uint32": torch.uint32, "uint64": torch.uint64,
     "bool": torch.bool, "complex64": torch.complex64, "complex128": torch.complex128, "complex32": torch.complex32,
     "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2, "float8_e4m3fnuz": torch.float8_e4m3fnuz,
     "float8_e5m2fnuz": torch.float8_e5m2fnuz, "float8_e8m0fnu": torch.float8_e8m0fnu,
