@@ -3,7 +3,10 @@
 
 Error parity: every OpInfo entry's `error_inputs`, and mutations of its first samples (wrong dtypes and
 shapes, a CPU tensor mixed into rbln inputs, out= of another dtype, shape or device, out= aliasing an
-input, bad dims and index values, empty, 0-dim, non-contiguous and expanded inputs), run on CPU and on
+input, bad dims and index values, empty, 0-dim, non-contiguous and expanded inputs; NaN and Inf in the
+floating inputs; 2**31, 2**63 - 1 and -1 for each int argument (enum arguments are ints); a strided out=,
+compared with CPU's contiguous one because some CPU kernels ignore its layout; a 0-dim input that is also
+the out=), run on CPU and on
 rbln with identical inputs (same values, sizes, strides and offsets). Samples and error inputs are made
 on rbln, as PyTorch's device tests make them (arguments that must be CPU tensors stay there); the CPU
 side gets CPU copies. Every call is judged against CPU's outcome; where the device matters, against
@@ -27,7 +30,9 @@ CPU rejects (CUDA checks them on the device), either outcome where CPU and CUDA 
 (the OpInfo's lists), any exception where CPU's own is an internal failure. Values are compared where
 they are defined: not for random or uninitialized outputs, an out= aliasing the input of an op that is not
 elementwise, or out-of-range index values CPU does not check; a strided input may match CPU's result on
-either its layout or a contiguous copy.
+either its layout or a contiguous copy. A size past the device's memory raises CUDA's OutOfMemoryError
+where CPU allocated it. Disagreements that `CPU_BEHAVIOURS` explains (CPU's undefined behaviour, or a quirk
+CUDA does not share) are listed with the reason and not counted.
 
 Each worker is a subprocess (--workers of them, at most 2 here); a call that crashes or hangs is
 counted against that call, the worker restarts, and the call runs once more alone in a new worker (the
@@ -59,7 +64,8 @@ from .gradients import _mirror
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KINDS = ("error_input", "dtype", "shape", "device", "out_dtype", "out_shape", "out_device", "out_alias", "dim",
-         "index", "empty", "zero_dim", "noncontiguous", "expanded")
+         "index", "empty", "zero_dim", "noncontiguous", "expanded", "nan_inf", "int_value", "out_strided",
+         "zero_dim_out_alias")
 CATEGORIES = ("crash", "hang", "raised_where_cpu_returned", "returned_where_cpu_raised", "returned_where_cuda_raises",
               "exception_type", "error_message", "dtype", "shape", "value", "warning")
 SAMPLES_PER_OP = 3
@@ -72,14 +78,17 @@ class Call:
     variant: str  # function, inplace or out
     sample: object  # a SampleInput made on rbln, never run itself (each side gets its own copies)
     cpu_at: tuple = ()  # positions of the tensors (in SampleInput.transform's order) left on CPU for rbln
-    out: tuple | None = None  # ("empty", shape, dtype, device for the rbln side) or ("alias",): out=input
+    # ("empty", shape, dtype, device for the rbln side), ("strided", shape, dtype, device): every other element of
+    # a buffer, or ("alias",): out=input
+    out: tuple | None = None
     regex: str | None = None  # the ErrorInput's error_regex
     values: bool = True  # False: only dtypes and shapes are compared (an out= aliasing a non-elementwise op's input)
     compute_dtype: torch.dtype | None = None  # an out= of another dtype: the tolerance is the computation's
 
     def describe(self) -> str:
         out = "" if not self.out else " out=input" if self.out[0] == "alias" else \
-            f" out={str(self.out[2]).removeprefix('torch.')}{list(self.out[1])}@{self.out[3]}"
+            f" out={str(self.out[2]).removeprefix('torch.')}{list(self.out[1])}@{self.out[3]}" + \
+            (" strided" if self.out[0] == "strided" else "")
         return f"{self.kind} {self.variant}{' cpu@' + str(list(self.cpu_at)) if self.cpu_at else ''} " + \
             _describe(self.sample) + out
 
@@ -130,8 +139,13 @@ def _side(call, side, contiguous=False):
     if call.out and call.out[0] == "alias":
         out = s.input
     elif call.out:
-        _, shape, dtype, out_device = call.out
-        out = torch.zeros(shape, dtype=dtype, device="cpu" if side == "cpu" else out_device)
+        how, shape, dtype, out_device = call.out
+        # CPU's reference for a strided out= is its contiguous one: some CPU kernels (narrow_copy, avg_pool3d,
+        # gelu) write a strided out= as if it were contiguous.
+        if how == "strided" and side == "rbln":
+            out = torch.zeros(tuple(shape) + (2,), dtype=dtype, device=out_device)[..., 0]
+        else:
+            out = torch.zeros(shape, dtype=dtype, device="cpu" if side == "cpu" else out_device)
     return s, out
 
 
@@ -164,6 +178,30 @@ def _first_int(sample):
         if isinstance(a, int) and not isinstance(a, bool):
             return "arg", i
     return None
+
+
+def _int_arguments(sample) -> list:
+    """Where every int argument sits (not bools): ("kw", name) or ("arg", i)."""
+    def is_int(v):
+        return isinstance(v, int) and not isinstance(v, bool)
+    return [("arg", i) for i, a in enumerate(sample.args) if is_int(a)] + \
+        [("kw", k) for k, v in sample.kwargs.items() if is_int(v)]
+
+
+def _poisoned(t, rng):
+    """t with NaN, +Inf and -Inf at seeded places (as many as it has elements)."""
+    flat = t.detach().clone().flatten()
+    for value, at in zip((math.nan, math.inf, -math.inf), rng.sample(range(flat.numel()), min(3, flat.numel()))):
+        flat[at] = value
+    return flat.view(t.shape)
+
+
+# Ops whose int arguments size their result: 2**31 of them would allocate gigabytes on each side.
+SIZED_BY_INTS = ("arange", "linspace", "logspace", "full", "ones", "zeros", "empty", "eye", "new_", "rand", "randn",
+                 "randint", "normal", "tril_indices", "triu_indices", "repeat", "tile", "expand", "broadcast_to",
+                 "one_hot", "bincount", "histc", "nn.functional.interpolate", "nn.functional.upsample", "kron",
+                 "cartesian_prod", "combinations", "block_diag", "diag_embed", "vander", "signal.windows",
+                 "stft", "istft", "fft", "multinomial", "bernoulli", "unfold", "as_strided", "resize")
 
 
 def _with_int(sample, where, value):
@@ -234,8 +272,8 @@ def _sample_calls(op, sample, rng) -> dict[str, list[Call]]:
         if tensors[1].numel():
             scalar = _replace(sample, 1, lambda t: t.flatten()[0].clone())
             calls["device"].append(Call("device", "function", scalar, cpu_at=(1,)))
+    result = _single_tensor_result(op.op, sample) if op.supports_out else None
     if op.supports_out:
-        result = _single_tensor_result(op.op, sample)
         if result is not None:
             shape, rdtype = tuple(result.shape), result.dtype
             for d in ((torch.float64, torch.int64) if rdtype.is_floating_point else
@@ -273,6 +311,23 @@ def _sample_calls(op, sample, rng) -> dict[str, list[Call]]:
         expanded = _replace(sample, 0, _expanded)
         for variant in ("function", "inplace") if inplace else ("function",):
             calls["expanded"].append(Call("expanded", variant, expanded))
+    floating = [i for i, t in enumerate(tensors) if t.is_floating_point() and t.numel()]
+    if floating:  # NaN and Inf where the first floating input had values, then in every floating input
+        calls["nan_inf"].append(Call("nan_inf", "function", _replace(sample, floating[0], lambda t: _poisoned(t, rng))))
+        if len(floating) > 1:
+            calls["nan_inf"].append(Call("nan_inf", "function", _map_tensors(
+                sample, lambda t, i: _poisoned(t, rng) if i in floating else t)))
+    if not any(k in opinfo_name(op) for k in SIZED_BY_INTS):  # huge, the largest and negative values of each int argument
+        for where in _int_arguments(sample)[:3]:
+            for value in (2**31, 2**63 - 1, -1):
+                calls["int_value"].append(Call("int_value", "function", _with_int(sample, where, value)))
+    if op.supports_out and result is not None and result.dim():
+        calls["out_strided"].append(Call("out_strided", "out", sample, out=("strided", shape, rdtype, "rbln")))
+    if op.supports_out and x.numel() and isinstance(sample.input, torch.Tensor):
+        # a 0-dim input that is also the out= (a reduction's or an elementwise op's result has its shape)
+        zero_dim = _replace(sample, 0, lambda t: t.flatten()[0].clone())
+        calls["zero_dim_out_alias"].append(Call("zero_dim_out_alias", "out", zero_dim, out=("alias",),
+                                                values=pointwise))
     return calls
 
 
@@ -565,6 +620,9 @@ def judge(op, call, cpu, rbln, cuda, tolerance, values=True):
         return None  # a device mismatch, where CUDA's kernel decides
     if _dtype_support_differs(op, cpu) or ("raised" in rbln and _dtype_support_differs(op, rbln)):
         return None
+    if "raised" in rbln and issubclass(rbln["raised"], torch.OutOfMemoryError) and (
+            call.kind == "int_value" or "can't allocate memory" in cpu.get("message", "")):
+        return None  # a size past the device's memory: CUDA's OutOfMemoryError (a RuntimeError), where CPU allocated
     if "raised" in cpu and "returned" in rbln:
         return "returned_where_cpu_raised", None
     if "returned" in cpu and "raised" in rbln:
@@ -609,7 +667,36 @@ def run_call(op, call, seed, tolerance, values, cpu_done=lambda: None, cuda_rule
     if bad:
         record.update(category=bad[0], detail=bad[1], call=call.describe(),
                       cpu=(f"CUDA raises {cuda[0].__name__}" if certain else _summary(cpu)), rbln=_summary(rbln))
+        reason = cpu_behaviour(opinfo_name(op), call.kind)
+        if reason:
+            record["cpu_behaviour"] = reason
     return record
+
+
+# Disagreements where CPU's behaviour is its own undefined behaviour or a quirk CUDA does not share: listed in the
+# report with the reason, not counted. (op name pattern, mutation kind) -> why.
+CPU_BEHAVIOURS = (
+    (r"special\..*polynomial", "nan_inf", "at a NaN x of order >= 2 CPU returns an uninitialized variable (its "
+     "recurrence stops before the first step), and a NaN order is cast to an integer (undefined in C++); rbln "
+     "propagates the NaN (test_polynomial_recurrences_at_nan)"),
+    (r"nn\.functional\.gelu$", "nan_inf", "on AVX-512 machines CPU hands float32 gelu to oneDNN, whose gelu(+inf) "
+     "is NaN; ATen's kernel and CUDA's give +inf, as rbln (test_gelu_at_infinities_and_nan)"),
+    (r"max_unpool", "dtype", "CPU's kernel takes floating types only; CUDA's takes every type, as rbln"),
+    (r"grid_sampler_[23]d$|nn\.functional\.grid_sample$", "int_value", "CPU does not validate the interpolation "
+     "and padding modes and reads memory with an out-of-range one; rbln raises CPU's message for a bad mode"),
+    (r"nn\.functional\.pixel_unshuffle$", "empty", "CPU's kernel returns an empty input unchanged; CUDA's (the "
+     "composite) gives the unshuffled shape, as rbln"),
+    (r"nn\.functional\.ctc_loss$", "shape", "a target length past the targets: CPU reads out of bounds"),
+    (r"^fft\.", "empty", "CPU's MKL rejects a batch of no transforms (an empty dim the transform does not cover); "
+     "rbln returns the empty result"),
+    (r"grid_sampler_[23]d$", "dim", "the mutated int is the interpolation mode: see int_value"),
+    (r"nn\.functional\.conv(3d|_transpose[123]d)$", "dtype", "CUDA checks that input and weight types agree "
+     "before its kernel (RuntimeError, as rbln); CPU reaches its kernel's NotImplementedError first"),
+)
+
+
+def cpu_behaviour(name: str, kind: str) -> str | None:
+    return next((why for pattern, k, why in CPU_BEHAVIOURS if k == kind and re.search(pattern, name)), None)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -694,8 +781,10 @@ def reproducer(op, call, call_id) -> str:
         setup, first = f"x = {first}; ", "x"
         kwargs.append("out=x")
     elif call.out:
-        _, shape, dtype, device = call.out
-        kwargs.append(f"out=torch.zeros({list(shape)}, dtype={dtype}, device={device!r})")
+        how, shape, dtype, device = call.out
+        strided = how == "strided"
+        kwargs.append(f"out=torch.zeros({list(shape) + [2] * strided}, dtype={dtype}, device={device!r})"
+                      + ("[..., 0]" if strided else ""))
     inner = ", ".join(args + kwargs)
     expr = f"{first}.{method}({inner})" if method else f"{fn}({', '.join([first] + args + kwargs)})"
     return f"import torch; {setup}print({expr})"
@@ -914,7 +1003,7 @@ def _report(records, op_errors, cpu_failures, budget, meta) -> dict:
     kinds = {k: {"calls": 0, "cpu_raised": 0, "disagreements": 0} for k in KINDS}
     categories = {c: 0 for c in CATEGORIES}
     ops = collections.defaultdict(lambda: {"calls": 0, "disagreements": 0})
-    disagreements, harness_errors = [], []
+    disagreements, harness_errors, cpu_behaviours = [], [], []
     for (name, i), r in sorted(records.items()):
         ops[name]["calls"] += 1
         if "harness_error" in r:
@@ -923,7 +1012,9 @@ def _report(records, op_errors, cpu_failures, budget, meta) -> dict:
         k = kinds.setdefault(r["kind"], {"calls": 0, "cpu_raised": 0, "disagreements": 0})
         k["calls"] += 1
         k["cpu_raised"] += r.get("expect") == "raise"
-        if "category" in r:
+        if "cpu_behaviour" in r:
+            cpu_behaviours.append({"id": f"{name}#{i}", "op": name, **r})
+        elif "category" in r:
             k["disagreements"] += 1
             categories[r["category"]] += 1
             ops[name]["disagreements"] += 1
@@ -932,7 +1023,8 @@ def _report(records, op_errors, cpu_failures, budget, meta) -> dict:
     meta = {**meta, "calls": total, "disagreements": len(disagreements)}
     return {"meta": meta, "categories": categories, "kinds": kinds,
             "ops": dict(sorted(ops.items())), "disagreements": disagreements, "op_errors": op_errors,
-            "cpu_failures": cpu_failures, "harness_errors": harness_errors, "budget_stops": budget}
+            "cpu_failures": cpu_failures, "harness_errors": harness_errors, "budget_stops": budget,
+            "cpu_behaviours": cpu_behaviours}
 
 
 def repro(call_id: str, seed: int = 0):

@@ -304,6 +304,13 @@ def render_error_parity(report, top=15, listed=200) -> str:
                         ("Harness errors", report["harness_errors"])):
         if rows:
             lines += ["", f"## {title}", ""] + [f"- {_cell(json.dumps(r), 300)}" for r in rows]
+    behaviours = report.get("cpu_behaviours", [])
+    if behaviours:
+        lines += ["", "## CPU's own behaviour (not counted)", "",
+                  "Disagreements where CPU's outcome is its undefined behaviour or a quirk CUDA does not share "
+                  "(conformance/errors.py `CPU_BEHAVIOURS`):", "", "| id | category | call | why |", "|---|---|---|---|"]
+        lines += [f"| {d['id']} | {d['category']} | {_cell(d.get('call', ''), 120)} | {_cell(d['cpu_behaviour'], 200)} |"
+                  for d in behaviours]
     if bad:
         lines += ["", "## All disagreements", "", "| id | category | call | CPU | rbln | reproducer |",
                   "|---|---|---|---|---|---|"]

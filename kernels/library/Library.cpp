@@ -80,7 +80,7 @@ std::vector<at::Tensor> library_call(const char* name, const std::vector<at::Ten
   std::vector<at::Tensor> meta;
   {
     c10::InferenceMode no_autograd;
-    meta = op(on_meta(inputs));
+    meta = rbln::run_meta([&] { return op(on_meta(inputs)); });
   }
   // Outside inference mode: autograd may save the results for backward (mode's values).
   std::vector<at::Tensor> outputs;

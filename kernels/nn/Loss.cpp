@@ -269,7 +269,8 @@ at::Tensor binary_cross_entropy(const at::Tensor& self, const at::Tensor& target
   // CPU's kernel takes one dtype (no promotion), raising its TensorIterator error otherwise.
   TORCH_CHECK(target.scalar_type() == self.scalar_type(), "Found dtype ", target.scalar_type(), " but expected ",
               self.scalar_type());
-  TORCH_CHECK(!((self < 0) | (self > 1)).any().item<bool>(), "all elements of input should be between 0 and 1");
+  // As CPU's kernel checks: NaN is not in [0, 1] either.
+  TORCH_CHECK(((self >= 0) & (self <= 1)).all().item<bool>(), "all elements of input should be between 0 and 1");
   auto loss = (target - 1) * self.neg().log1p().clamp_min(-100) - target * self.log().clamp_min(-100);
   if (weight && weight->defined()) loss = loss * *weight;
   return reduce_loss(loss, reduction, self.scalar_type());

@@ -251,7 +251,7 @@ void check_with_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> a
       meta.push_back(a);
     }
   }
-  op.callBoxed(meta);
+  run_meta([&] { op.callBoxed(meta); });
 }
 
 class CompiledOpKernel final : public c10::OperatorKernel {

@@ -60,11 +60,29 @@ void launch(c10::DeviceIndex device, const char* name, F&& task) {
     driver::launch(stream, name, [task = std::forward<F>(task)]() mutable {
       try {
         task();
+      } catch (const c10::IndexError& e) {  // reported as an index error, IndexError as CPU's
+        throw std::out_of_range(e.what_without_backtrace());
       } catch (const c10::Error& e) {
         throw std::runtime_error(e.what_without_backtrace());
       }
     });
   });
+}
+
+// Runs a meta function to size a result. Where one written in Python raises AssertionError (torch's
+// decompositions and meta registrations do where CPU's kernel has a TORCH_CHECK), CPU's RuntimeError with the
+// message; every other error (IndexError, ...) passes as it is.
+template <class F>
+decltype(auto) run_meta(F&& meta) {
+  try {
+    return meta();
+  } catch (const c10::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    const std::string text = e.what(), prefix = "AssertionError: ";  // Python's error: "Type: message\n\nAt: ..."
+    if (text.rfind(prefix, 0) != 0) throw;
+    TORCH_CHECK(false, text.substr(prefix.size(), text.find("\n\nAt:") - prefix.size()));
+  }
 }
 
 }  // namespace rbln

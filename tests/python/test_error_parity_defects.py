@@ -593,3 +593,37 @@ def test_slogdet_of_non_finite_matrices_matches_cpu(dtype, value):
         A[b].view(-1)[(5 * b) % 16] = value
     A[5] = value
     _assert_same(_on_device(torch.linalg.slogdet, A, ops={"aten::_linalg_slogdet.sign"}), torch.linalg.slogdet(A))
+
+
+# ---- errors of the harness's NaN/Inf and int mutations ------------------------------------------------
+
+def test_binary_cross_entropy_rejects_a_nan_input_as_cpu(assert_device_works):
+    # CPU's kernel checks 0 <= x <= 1, which NaN fails; CUDA's device assert does the same.
+    _assert_raises_like_cpu(F.binary_cross_entropy, torch.tensor([0.5, NAN]), torch.tensor([1.0, 0.0]))
+    assert_device_works()
+
+
+@pytest.mark.parametrize("fn,args", [
+    (torch.linalg.eigvals, (torch.randn(5),)),
+    (torch.cholesky_inverse, (torch.randn(5),)),
+    (torch.grid_sampler_2d, (torch.randn(2, 3, 5, 5), torch.randn(2, 5, 5, 0), 0, 0, False)),
+])
+def test_python_meta_checks_raise_cpus_runtime_error(fn, args, assert_device_works):
+    # The library ops size their results with torch's meta functions, some of which raise AssertionError where
+    # CPU's kernel raises RuntimeError: rbln raises CPU's type.
+    with pytest.raises(RuntimeError):
+        fn(*args)
+    with pytest.raises(RuntimeError) as info:
+        fn(*[a.rbln() if isinstance(a, torch.Tensor) else a for a in args])
+    assert type(info.value) is RuntimeError
+    assert_device_works()
+
+
+def test_mode_over_an_empty_dim_is_an_index_error_as_cpu(assert_device_works):
+    x = torch.randn(3, 0)
+    with pytest.raises(IndexError, match="Expected reduction dim 1 to have non-zero size"):
+        torch.mode(x, 1)
+    with pytest.raises(IndexError, match="Expected reduction dim 1 to have non-zero size"):
+        torch.mode(x.rbln(), 1)
+        torch.rbln.synchronize()  # checked on the device: the error reaches the next synchronizing call
+    assert_device_works()
