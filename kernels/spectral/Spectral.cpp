@@ -58,7 +58,7 @@ at::Tensor& spectral(const at::Tensor& self, at::IntArrayRef sizes, at::ScalarTy
                   "in half precision, but got a signal size of", at::IntArrayRef(signal));
     }
   }
-  prepare_out(out, sizes, dtype, self, op);
+  prepare_out(out, sizes, dtype, self, op, /*castable=*/true);  // CPU's and CUDA's out= variants copy_ into out
   if (out.numel() == 0 || self.numel() == 0) return out;
   auto x = contiguous(self);
   write_contiguous(out, [&](const at::Tensor& target) {

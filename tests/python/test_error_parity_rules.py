@@ -336,3 +336,21 @@ def test_triangle_indices_take_cpus_dtypes(fn):
             got = fn(*args, dtype=torch.int32, device="rbln").cpu()
         assert not ex.fallback_ops
         assert torch.equal(got, fn(*args, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("fn,out", [
+    (lambda x, out: torch.fft.rfft(x, out=out), (5, torch.complex128)),
+    (lambda x, out: torch.fft.fft(x.to(torch.complex64), out=out), (8, torch.complex128)),
+    (lambda x, out: torch.fft.irfft(x.to(torch.complex64), out=out), (14, torch.float64)),
+    (lambda x, out: torch.fft.hfft(x.to(torch.complex64), out=out), (14, torch.float64)),
+])
+def test_fft_writes_an_out_of_a_wider_dtype_as_cpu(fn, out):
+    # CPU's and CUDA's transforms copy_ their result into out=, casting it.
+    x = torch.randn(8, generator=torch.Generator().manual_seed(0))
+    size, dtype = out
+    expected = fn(x, torch.empty(size, dtype=dtype))
+    got = torch.empty(size, dtype=dtype, device="rbln")
+    with torch.rbln.explain() as ex:
+        fn(x.rbln(), got)
+    assert not ex.fallback_ops, ex.fallback_ops
+    torch.testing.assert_close(got.cpu(), expected)
