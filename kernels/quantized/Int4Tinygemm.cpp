@@ -9,7 +9,6 @@
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 
-#include <cstring>
 #include <numeric>
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -168,8 +167,7 @@ bool has_bf16_dots() {
 // Whether int4_row_avx512 computes this product: batch 1, innerKTiles 8, groups of whole outer tiles, and the
 // AVX-512 capability the vectorized kernels chose (kernels/vec: the CPU's, lowered by ATEN_CPU_CAPABILITY).
 bool row_kernel_applies(int64_t m, int64_t pairs, int group_shift) {
-  static const bool avx512 = std::strcmp(vec::table().capability, "AVX512") == 0;
-  return avx512 && m == 1 && pairs == 4 && group_shift >= 2;
+  return vec::avx512() && m == 1 && pairs == 4 && group_shift >= 2;
 }
 #else
 bool row_kernel_applies(int64_t, int64_t, int) { return false; }

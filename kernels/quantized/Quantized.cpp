@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstring>
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -81,8 +80,7 @@ __attribute__((target("avx512f"))) void int8_dots4_avx512(const float* x, std::a
 // The AVX-512 form where the vectorized kernels chose that capability (kernels/vec: the CPU's, lowered by
 // ATEN_CPU_CAPABILITY), else the compiler's clones.
 Int8Dots4 pick_int8_dots4() {
-  static const Int8Dots4 dots =
-      std::strcmp(vec::table().capability, "AVX512") == 0 ? int8_dots4_avx512 : int8_dots4;
+  static const Int8Dots4 dots = vec::avx512() ? int8_dots4_avx512 : int8_dots4;
   return dots;
 }
 #else

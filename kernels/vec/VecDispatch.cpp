@@ -43,4 +43,9 @@ const Table& table() {
   return *chosen;
 }
 
+bool avx512() {
+  static const bool chosen = std::strcmp(table().capability, "AVX512") == 0;
+  return chosen;
+}
+
 }  // namespace rbln::kernels::vec

@@ -69,6 +69,9 @@ struct Table {
 };
 
 const Table& table();
+// Whether table() chose AVX512: the hand-written AVX-512 kernels run where CPU eager's vectorized ones do
+// (ATEN_CPU_CAPABILITY lowers both).
+bool avx512();
 
 // y[i] = op(x[i]), i < n, through the MKL VML routine CPU eager uses for op
 // (bit-identical to CPU); false where CPU uses none (then use unary_f32).
