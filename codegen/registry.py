@@ -66,6 +66,7 @@ FAMILIES = {
     "unary_float_real": 1,
     "unary_float": 1,
     "logical": 1,
+    "threshold": 1,
     "binary": 2,
     "binary_float": 2,
     "compare": 2,

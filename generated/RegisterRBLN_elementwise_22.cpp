@@ -20,7 +20,7 @@ namespace {
 at::Tensor wrapper_threshold(const at::Tensor & self, const at::Scalar & threshold, const at::Scalar & value) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result;
-  auto iter = rbln::kernels::unary_iter(result, self);
+  auto iter = rbln::kernels::threshold_iter(result, self);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::threshold", rbln::functors::threshold<float>(threshold, value)); break;
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::threshold", rbln::functors::threshold<at::Half>(threshold, value)); break;
@@ -37,7 +37,7 @@ at::Tensor wrapper_threshold(const at::Tensor & self, const at::Scalar & thresho
 at::Tensor & wrapper_threshold_(at::Tensor & self, const at::Scalar & threshold, const at::Scalar & value) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = self;
-  auto iter = rbln::kernels::unary_iter(result, self);
+  auto iter = rbln::kernels::threshold_iter(result, self);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::threshold_", rbln::functors::threshold<float>(threshold, value)); break;
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::threshold_", rbln::functors::threshold<at::Half>(threshold, value)); break;
@@ -54,7 +54,7 @@ at::Tensor & wrapper_threshold_(at::Tensor & self, const at::Scalar & threshold,
 at::Tensor & wrapper_threshold_out(const at::Tensor & self, const at::Scalar & threshold, const at::Scalar & value, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(self));
   at::Tensor result = out;
-  auto iter = rbln::kernels::unary_iter(result, self);
+  auto iter = rbln::kernels::threshold_iter(result, self);
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: rbln::kernels::launch_elementwise<float, 2>(iter, "aten::threshold.out", rbln::functors::threshold<float>(threshold, value)); break;
     case at::ScalarType::Half: rbln::kernels::launch_elementwise<at::Half, 2>(iter, "aten::threshold.out", rbln::functors::threshold<at::Half>(threshold, value)); break;

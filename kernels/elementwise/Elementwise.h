@@ -415,6 +415,13 @@ inline at::TensorIterator unary_real_iter(at::Tensor& out, const at::Tensor& a) 
   return at::TensorIteratorConfig().set_check_mem_overlap(true).check_all_same_dtype(false).add_output(out)
       .add_const_input(a).build();
 }
+// CPU's threshold: no overlap check (the op is idempotent, so an output that overlaps itself is fine, as an
+// expanded tensor thresholded in place), and an out= of any dtype the result casts to safely.
+inline at::TensorIterator threshold_iter(at::Tensor& out, const at::Tensor& a) {
+  return at::TensorIteratorConfig().set_check_mem_overlap(false).add_output(out).add_const_input(a)
+      .allow_cpu_scalars(true).promote_inputs_to_common_dtype(true).cast_common_dtype_to_outputs(true)
+      .enforce_safe_casting_to_output(true).build();
+}
 inline at::TensorIterator unary_float_iter(at::Tensor& out, const at::Tensor& a) {
   return at::TensorIterator::unary_float_op(out, a);
 }

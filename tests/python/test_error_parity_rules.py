@@ -354,3 +354,18 @@ def test_fft_writes_an_out_of_a_wider_dtype_as_cpu(fn, out):
         fn(x.rbln(), got)
     assert not ex.fallback_ops, ex.fallback_ops
     torch.testing.assert_close(got.cpu(), expected)
+
+
+@pytest.mark.parametrize("value", [-3.0, 3.0])
+def test_threshold_in_place_on_an_expanded_tensor_and_into_a_wider_out_as_cpu(value):
+    # CPU's threshold iterator has no overlap check (the op is idempotent) and casts into a safe out= dtype.
+    x = torch.tensor([value]).expand(5)
+    expected = torch.threshold_(torch.tensor([value]).expand(5), 0.5, 2.0)
+    got = torch.tensor([value], device="rbln").expand(5)
+    with torch.rbln.explain() as ex:
+        torch.threshold_(got, 0.5, 2.0)
+    assert ex.device_ops.get("aten::threshold_") == 1 and not ex.fallback_ops, (ex.device_ops, ex.fallback_ops)
+    assert torch.equal(got.cpu(), expected)
+    wide = torch.empty(5, dtype=torch.float64, device="rbln")
+    torch.threshold(x.contiguous().rbln(), 0.5, 2.0, out=wide)
+    assert torch.equal(wide.cpu(), torch.threshold(x.contiguous(), 0.5, 2.0, out=torch.empty(5, dtype=torch.float64)))
