@@ -36,11 +36,6 @@ from run import VLLM_REQUESTS, VLLM_TOKENS  # noqa: E402
 FLAT_MINUTES = 20  # reserved memory must not move over the run's last this many minutes
 
 
-def memory() -> dict:
-    torch.rbln.synchronize()
-    return {"allocated": torch.rbln.memory_allocated(), "reserved": torch.rbln.memory_reserved()}
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--minutes", type=float, default=30.0)
@@ -53,7 +48,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, "llama")
         serving.build(model, hidden=512, layers=4)
-        idle = memory()
+        idle = serving.memory("rbln")
         llm = LLM(model=model, dtype="float32", enforce_eager=True, max_model_len=256, gpu_memory_utilization=0.3,
                   max_num_seqs=VLLM_REQUESTS)
         expected = [list(o.outputs[0].token_ids) for o in llm.generate(prompts, params, use_tqdm=False)]
@@ -66,11 +61,11 @@ def main() -> int:
                 diverged += got != expected
             except Exception as e:  # counted, and the soak goes on: does the engine recover?
                 errors.append(f"round {len(samples)}: {type(e).__name__}: {e}")
-            samples.append({"t": time.monotonic() - start, **memory()})
+            samples.append({"t": time.monotonic() - start, **serving.memory("rbln")})
         del llm
         gc.collect()
         torch.rbln.empty_cache()
-        after = memory()
+        after = serving.memory("rbln")
     # Tensors that packages vLLM imports made at module level while rbln was vLLM's default device stay, as they
     # would on CUDA: the idle level allows them (the allocator's 512-byte blocks).
     with warnings.catch_warnings():  # isinstance on deprecated module attributes warns

@@ -29,29 +29,25 @@ int64_t read_index(const void* base, int64_t i) {
 }
 
 // A block's rows from `first_row` on (`count` tokens' keys, or values) in float, with their stride: in place for
-// float32, else converted into `buffer` (block_size rows of head_size).
+// float32, else converted row by row into `buffer` (block_size rows of head_size).
 template <class T>
 std::pair<const float*, int64_t> block_rows(const T* first_row, int64_t token_stride, int64_t count,
                                             int64_t head_size, float* buffer) {
-  if constexpr (std::is_same_v<T, float>) {
-    return {first_row, token_stride};
-  } else {
-    for (int64_t i = 0; i < count; ++i)
-      for (int64_t d = 0; d < head_size; ++d) buffer[i * head_size + d] = static_cast<float>(first_row[i * token_stride + d]);
-    return {buffer, head_size};
-  }
+  if constexpr (std::is_same_v<T, float>) return {first_row, token_stride};
+  for (int64_t i = 0; i < count; ++i) as_float(first_row + i * token_stride, head_size, buffer + i * head_size);
+  return {buffer, head_size};
 }
 
 // One query token's `group` heads that share a KV head: two passes over its keys, a block's run of tokens at a
 // time (scores, then the weighted values), each row read once for the group (the kernel is bound by reading the
 // cache), in float. ALiBi adds slope * (key position - query position) to a score (after soft-capping, as
 // vLLM's kernels); a sink is one more logit in the softmax's denominator with no value. `slopes` and `sinks`
-// hold the group's (null: none).
+// hold the group's (null: none). `scores`, `totals`, `acc` and `rows` are the caller's scratch.
 template <class T>
 void attend(const float* q, int64_t group, const T* cache, int64_t block_stride, int64_t token_stride,
             int64_t head_size, const std::vector<int64_t>& blocks, int64_t block_size, int64_t first, int64_t context,
             float scale, float softcap, const float* slopes, const float* sinks, std::vector<float>& scores,
-            float* acc, float* rows, T* out) {
+            float* totals, float* acc, float* rows, T* out) {
   const int64_t n = context - first;
   scores.resize(group * n);
   auto each_run = [&](int64_t offset, auto&& use) {  // the tokens [first, context) by runs within a block
@@ -66,7 +62,6 @@ void attend(const float* q, int64_t group, const T* cache, int64_t block_stride,
   each_run(0, [&](int64_t g, int64_t i, const float* r, int64_t stride, int64_t count) {
     head_dots(q + g * head_size, r, stride, count, scores.data() + g * n + i, head_size);
   });
-  std::vector<float> totals(group);
   for (int64_t g = 0; g < group; ++g) {
     float* s = scores.data() + g * n;
     const float slope = slopes ? slopes[g] : 0.f, sink = sinks ? sinks[g] : -std::numeric_limits<float>::infinity();
@@ -174,7 +169,8 @@ at::Tensor paged_attention(const at::Tensor& query, const at::Tensor& kv_cache, 
       }
       const int64_t group = heads / kv_heads;
       at::parallel_for(0, tokens * kv_heads, 1, [&](int64_t lo, int64_t hi) {
-        std::vector<float> scores, qf(group * head_size), acc(group * head_size), rows(block_size * head_size);
+        std::vector<float> scores, totals(group), qf(group * head_size), acc(group * head_size),
+            rows(block_size * head_size);
         for (int64_t item = lo; item < hi; ++item) {  // a token's heads sharing one KV head
           const int64_t t = item / kv_heads, h = item % kv_heads * group, r = request_of[t], last = position_of[t];
           const int64_t at = (t * heads + h) * head_size;
@@ -186,8 +182,8 @@ at::Tensor paged_attention(const at::Tensor& query, const at::Tensor& kv_cache, 
           for (int64_t d = 0; d < group * head_size; ++d) qf[d] = static_cast<float>(qp[at + d]);
           attend(qf.data(), group, cache + (h / group) * head_stride, block_stride, token_stride, head_size,
                  blocks[r], block_size, first, last + 1, static_cast<float>(scale), static_cast<float>(softcap),
-                 slope_p ? slope_p + h : nullptr, sink_p ? sink_p + h : nullptr, scores, acc.data(), rows.data(),
-                 op_out + at);
+                 slope_p ? slope_p + h : nullptr, sink_p ? sink_p + h : nullptr, scores, totals.data(), acc.data(),
+                 rows.data(), op_out + at);
         }
       });
     });
