@@ -76,8 +76,13 @@ def ops_yaml_tolerances() -> dict[str, dict[str, dict[str, float]]]:
                 out.setdefault(name, {})[dtype] = {"atol": atol, "rtol": rtol}
     return out
 
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "int64": torch.int64,
-          "bool": torch.bool}
+# Every dtype an OpInfo entry lists for CPU (op.supported_dtypes("cpu")), most common first.
+DTYPES = {str(d).removeprefix("torch."): d for d in (
+    torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool, torch.float64, torch.int32, torch.int16,
+    torch.int8, torch.uint8, torch.complex64, torch.complex128, torch.complex32, torch.uint16, torch.uint32,
+    torch.uint64, torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)}
+# The dtypes the bounded slice (`make test`) judges: the common ones and one each of the small integers and complex.
+SLICE_DTYPES = ("float32", "float16", "bfloat16", "int64", "bool", "int8", "complex64")
 # Worst first: the status of an (op, variant, dtype) is its worst sample's.
 ORDER = ["mismatch", "error", "fallback", "device"]
 # Ops whose output is random or uninitialized: CPU and rbln cannot agree by value.
@@ -194,11 +199,13 @@ def _describe(sample) -> str:
         f" {t.layout}" if t.layout != torch.strided else "" if t.is_contiguous() else " noncontiguous"))
 
 
-def sweep(ops, dtypes, max_seconds_per_case: float):
+def sweep(ops, dtypes, max_seconds_per_case: float, seconds: dict[str, float] | None = None):
+    """The forward columns; `seconds` (if given) gathers the time spent per dtype."""
     import warnings
 
     warnings.simplefilter("ignore")
     results = []
+    seconds = {} if seconds is None else seconds
     tolerances = ops_yaml_tolerances()
     for op in ops:
         name = opinfo_name(op)
@@ -208,44 +215,52 @@ def sweep(ops, dtypes, max_seconds_per_case: float):
             dtype = DTYPES[dtype_name]
             if dtype not in supported:
                 continue
-            if reason:
-                results.append({"op": name, "variant": "all", "dtype": dtype_name, "status": "skipped",
-                                "reason": reason})
-                continue
+            started = time.perf_counter()
             try:
-                samples = list(opinfo_samples(op, "rbln", dtype, requires_grad=False))
-                if op.reference_inputs_func is not None:
-                    samples += list(opinfo_samples(op, "rbln", dtype, reference=True,
-                                                   requires_grad=False))[len(samples):]
-            except Exception as e:  # the samples are made on rbln: a failure there is the device's
-                results.append({"op": name, "variant": "all", "dtype": dtype_name, "status": "error",
-                                "reason": f"making samples on rbln failed: {type(e).__name__}: {str(e)[:200]}"})
-                continue
-            # A sample with dropout (scaled_dot_product_attention's dropout_p) has a random output.
-            samples = [s for s in samples if not s.kwargs.get("dropout_p")]
-            tolerance = tolerances.get(name, {}).get(dtype_name)
-            for variant, fn in variants(op):
-                status, fallbacks, start, count, detail = "device", {}, time.perf_counter(), 0, None
-                for sample in samples:
-                    try:
-                        s, f, why = run_sample(fn, sample, variant, tolerance)
-                    except Exception as e:  # e.g. a sparse rbln sample that cannot even be copied back
-                        s, f, why = "error", {}, f"{type(e).__name__}: {e}"
-                    count += 1
-                    for k, v in f.items():
-                        fallbacks[k] = fallbacks.get(k, 0) + v
-                    if ORDER.index(s) < ORDER.index(status):
-                        status = s
-                        detail = f"sample {count - 1} {_describe(sample)}: {' '.join(str(why).split())}"[:400]
-                    if time.perf_counter() - start > max_seconds_per_case:
-                        break
-                result = {"op": name, "variant": variant, "dtype": dtype_name, "status": status,
-                          "samples": count, "fallback_ops": sorted(fallbacks)}
-                if detail and status in ("mismatch", "error"):
-                    result["detail"] = [detail]
-                if tolerance:
-                    result["tolerance"] = tolerance
-                results.append(result)
+                results += _sweep_case(op, name, reason, dtype_name, dtype, tolerances, max_seconds_per_case)
+            finally:
+                seconds[dtype_name] = round(seconds.get(dtype_name, 0.0) + time.perf_counter() - started, 1)
+    return results
+
+
+def _sweep_case(op, name, reason, dtype_name, dtype, tolerances, max_seconds_per_case):
+    """The results of one (entry, dtype): one per variant, or one skip."""
+    if reason:
+        return [{"op": name, "variant": "all", "dtype": dtype_name, "status": "skipped", "reason": reason}]
+    try:
+        samples = list(opinfo_samples(op, "rbln", dtype, requires_grad=False))
+        if op.reference_inputs_func is not None:
+            samples += list(opinfo_samples(op, "rbln", dtype, reference=True,
+                                           requires_grad=False))[len(samples):]
+    except Exception as e:  # the samples are made on rbln: a failure there is the device's
+        return [{"op": name, "variant": "all", "dtype": dtype_name, "status": "error",
+                 "reason": f"making samples on rbln failed: {type(e).__name__}: {str(e)[:200]}"}]
+    # A sample with dropout (scaled_dot_product_attention's dropout_p) has a random output.
+    samples = [s for s in samples if not s.kwargs.get("dropout_p")]
+    tolerance = tolerances.get(name, {}).get(dtype_name)
+    results = []
+    for variant, fn in variants(op):
+        status, fallbacks, start, count, detail = "device", {}, time.perf_counter(), 0, None
+        for sample in samples:
+            try:
+                s, f, why = run_sample(fn, sample, variant, tolerance)
+            except Exception as e:  # e.g. a sparse rbln sample that cannot even be copied back
+                s, f, why = "error", {}, f"{type(e).__name__}: {e}"
+            count += 1
+            for k, v in f.items():
+                fallbacks[k] = fallbacks.get(k, 0) + v
+            if ORDER.index(s) < ORDER.index(status):
+                status = s
+                detail = f"sample {count - 1} {_describe(sample)}: {' '.join(str(why).split())}"[:400]
+            if time.perf_counter() - start > max_seconds_per_case:
+                break
+        result = {"op": name, "variant": variant, "dtype": dtype_name, "status": status,
+                  "samples": count, "fallback_ops": sorted(fallbacks)}
+        if detail and status in ("mismatch", "error"):
+            result["detail"] = [detail]
+        if tolerance:
+            result["tolerance"] = tolerance
+        results.append(result)
     return results
 
 
@@ -253,7 +268,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--slice", action="store_true", help="the bounded, representative slice `make test` runs")
     p.add_argument("--ops", nargs="*", help="OpInfo names to run (default: all)")
-    p.add_argument("--dtypes", nargs="*", default=list(DTYPES), choices=list(DTYPES))
+    p.add_argument("--dtypes", nargs="*", choices=list(DTYPES),
+                   help="default: every dtype (the slice: SLICE_DTYPES)")
     p.add_argument("--seconds-per-case", type=float, default=20.0,
                    help="stop adding samples to one (op, variant, dtype) after this long")
     p.add_argument("--no-grad", action="store_true", help="leave out the gradient column")
@@ -289,9 +305,9 @@ def main() -> int:
         meta = {"torch": torch.__version__, "entries": len(ops), "slice": args.slice}
         results = []
         if not args.no_forward:
-            start = time.perf_counter()
-            results += sweep(ops, args.dtypes, args.seconds_per_case)
-            meta["seconds"] = round(time.perf_counter() - start, 1)
+            meta["dtype_seconds"] = {}
+            dtypes = args.dtypes or list(SLICE_DTYPES if args.slice else DTYPES)
+            results += sweep(ops, dtypes, args.seconds_per_case, meta["dtype_seconds"])
         if not args.no_grad:
             start = time.perf_counter()
             results += grad_sweep(ops, opinfo_name, lambda op: skip_reason(op.name) or skip_reason(opinfo_name(op)),
@@ -312,8 +328,14 @@ def main() -> int:
             results = [r for r in old["results"] if key(r) not in produced] + results
             # the header's entry count and times stay those of the full sweep (a column run over every
             # entry brings its own time)
-            partial = ("entries", "seconds", "gradient_seconds", "cuda_seconds") if args.ops else ("entries",)
-            meta = {**old["meta"], **{k: v for k, v in meta.items() if k not in partial}}
+            partial = ("entries", "dtype_seconds", "gradient_seconds", "cuda_seconds") if args.ops else ("entries",)
+            dtype_seconds = old["meta"].get("dtype_seconds", {})
+            if "dtype_seconds" not in partial:
+                dtype_seconds = {**dtype_seconds, **meta.get("dtype_seconds", {})}
+            meta = {**old["meta"], **{k: v for k, v in meta.items() if k not in partial},
+                    "dtype_seconds": dtype_seconds}
+        if meta.get("dtype_seconds"):
+            meta["seconds"] = round(sum(meta["dtype_seconds"].values()), 1)
         upstream = old.get("upstream")  # the upstream stage's results stay until it runs again
     out = {"meta": meta, "results": results}
     if upstream:

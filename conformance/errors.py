@@ -690,6 +690,14 @@ CPU_BEHAVIOURS = (
     (r"^fft\.", "empty", "CPU's MKL rejects a batch of no transforms (an empty dim the transform does not cover); "
      "rbln returns the empty result"),
     (r"grid_sampler_[23]d$", "dim", "the mutated int is the interpolation mode: see int_value"),
+    *((r"^(addmm(\.decomposed)?|addmv|baddbmm)$", kind, "out= is `self` with another shape: CPU's structured meta "
+       "resizes it under itself, then reads it as the bias, uninitialized past its first elements; rbln refuses the "
+       "call as an in-place one (Bad in-place call)") for kind in ("out_alias", "zero_dim_out_alias")),
+    *((r"^addr$", kind, "out= is `self` with another shape: CPU resizes it, then reads it through a broadcast view "
+       "while writing it, so each element depends on those written before it (serial order); rbln refuses the "
+       "call as addr_ does") for kind in ("out_alias", "zero_dim_out_alias")),
+    (r"^linalg\.svdvals$", "out_alias", "out= is the input matrix: CPU resizes it to the singular values' shape and "
+     "then takes sizes from freed memory (its error names a garbage size); rbln returns the singular values"),
     (r"nn\.functional\.conv(3d|_transpose[123]d)$", "dtype", "CUDA checks that input and weight types agree "
      "before its kernel (RuntimeError, as rbln); CPU reaches its kernel's NotImplementedError first"),
 )

@@ -75,23 +75,6 @@ void launch_library(const char* name, const std::vector<at::Tensor>& inputs, con
   });
 }
 
-std::vector<at::Tensor> library_call(const char* name, const std::vector<at::Tensor>& inputs, LibraryOp op) {
-  const auto& on = first_defined(inputs);
-  std::vector<at::Tensor> meta;
-  {
-    c10::InferenceMode no_autograd;
-    meta = rbln::run_meta([&] { return op(on_meta(inputs)); });
-  }
-  // Outside inference mode: autograd may save the results for backward (mode's values).
-  std::vector<at::Tensor> outputs;
-  for (const auto& m : meta) {  // an undefined result (a backward's unrequested gradient) stays undefined
-    outputs.push_back(m.defined() ? at::empty_strided(m.sizes(), m.strides(), on.options().dtype(m.scalar_type()))
-                                  : at::Tensor());
-  }
-  launch_library(name, inputs, outputs, std::move(op));
-  return outputs;
-}
-
 std::vector<at::Tensor> library_call_synced(const char* name, const std::vector<at::Tensor>& inputs, LibraryOp op) {
   const auto& on = first_defined(inputs);
   struct Outcome {
@@ -122,6 +105,27 @@ std::vector<at::Tensor> library_call_synced(const char* name, const std::vector<
     t.copy_(r);
     outputs.push_back(t);
   }
+  return outputs;
+}
+
+std::vector<at::Tensor> library_call(const char* name, const std::vector<at::Tensor>& inputs, LibraryOp op) {
+  const auto& on = first_defined(inputs);
+  std::vector<at::Tensor> meta;
+  try {
+    c10::InferenceMode no_autograd;
+    meta = op(on_meta(inputs));
+  } catch (const std::exception&) {
+    // The meta function refused the call (a Python one with its own exception types, or checks in another
+    // order): CPU's kernel answers it, with CPU's error, or CPU's result where the meta function is stricter.
+    return library_call_synced(name, inputs, std::move(op));
+  }
+  // Outside inference mode: autograd may save the results for backward (mode's values).
+  std::vector<at::Tensor> outputs;
+  for (const auto& m : meta) {  // an undefined result (a backward's unrequested gradient) stays undefined
+    outputs.push_back(m.defined() ? at::empty_strided(m.sizes(), m.strides(), on.options().dtype(m.scalar_type()))
+                                  : at::Tensor());
+  }
+  launch_library(name, inputs, outputs, std::move(op));
   return outputs;
 }
 

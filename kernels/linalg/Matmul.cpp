@@ -228,9 +228,10 @@ at::Tensor& addbmm_out(const at::Tensor& self, const at::Tensor& batch1, const a
   TORCH_CHECK(batch1.scalar_type() == batch2.scalar_type(), "mat1 and mat2 must have the same dtype, but got ",
               batch1.scalar_type(), " and ", batch2.scalar_type());
   check_same_device({&self, &batch1, &batch2, &out});
-  // addbmm_ is not structured on CPU: a smaller self is resized to the result, its values broadcast.
+  // addbmm is not structured on CPU: the result is resized with resize_ (no warning), a smaller self in place
+  // first broadcast into a copy.
   const at::Tensor bias = out.is_same(self) && self.sizes() != at::IntArrayRef(sizes) ? self.expand(sizes).clone() : self;
-  if (!bias.is_same(self)) out.resize_(sizes);
+  if (out.defined()) out.resize_(sizes);
   const int64_t batches = batch1.size(0);
   // No batches: beta * self (zeros for beta 0), as an empty product.
   add_product(bias, batches ? batch1[0] : batch1.new_empty({sizes[0], 0}), batches ? batch2[0] : batch2.new_empty({0, sizes[1]}),
@@ -261,10 +262,12 @@ at::Tensor& addmv_out(const at::Tensor& self, const at::Tensor& mat, const at::T
   matmul_into(out.unsqueeze(1), mat, vec.unsqueeze(1), alpha, beta, "aten::addmv");
   return out;
 }
-// mv.out is addmv.out(out, self, vec, beta=0, out=out), as CPU runs it: out= is resized first (structured
-// meta), so a wrongly sized out= is resized rather than refused as an in-place call.
+// mv.out is addmv.out(out, bias, self, vec, beta=0) as CPU runs it: the bias is out= itself where out= has the
+// result's one element, else a fresh vector, so a wrongly sized out= is resized rather than refused as an
+// in-place call (and one aliasing the matrix fails as on CPU).
 at::Tensor& mv_out(const at::Tensor& self, const at::Tensor& vec, at::Tensor& out) {
-  if (self.dim() == 2) at::native::resize_output(out, {self.size(0)});
+  if (out.dim() > 1 || out.numel() != self.size(0) || out.numel() != 1)
+    return addmv_out(at::empty({self.size(0)}, vec.options()), self, vec, 0, 1, out);
   return addmv_out(out, self, vec, 0, 1, out);
 }
 

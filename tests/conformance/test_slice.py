@@ -5,7 +5,7 @@ The gradient column too: float32 gradients must match CPU's, and the backward of
 ops whose derivatives are made of device ops must run on the device."""
 import pytest
 
-from conformance.__main__ import DTYPES, SLICE, opinfo_name, skip_reason, sweep
+from conformance.__main__ import SLICE, SLICE_DTYPES, opinfo_name, skip_reason, sweep
 from conformance.gradients import grad_sweep
 
 
@@ -20,7 +20,7 @@ def ops():
 
 @pytest.fixture(scope="module")
 def results(ops):
-    return sweep(ops, list(DTYPES), max_seconds_per_case=3.0)
+    return sweep(ops, list(SLICE_DTYPES), max_seconds_per_case=3.0)
 
 
 @pytest.fixture(scope="module")

@@ -603,20 +603,74 @@ def test_binary_cross_entropy_rejects_a_nan_input_as_cpu(assert_device_works):
     assert_device_works()
 
 
-@pytest.mark.parametrize("fn,args", [
-    (torch.linalg.eigvals, (torch.randn(5),)),
-    (torch.cholesky_inverse, (torch.randn(5),)),
-    (torch.grid_sampler_2d, (torch.randn(2, 3, 5, 5), torch.randn(2, 5, 5, 0), 0, 0, False)),
+@pytest.mark.parametrize("fn,args,kwargs", [
+    (torch.linalg.eigvals, (torch.randn(5),), {}),
+    (torch.cholesky_inverse, (torch.randn(5),), {}),
+    (torch.grid_sampler_2d, (torch.randn(2, 3, 5, 5), torch.randn(2, 5, 5, 0), 0, 0, False), {}),
+    (torch.grid_sampler_2d, (torch.tensor(1.0), torch.randn(2, 5, 5, 2), 0, 0, False), {}),  # CPU: IndexError
+    (torch.segment_reduce, (torch.tensor(1.0), "max"), {"lengths": torch.tensor([1, 2])}),
 ])
-def test_python_meta_checks_raise_cpus_runtime_error(fn, args, assert_device_works):
-    # The library ops size their results with torch's meta functions, some of which raise AssertionError where
-    # CPU's kernel raises RuntimeError: rbln raises CPU's type.
-    with pytest.raises(RuntimeError):
-        fn(*args)
-    with pytest.raises(RuntimeError) as info:
-        fn(*[a.rbln() if isinstance(a, torch.Tensor) else a for a in args])
-    assert type(info.value) is RuntimeError
+def test_library_ops_raise_cpus_error_where_a_meta_function_refuses(fn, args, kwargs, assert_device_works):
+    # The library ops size their results with torch's meta functions, some of them Python ones with their own
+    # exception types (AssertionError, ValueError) or checks in another order: where one refuses a call, CPU's
+    # kernel answers it, so rbln raises CPU's error, type and message.
+    _assert_raises_like_cpu(fn, *args, **kwargs)
     assert_device_works()
+
+
+# ---- out= aliasing and resizing, as CPU -------------------------------------------------------------
+
+def test_mv_into_its_own_matrix_fails_as_cpu(assert_device_works):
+    # CPU's mv.out resizes out= (here the matrix itself) before its kernel reads the matrix's second dim.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # resizing a non-empty out= warns, on both
+        for out_is_matrix in (True, False):
+            m, v = torch.randn(5, 10), torch.randn(10)
+            scalar = torch.tensor(2.0)
+            if out_is_matrix:
+                cpu_fn = lambda: torch.mv(m, v, out=m)  # noqa: E731
+                m_r, v_r = m.rbln(), v.rbln()
+                rbln_fn = lambda: torch.mv(m_r, v_r, out=m_r)  # noqa: E731
+            else:
+                cpu_fn = lambda: torch.mv(scalar, v, out=scalar)  # noqa: E731
+                s_r, v_r = scalar.rbln(), v.rbln()
+                rbln_fn = lambda: torch.mv(s_r, v_r, out=s_r)  # noqa: E731
+            kind, message = _cpu_error(cpu_fn)
+            assert kind is IndexError
+            with pytest.raises(IndexError) as info:
+                rbln_fn()
+            # the dim the kernel asks for may be spelled from the end (-2 for 1)
+            assert str(info.value).split(", but got")[0] == message.split(", but got")[0]
+    assert_device_works()
+
+
+def test_addbmm_resizes_out_without_a_warning_as_cpu():
+    b1, b2, self = torch.randn(4, 5, 6), torch.randn(4, 6, 7), torch.randn(5, 7)
+    expected = torch.addbmm(self, b1, b2)
+    out = torch.zeros(1, device="rbln")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # CPU resizes with resize_, which does not warn
+        got = _on_device(torch.addbmm, self, b1, b2, out=out, ops={"aten::addbmm.out"})
+    assert got.shape == (5, 7) and out.shape == (5, 7)
+    torch.testing.assert_close(got, expected)
+
+
+# ---- NaN statistics of the norms, as CPU's Welford moments ------------------------------------------
+
+@pytest.mark.parametrize("value", [INF, -INF, NAN])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_norm_statistics_of_rows_holding_inf_are_nan_as_cpu(dtype, value):
+    x = torch.randn(4, 2, 40, dtype=dtype)
+    # CPU's mean is NaN wherever the Inf is, except where its last vectorized Welford step meets it (then inf)
+    x[1, 0, 7] = value  # the first group and row of sample 1; the others stay finite
+    x[3, 1, 20] = value
+    layer = torch.native_layer_norm(x, [40], None, None, 1e-5)
+    group = torch.native_group_norm(x, None, None, 4, 2, 40, 2, 1e-5)
+    _assert_same(_on_device(torch.native_layer_norm, x, [40], None, None, 1e-5, ops={"aten::native_layer_norm"}),
+                 layer)
+    _assert_same(_on_device(torch.native_group_norm, x, None, None, 4, 2, 40, 2, 1e-5,
+                            ops={"aten::native_group_norm"}), group)
+    assert layer[1].isnan().sum() == 2 and group[1].isnan().sum() == 2  # the test sees the NaN statistics
 
 
 def test_mode_over_an_empty_dim_is_an_index_error_as_cpu(assert_device_works):
