@@ -28,7 +28,8 @@ both accepted; copies and CPU indices cross devices. An error PyTorch's device-g
 before any kernel runs is CUDA's too. Also CUDA's, besides CPU's behaviour: RuntimeError for index values
 CPU rejects (CUDA checks them on the device), either outcome where CPU and CUDA support different dtypes
 (the OpInfo's lists), any exception where CPU's own is an internal failure. Values are compared where
-they are defined: not for random or uninitialized outputs, an out= aliasing the input of an op that is not
+they are defined: by distribution for random outputs drawn element by element (a two-sample
+Kolmogorov-Smirnov test), not for other random or uninitialized outputs, an out= aliasing the input of an op that is not
 elementwise, or out-of-range index values CPU does not check; a strided input may match CPU's result on
 either its layout or a contiguous copy. A size past the device's memory raises CUDA's OutOfMemoryError
 where CPU allocated it. Disagreements that `CPU_BEHAVIOURS` explains (CPU's undefined behaviour, or a quirk
@@ -555,9 +556,42 @@ def _summary(o) -> str:
     return f"returned {type(v).__name__}"
 
 
-def _compare(expected, actual, tolerance, values: bool):
+# Random outputs: a two-sample Kolmogorov-Smirnov test at this level per compared tensor, on tensors of at least
+# DISTRIBUTION_MIN_ELEMENTS elements (smaller ones: dtype and shape only).
+DISTRIBUTION_LEVEL = 1e-6
+DISTRIBUTION_MIN_ELEMENTS = 16
+# Random ops whose elements are not drawn one by one (whole channels, pooling regions, a random projection, dropout
+# inside attention): the test's samples are not independent, so they compare dtypes and shapes only.
+DRAWN_TOGETHER = ("nn.functional.dropout2d", "nn.functional.dropout3d", "nn.functional.feature_alpha_dropout",
+                  "nn.functional.fractional_max_pool2d", "nn.functional.fractional_max_pool3d", "svd_lowrank",
+                  "pca_lowrank", "nn.functional.multi_head_attention_forward")
+
+
+def distribution_differs(expected: torch.Tensor, actual: torch.Tensor) -> str | None:
+    """Why two random outputs cannot come from one distribution (the elements as one sample each; elements at the
+    same position share their parameters on both sides), or None."""
+    if expected.is_complex():
+        expected, actual = torch.view_as_real(expected), torch.view_as_real(actual)
+    x, y = expected.detach().cpu().flatten().double(), actual.detach().cpu().flatten().double()
+    if bool(x.isnan().any()) != bool(y.isnan().any()):
+        return f"NaN in {'CPU' if x.isnan().any() else 'rbln'}'s result only"
+    x, y = x[~x.isnan()].sort().values, y[~y.isnan()].sort().values
+    n, m = len(x), len(y)
+    if min(n, m) < DISTRIBUTION_MIN_ELEMENTS:
+        return None
+    both = torch.cat([x, y])
+    d = (torch.searchsorted(x, both, right=True) / n - torch.searchsorted(y, both, right=True) / m).abs().max().item()
+    limit = math.sqrt(-math.log(DISTRIBUTION_LEVEL / 2) / 2) * math.sqrt((n + m) / (n * m))
+    if d > limit:
+        return (f"distributions differ: Kolmogorov-Smirnov D = {d:.3f} > {limit:.3f} (level {DISTRIBUTION_LEVEL:g}, "
+                f"{n} and {m} elements; CPU mean {x.mean().item():.4g}, rbln {y.mean().item():.4g})")
+    return None
+
+
+def _compare(expected, actual, tolerance, values: bool | str):
     """(category, detail) where both returned and disagree, else None. `tolerance`: ops.yaml's for the op,
-    else the dtype whose default tolerance applies (None: each result's own)."""
+    else the dtype whose default tolerance applies (None: each result's own). `values` False compares dtypes
+    and shapes only, "distribution" compares random outputs' distributions."""
     from torch.utils._pytree import tree_flatten
 
     exp, exp_spec = tree_flatten(expected)
@@ -574,6 +608,11 @@ def _compare(expected, actual, tolerance, values: bool):
             if e.shape != a.shape:
                 return "shape", f"CPU {list(e.shape)}, rbln {list(a.shape)}"
         if not values:
+            continue
+        if values == "distribution":
+            why = distribution_differs(e, a) if isinstance(e, torch.Tensor) else None
+            if why:
+                return "value", why
             continue
         tol = tolerance if isinstance(tolerance, dict) else TOLERANCES.get(tolerance or getattr(e, "dtype", None), {})
         try:
@@ -634,7 +673,7 @@ def judge(op, call, cpu, rbln, cuda, tolerance, values=True):
         if call.regex and re.search(call.regex, cpu["message"]) and not re.search(call.regex, rbln["message"]):
             return "error_message", f"rbln's message does not match the ErrorInput's regex {call.regex!r}"
         return None
-    bad = _compare(cpu["returned"], rbln["returned"], tolerance or call.compute_dtype, values and call.values)
+    bad = _compare(cpu["returned"], rbln["returned"], tolerance or call.compute_dtype, call.values and values)
     if bad:
         return bad
     if cpu["resized"] != rbln["resized"]:
@@ -844,11 +883,13 @@ GROWS_UNINITIALIZED = ("resize_", "resize_as_")
 
 
 def _op_settings(op):
-    """(values compared, tolerance) for an op: random and uninitialized outputs compare dtypes and shapes only;
-    the tolerance is ops.yaml's for the op, as in the conformance sweep."""
+    """(values compared, tolerance) for an op: random outputs compare distributions, uninitialized ones dtypes and
+    shapes only; the tolerance is ops.yaml's for the op, as in the conformance sweep."""
     name = opinfo_name(op)
-    return skip_reason(op.name) is None and skip_reason(name) is None and op.name not in GROWS_UNINITIALIZED, \
-        _tolerances().get(name, {}).get(str(_base_dtype(op)).removeprefix("torch."))
+    reason = skip_reason(op.name) or skip_reason(name)
+    values = ("distribution" if op.name not in DRAWN_TOGETHER else False) if reason == "random output" else \
+        reason is None and op.name not in GROWS_UNINITIALIZED
+    return values, _tolerances().get(name, {}).get(str(_base_dtype(op)).removeprefix("torch."))
 
 
 def _worker(conn, seed, max_calls, seconds_per_op):

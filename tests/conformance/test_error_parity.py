@@ -7,7 +7,8 @@ import torch
 
 from torch.testing._internal.opinfo.core import SampleInput
 
-from conformance.errors import _CudaRejects, _cuda_expectation, _cuda_rule, find_op, make_calls, run
+from conformance.errors import (_CudaRejects, _cuda_expectation, _cuda_rule, _op_settings, distribution_differs,
+                                find_op, make_calls, run)
 
 # Entries that agree in every call, between them every kind of mutation: error inputs CPU rejects, out= dtypes
 # CPU casts to and ones it refuses, tensors on two devices CUDA rejects and 0-dim CPU tensors it accepts.
@@ -74,6 +75,26 @@ def test_calls_are_deterministic():
             for x, y in zip((a.sample.input, *a.sample.args), (b.sample.input, *b.sample.args)):
                 if isinstance(x, torch.Tensor):  # the same values, NaN where NaN was injected
                     torch.testing.assert_close(x, y, rtol=0, atol=0, equal_nan=True)
+
+
+def test_random_outputs_are_compared_by_distribution():
+    """Random ops' results: the same distribution agrees, another one (shifted, rescaled, other odds, NaN on one side
+    only) disagrees; too few elements, or elements drawn together, compare dtypes and shapes only."""
+    g = torch.Generator().manual_seed(0)
+    cpu = torch.randn(400, 3, generator=g)
+    assert distribution_differs(cpu, torch.randn(400, 3, device="rbln")) is None
+    assert distribution_differs(cpu, torch.randn(400, 3, device="rbln") + 0.5) is not None
+    assert distribution_differs(cpu, 2 * torch.randn(400, 3, device="rbln")) is not None
+    odds = torch.full((1000,), 0.5)
+    assert distribution_differs(torch.bernoulli(odds, generator=g), torch.bernoulli(odds.rbln())) is None
+    assert distribution_differs(torch.bernoulli(odds, generator=g), torch.bernoulli(odds.rbln() + 0.3)) is not None
+    with_nan = torch.randn(400, device="rbln")
+    with_nan[3] = float("nan")
+    assert "NaN" in distribution_differs(cpu.flatten(), with_nan)
+    assert distribution_differs(torch.zeros(8), torch.ones(8)) is None  # too few elements to judge
+    assert _op_settings(find_op("normal"))[0] == "distribution"
+    assert _op_settings(find_op("nn.functional.dropout2d"))[0] is False  # whole channels are drawn together
+    assert _op_settings(find_op("add"))[0] is True
 
 
 def _rejects(fn) -> bool:
