@@ -82,6 +82,9 @@ at::Tensor wrapper_isnan(const at::Tensor & self) {
     case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 2>(iter, "aten::isnan", rbln::functors::isnan<c10::Float8_e4m3fnuz>()); break;
     case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 2>(iter, "aten::isnan", rbln::functors::isnan<c10::Float8_e5m2fnuz>()); break;
     case at::ScalarType::Float8_e8m0fnu: rbln::kernels::launch_elementwise<c10::Float8_e8m0fnu, 2>(iter, "aten::isnan", rbln::functors::isnan<c10::Float8_e8m0fnu>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::isnan", rbln::functors::isnan<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::isnan", rbln::functors::isnan<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::isnan", rbln::functors::isnan<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::isnan>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::isnan");
@@ -105,6 +108,9 @@ at::Tensor & wrapper_isnan_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Float8_e4m3fnuz: rbln::kernels::launch_elementwise<c10::Float8_e4m3fnuz, 2>(iter, "aten::isnan.out", rbln::functors::isnan<c10::Float8_e4m3fnuz>()); break;
     case at::ScalarType::Float8_e5m2fnuz: rbln::kernels::launch_elementwise<c10::Float8_e5m2fnuz, 2>(iter, "aten::isnan.out", rbln::functors::isnan<c10::Float8_e5m2fnuz>()); break;
     case at::ScalarType::Float8_e8m0fnu: rbln::kernels::launch_elementwise<c10::Float8_e8m0fnu, 2>(iter, "aten::isnan.out", rbln::functors::isnan<c10::Float8_e8m0fnu>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::isnan.out", rbln::functors::isnan<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::isnan.out", rbln::functors::isnan<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::isnan.out", rbln::functors::isnan<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::isnan_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::isnan.out");

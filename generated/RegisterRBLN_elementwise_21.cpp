@@ -76,6 +76,9 @@ at::Tensor wrapper_heaviside(const at::Tensor & self, const at::Tensor & values)
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::heaviside", rbln::functors::heaviside<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::heaviside", rbln::functors::heaviside<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::heaviside", rbln::functors::heaviside<bool>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::heaviside", rbln::functors::heaviside<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::heaviside", rbln::functors::heaviside<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::heaviside", rbln::functors::heaviside<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::heaviside>::call(self, values);
   }
   RBLN_COUNT_DEVICE_OP("aten::heaviside");
@@ -95,6 +98,9 @@ at::Tensor & wrapper_heaviside_(at::Tensor & self, const at::Tensor & values) {
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::heaviside_", rbln::functors::heaviside<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::heaviside_", rbln::functors::heaviside<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::heaviside_", rbln::functors::heaviside<bool>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::heaviside_", rbln::functors::heaviside<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::heaviside_", rbln::functors::heaviside<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::heaviside_", rbln::functors::heaviside<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::heaviside_>::call(self, values);
   }
   RBLN_COUNT_DEVICE_OP("aten::heaviside_");
@@ -115,6 +121,9 @@ at::Tensor & wrapper_heaviside_out(const at::Tensor & self, const at::Tensor & v
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::heaviside.out", rbln::functors::heaviside<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::heaviside.out", rbln::functors::heaviside<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::heaviside.out", rbln::functors::heaviside<bool>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::heaviside.out", rbln::functors::heaviside<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::heaviside.out", rbln::functors::heaviside<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::heaviside.out", rbln::functors::heaviside<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::heaviside_out>::call(self, values, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::heaviside.out");

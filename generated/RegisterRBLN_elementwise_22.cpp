@@ -28,6 +28,9 @@ at::Tensor wrapper_threshold(const at::Tensor & self, const at::Scalar & thresho
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::threshold", rbln::functors::threshold<double>(threshold, value)); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::threshold", rbln::functors::threshold<int32_t>(threshold, value)); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::threshold", rbln::functors::threshold<int64_t>(threshold, value)); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::threshold", rbln::functors::threshold<int8_t>(threshold, value)); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::threshold", rbln::functors::threshold<uint8_t>(threshold, value)); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::threshold", rbln::functors::threshold<int16_t>(threshold, value)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::threshold>::call(self, threshold, value);
   }
   RBLN_COUNT_DEVICE_OP("aten::threshold");
@@ -45,6 +48,9 @@ at::Tensor & wrapper_threshold_(at::Tensor & self, const at::Scalar & threshold,
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::threshold_", rbln::functors::threshold<double>(threshold, value)); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::threshold_", rbln::functors::threshold<int32_t>(threshold, value)); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::threshold_", rbln::functors::threshold<int64_t>(threshold, value)); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::threshold_", rbln::functors::threshold<int8_t>(threshold, value)); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::threshold_", rbln::functors::threshold<uint8_t>(threshold, value)); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::threshold_", rbln::functors::threshold<int16_t>(threshold, value)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::threshold_>::call(self, threshold, value);
   }
   RBLN_COUNT_DEVICE_OP("aten::threshold_");
@@ -62,6 +68,9 @@ at::Tensor & wrapper_threshold_out(const at::Tensor & self, const at::Scalar & t
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::threshold.out", rbln::functors::threshold<double>(threshold, value)); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::threshold.out", rbln::functors::threshold<int32_t>(threshold, value)); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::threshold.out", rbln::functors::threshold<int64_t>(threshold, value)); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::threshold.out", rbln::functors::threshold<int8_t>(threshold, value)); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::threshold.out", rbln::functors::threshold<uint8_t>(threshold, value)); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::threshold.out", rbln::functors::threshold<int16_t>(threshold, value)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::threshold_out>::call(self, threshold, value, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::threshold.out");

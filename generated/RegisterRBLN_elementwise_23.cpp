@@ -102,6 +102,9 @@ at::Tensor wrapper_bitwise_left_shift_Tensor(const at::Tensor & self, const at::
   switch (iter.common_dtype()) {
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_left_shift.Tensor", rbln::functors::bitwise_left_shift<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_left_shift.Tensor", rbln::functors::bitwise_left_shift<int64_t>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::bitwise_left_shift.Tensor", rbln::functors::bitwise_left_shift<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::bitwise_left_shift.Tensor", rbln::functors::bitwise_left_shift<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::bitwise_left_shift.Tensor", rbln::functors::bitwise_left_shift<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_left_shift_Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::bitwise_left_shift.Tensor");
@@ -115,6 +118,9 @@ at::Tensor & wrapper_bitwise_left_shift__Tensor(at::Tensor & self, const at::Ten
   switch (iter.common_dtype()) {
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_left_shift_.Tensor", rbln::functors::bitwise_left_shift<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_left_shift_.Tensor", rbln::functors::bitwise_left_shift<int64_t>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::bitwise_left_shift_.Tensor", rbln::functors::bitwise_left_shift<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::bitwise_left_shift_.Tensor", rbln::functors::bitwise_left_shift<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::bitwise_left_shift_.Tensor", rbln::functors::bitwise_left_shift<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_left_shift__Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::bitwise_left_shift_.Tensor");
@@ -128,6 +134,9 @@ at::Tensor & wrapper_bitwise_left_shift_Tensor_out(const at::Tensor & self, cons
   switch (iter.common_dtype()) {
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_left_shift.Tensor_out", rbln::functors::bitwise_left_shift<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_left_shift.Tensor_out", rbln::functors::bitwise_left_shift<int64_t>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::bitwise_left_shift.Tensor_out", rbln::functors::bitwise_left_shift<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::bitwise_left_shift.Tensor_out", rbln::functors::bitwise_left_shift<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::bitwise_left_shift.Tensor_out", rbln::functors::bitwise_left_shift<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_left_shift_Tensor_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::bitwise_left_shift.Tensor_out");

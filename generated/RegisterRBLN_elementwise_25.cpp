@@ -77,6 +77,9 @@ at::Tensor wrapper_fmod_Tensor(const at::Tensor & self, const at::Tensor & other
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::fmod.Tensor", rbln::functors::fmod<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::fmod.Tensor", rbln::functors::fmod<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::fmod.Tensor", rbln::functors::fmod<int64_t>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::fmod.Tensor", rbln::functors::fmod<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::fmod.Tensor", rbln::functors::fmod<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::fmod.Tensor", rbln::functors::fmod<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fmod_Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::fmod.Tensor");
@@ -94,6 +97,9 @@ at::Tensor & wrapper_fmod__Tensor(at::Tensor & self, const at::Tensor & other) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::fmod_.Tensor", rbln::functors::fmod<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::fmod_.Tensor", rbln::functors::fmod<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::fmod_.Tensor", rbln::functors::fmod<int64_t>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::fmod_.Tensor", rbln::functors::fmod<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::fmod_.Tensor", rbln::functors::fmod<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::fmod_.Tensor", rbln::functors::fmod<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fmod__Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::fmod_.Tensor");
@@ -111,6 +117,9 @@ at::Tensor & wrapper_fmod_Tensor_out(const at::Tensor & self, const at::Tensor &
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::fmod.Tensor_out", rbln::functors::fmod<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::fmod.Tensor_out", rbln::functors::fmod<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::fmod.Tensor_out", rbln::functors::fmod<int64_t>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::fmod.Tensor_out", rbln::functors::fmod<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::fmod.Tensor_out", rbln::functors::fmod<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::fmod.Tensor_out", rbln::functors::fmod<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::fmod_Tensor_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::fmod.Tensor_out");

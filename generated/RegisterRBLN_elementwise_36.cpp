@@ -33,6 +33,9 @@ at::Tensor wrapper_sgn(const at::Tensor & self) {
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::sgn", rbln::functors::sgn<bool>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::sgn", rbln::functors::sgn<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::sgn", rbln::functors::sgn<c10::complex<double>>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::sgn", rbln::functors::sgn<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::sgn", rbln::functors::sgn<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::sgn", rbln::functors::sgn<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sgn>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::sgn");
@@ -53,6 +56,9 @@ at::Tensor & wrapper_sgn_(at::Tensor & self) {
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::sgn_", rbln::functors::sgn<bool>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::sgn_", rbln::functors::sgn<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::sgn_", rbln::functors::sgn<c10::complex<double>>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::sgn_", rbln::functors::sgn<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::sgn_", rbln::functors::sgn<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::sgn_", rbln::functors::sgn<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sgn_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::sgn_");
@@ -76,6 +82,9 @@ at::Tensor & wrapper_sgn_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::sgn.out", rbln::functors::sgn<bool>()); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::sgn.out", rbln::functors::sgn<c10::complex<float>>()); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::sgn.out", rbln::functors::sgn<c10::complex<double>>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::sgn.out", rbln::functors::sgn<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::sgn.out", rbln::functors::sgn<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::sgn.out", rbln::functors::sgn<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sgn_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::sgn.out");

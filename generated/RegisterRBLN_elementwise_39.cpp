@@ -30,6 +30,9 @@ at::Tensor wrapper_ceil(const at::Tensor & self) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::ceil", rbln::functors::ceil<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::ceil", rbln::functors::ceil<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::ceil", rbln::functors::ceil<int64_t>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::ceil", rbln::functors::ceil<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::ceil", rbln::functors::ceil<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::ceil", rbln::functors::ceil<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ceil>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::ceil");
@@ -47,6 +50,9 @@ at::Tensor & wrapper_ceil_(at::Tensor & self) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::ceil_", rbln::functors::ceil<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::ceil_", rbln::functors::ceil<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::ceil_", rbln::functors::ceil<int64_t>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::ceil_", rbln::functors::ceil<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::ceil_", rbln::functors::ceil<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::ceil_", rbln::functors::ceil<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ceil_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::ceil_");
@@ -64,6 +70,9 @@ at::Tensor & wrapper_ceil_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 2>(iter, "aten::ceil.out", rbln::functors::ceil<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::ceil.out", rbln::functors::ceil<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::ceil.out", rbln::functors::ceil<int64_t>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::ceil.out", rbln::functors::ceil<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::ceil.out", rbln::functors::ceil<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::ceil.out", rbln::functors::ceil<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::ceil_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::ceil.out");

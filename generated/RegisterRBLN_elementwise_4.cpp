@@ -25,6 +25,9 @@ at::Tensor wrapper_bitwise_right_shift_Tensor(const at::Tensor & self, const at:
   switch (iter.common_dtype()) {
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_right_shift.Tensor", rbln::functors::bitwise_right_shift<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_right_shift.Tensor", rbln::functors::bitwise_right_shift<int64_t>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::bitwise_right_shift.Tensor", rbln::functors::bitwise_right_shift<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::bitwise_right_shift.Tensor", rbln::functors::bitwise_right_shift<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::bitwise_right_shift.Tensor", rbln::functors::bitwise_right_shift<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_right_shift_Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::bitwise_right_shift.Tensor");
@@ -38,6 +41,9 @@ at::Tensor & wrapper_bitwise_right_shift__Tensor(at::Tensor & self, const at::Te
   switch (iter.common_dtype()) {
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_right_shift_.Tensor", rbln::functors::bitwise_right_shift<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_right_shift_.Tensor", rbln::functors::bitwise_right_shift<int64_t>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::bitwise_right_shift_.Tensor", rbln::functors::bitwise_right_shift<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::bitwise_right_shift_.Tensor", rbln::functors::bitwise_right_shift<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::bitwise_right_shift_.Tensor", rbln::functors::bitwise_right_shift<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_right_shift__Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::bitwise_right_shift_.Tensor");
@@ -51,6 +57,9 @@ at::Tensor & wrapper_bitwise_right_shift_Tensor_out(const at::Tensor & self, con
   switch (iter.common_dtype()) {
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::bitwise_right_shift.Tensor_out", rbln::functors::bitwise_right_shift<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::bitwise_right_shift.Tensor_out", rbln::functors::bitwise_right_shift<int64_t>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::bitwise_right_shift.Tensor_out", rbln::functors::bitwise_right_shift<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::bitwise_right_shift.Tensor_out", rbln::functors::bitwise_right_shift<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::bitwise_right_shift.Tensor_out", rbln::functors::bitwise_right_shift<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::bitwise_right_shift_Tensor_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::bitwise_right_shift.Tensor_out");

@@ -30,6 +30,9 @@ at::Tensor wrapper_addcmul(const at::Tensor & self, const at::Tensor & tensor1, 
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 4>(iter, "aten::addcmul", rbln::functors::addcmul<int64_t>(value)); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 4>(iter, "aten::addcmul", rbln::functors::addcmul<c10::complex<float>>(value)); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 4>(iter, "aten::addcmul", rbln::functors::addcmul<c10::complex<double>>(value)); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 4>(iter, "aten::addcmul", rbln::functors::addcmul<int8_t>(value)); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 4>(iter, "aten::addcmul", rbln::functors::addcmul<uint8_t>(value)); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 4>(iter, "aten::addcmul", rbln::functors::addcmul<int16_t>(value)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addcmul>::call(self, tensor1, tensor2, value);
   }
   RBLN_COUNT_DEVICE_OP("aten::addcmul");
@@ -49,6 +52,9 @@ at::Tensor & wrapper_addcmul_(at::Tensor & self, const at::Tensor & tensor1, con
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<int64_t>(value)); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<c10::complex<float>>(value)); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<c10::complex<double>>(value)); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<int8_t>(value)); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<uint8_t>(value)); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 4>(iter, "aten::addcmul_", rbln::functors::addcmul<int16_t>(value)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addcmul_>::call(self, tensor1, tensor2, value);
   }
   RBLN_COUNT_DEVICE_OP("aten::addcmul_");
@@ -68,6 +74,9 @@ at::Tensor & wrapper_addcmul_out(const at::Tensor & self, const at::Tensor & ten
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<int64_t>(value)); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<c10::complex<float>>(value)); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<c10::complex<double>>(value)); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<int8_t>(value)); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<uint8_t>(value)); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 4>(iter, "aten::addcmul.out", rbln::functors::addcmul<int16_t>(value)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::addcmul_out>::call(self, tensor1, tensor2, value, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::addcmul.out");

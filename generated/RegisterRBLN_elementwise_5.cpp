@@ -141,6 +141,9 @@ at::Tensor wrapper_rsub_Tensor(const at::Tensor & self, const at::Tensor & other
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::rsub.Tensor", rbln::functors::rsub<int64_t>(alpha)); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::rsub.Tensor", rbln::functors::rsub<c10::complex<float>>(alpha)); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::rsub.Tensor", rbln::functors::rsub<c10::complex<double>>(alpha)); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::rsub.Tensor", rbln::functors::rsub<int8_t>(alpha)); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::rsub.Tensor", rbln::functors::rsub<uint8_t>(alpha)); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::rsub.Tensor", rbln::functors::rsub<int16_t>(alpha)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::rsub_Tensor>::call(self, other, alpha);
   }
   RBLN_COUNT_DEVICE_OP("aten::rsub.Tensor");
@@ -161,6 +164,9 @@ at::Tensor & wrapper_rsub_Tensor_out(const at::Tensor & self, const at::Tensor &
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::rsub.Tensor_out", rbln::functors::rsub<int64_t>(alpha)); break;
     case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::rsub.Tensor_out", rbln::functors::rsub<c10::complex<float>>(alpha)); break;
     case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::rsub.Tensor_out", rbln::functors::rsub<c10::complex<double>>(alpha)); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::rsub.Tensor_out", rbln::functors::rsub<int8_t>(alpha)); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::rsub.Tensor_out", rbln::functors::rsub<uint8_t>(alpha)); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::rsub.Tensor_out", rbln::functors::rsub<int16_t>(alpha)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::rsub_Tensor_out>::call(self, other, alpha, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::rsub.Tensor_out");

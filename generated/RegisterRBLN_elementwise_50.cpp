@@ -79,6 +79,9 @@ at::Tensor wrapper_signbit(const at::Tensor & self) {
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::signbit", rbln::functors::signbit<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::signbit", rbln::functors::signbit<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::signbit", rbln::functors::signbit<bool>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::signbit", rbln::functors::signbit<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::signbit", rbln::functors::signbit<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::signbit", rbln::functors::signbit<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::signbit>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::signbit");
@@ -101,6 +104,9 @@ at::Tensor & wrapper_signbit_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::signbit.out", rbln::functors::signbit<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::signbit.out", rbln::functors::signbit<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::signbit.out", rbln::functors::signbit<bool>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::signbit.out", rbln::functors::signbit<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::signbit.out", rbln::functors::signbit<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::signbit.out", rbln::functors::signbit<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::signbit_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::signbit.out");

@@ -29,6 +29,9 @@ at::Tensor wrapper_remainder_Tensor(const at::Tensor & self, const at::Tensor & 
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::remainder.Tensor", rbln::functors::remainder<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::remainder.Tensor", rbln::functors::remainder<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::remainder.Tensor", rbln::functors::remainder<int64_t>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::remainder.Tensor", rbln::functors::remainder<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::remainder.Tensor", rbln::functors::remainder<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::remainder.Tensor", rbln::functors::remainder<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::remainder_Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::remainder.Tensor");
@@ -46,6 +49,9 @@ at::Tensor & wrapper_remainder__Tensor(at::Tensor & self, const at::Tensor & oth
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::remainder_.Tensor", rbln::functors::remainder<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::remainder_.Tensor", rbln::functors::remainder<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::remainder_.Tensor", rbln::functors::remainder<int64_t>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::remainder_.Tensor", rbln::functors::remainder<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::remainder_.Tensor", rbln::functors::remainder<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::remainder_.Tensor", rbln::functors::remainder<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::remainder__Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::remainder_.Tensor");
@@ -63,6 +69,9 @@ at::Tensor & wrapper_remainder_Tensor_out(const at::Tensor & self, const at::Ten
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::remainder.Tensor_out", rbln::functors::remainder<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::remainder.Tensor_out", rbln::functors::remainder<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::remainder.Tensor_out", rbln::functors::remainder<int64_t>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::remainder.Tensor_out", rbln::functors::remainder<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::remainder.Tensor_out", rbln::functors::remainder<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::remainder.Tensor_out", rbln::functors::remainder<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::remainder_Tensor_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::remainder.Tensor_out");
@@ -81,6 +90,9 @@ at::Tensor wrapper_remainder_Scalar_Tensor(const at::Scalar & self, const at::Te
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::remainder.Scalar_Tensor", rbln::functors::remainder<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::remainder.Scalar_Tensor", rbln::functors::remainder<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::remainder.Scalar_Tensor", rbln::functors::remainder<int64_t>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::remainder.Scalar_Tensor", rbln::functors::remainder<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::remainder.Scalar_Tensor", rbln::functors::remainder<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::remainder.Scalar_Tensor", rbln::functors::remainder<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::remainder_Scalar_Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::remainder.Scalar_Tensor");
@@ -99,6 +111,9 @@ at::Tensor & wrapper_remainder_Scalar_Tensor_out(const at::Scalar & self, const 
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::remainder.Scalar_Tensor_out", rbln::functors::remainder<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::remainder.Scalar_Tensor_out", rbln::functors::remainder<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::remainder.Scalar_Tensor_out", rbln::functors::remainder<int64_t>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::remainder.Scalar_Tensor_out", rbln::functors::remainder<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::remainder.Scalar_Tensor_out", rbln::functors::remainder<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::remainder.Scalar_Tensor_out", rbln::functors::remainder<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::remainder_Scalar_Tensor_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::remainder.Scalar_Tensor_out");

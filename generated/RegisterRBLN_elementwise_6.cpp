@@ -61,6 +61,9 @@ at::Tensor wrapper_nan_to_num(const at::Tensor & self, ::std::optional<double> n
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::nan_to_num", rbln::functors::nan_to_num<int32_t>(nan, posinf, neginf)); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::nan_to_num", rbln::functors::nan_to_num<int64_t>(nan, posinf, neginf)); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::nan_to_num", rbln::functors::nan_to_num<bool>(nan, posinf, neginf)); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::nan_to_num", rbln::functors::nan_to_num<int8_t>(nan, posinf, neginf)); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::nan_to_num", rbln::functors::nan_to_num<uint8_t>(nan, posinf, neginf)); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::nan_to_num", rbln::functors::nan_to_num<int16_t>(nan, posinf, neginf)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nan_to_num>::call(self, nan, posinf, neginf);
   }
   RBLN_COUNT_DEVICE_OP("aten::nan_to_num");
@@ -79,6 +82,9 @@ at::Tensor & wrapper_nan_to_num_(at::Tensor & self, ::std::optional<double> nan,
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::nan_to_num_", rbln::functors::nan_to_num<int32_t>(nan, posinf, neginf)); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::nan_to_num_", rbln::functors::nan_to_num<int64_t>(nan, posinf, neginf)); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::nan_to_num_", rbln::functors::nan_to_num<bool>(nan, posinf, neginf)); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::nan_to_num_", rbln::functors::nan_to_num<int8_t>(nan, posinf, neginf)); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::nan_to_num_", rbln::functors::nan_to_num<uint8_t>(nan, posinf, neginf)); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::nan_to_num_", rbln::functors::nan_to_num<int16_t>(nan, posinf, neginf)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nan_to_num_>::call(self, nan, posinf, neginf);
   }
   RBLN_COUNT_DEVICE_OP("aten::nan_to_num_");
@@ -100,6 +106,9 @@ at::Tensor & wrapper_nan_to_num_out(const at::Tensor & self, ::std::optional<dou
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::nan_to_num.out", rbln::functors::nan_to_num<int32_t>(nan, posinf, neginf)); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::nan_to_num.out", rbln::functors::nan_to_num<int64_t>(nan, posinf, neginf)); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::nan_to_num.out", rbln::functors::nan_to_num<bool>(nan, posinf, neginf)); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::nan_to_num.out", rbln::functors::nan_to_num<int8_t>(nan, posinf, neginf)); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::nan_to_num.out", rbln::functors::nan_to_num<uint8_t>(nan, posinf, neginf)); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::nan_to_num.out", rbln::functors::nan_to_num<int16_t>(nan, posinf, neginf)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::nan_to_num_out>::call(self, nan, posinf, neginf, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::nan_to_num.out");
@@ -121,6 +130,9 @@ at::Tensor wrapper_clamp_min_Tensor(const at::Tensor & self, const at::Tensor & 
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::clamp_min.Tensor", rbln::functors::maximum<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::clamp_min.Tensor", rbln::functors::maximum<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::clamp_min.Tensor", rbln::functors::maximum<bool>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::clamp_min.Tensor", rbln::functors::maximum<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::clamp_min.Tensor", rbln::functors::maximum<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::clamp_min.Tensor", rbln::functors::maximum<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_min_Tensor>::call(self, min);
   }
   RBLN_COUNT_DEVICE_OP("aten::clamp_min.Tensor");
@@ -142,6 +154,9 @@ at::Tensor & wrapper_clamp_min__Tensor(at::Tensor & self, const at::Tensor & min
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::clamp_min_.Tensor", rbln::functors::maximum<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::clamp_min_.Tensor", rbln::functors::maximum<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::clamp_min_.Tensor", rbln::functors::maximum<bool>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::clamp_min_.Tensor", rbln::functors::maximum<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::clamp_min_.Tensor", rbln::functors::maximum<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::clamp_min_.Tensor", rbln::functors::maximum<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_min__Tensor>::call(self, min);
   }
   RBLN_COUNT_DEVICE_OP("aten::clamp_min_.Tensor");
@@ -160,6 +175,9 @@ at::Tensor & wrapper_clamp_min_Tensor_out(const at::Tensor & self, const at::Ten
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::clamp_min.Tensor_out", rbln::functors::maximum<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::clamp_min.Tensor_out", rbln::functors::maximum<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::clamp_min.Tensor_out", rbln::functors::maximum<bool>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::clamp_min.Tensor_out", rbln::functors::maximum<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::clamp_min.Tensor_out", rbln::functors::maximum<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::clamp_min.Tensor_out", rbln::functors::maximum<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_min_Tensor_out>::call(self, min, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::clamp_min.Tensor_out");

@@ -32,6 +32,9 @@ at::Tensor wrapper_sign(const at::Tensor & self) {
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::sign", rbln::functors::sign<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::sign", rbln::functors::sign<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::sign", rbln::functors::sign<bool>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::sign", rbln::functors::sign<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::sign", rbln::functors::sign<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::sign", rbln::functors::sign<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sign>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::sign");
@@ -50,6 +53,9 @@ at::Tensor & wrapper_sign_(at::Tensor & self) {
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::sign_", rbln::functors::sign<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::sign_", rbln::functors::sign<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::sign_", rbln::functors::sign<bool>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::sign_", rbln::functors::sign<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::sign_", rbln::functors::sign<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::sign_", rbln::functors::sign<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sign_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::sign_");
@@ -68,6 +74,9 @@ at::Tensor & wrapper_sign_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::sign.out", rbln::functors::sign<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::sign.out", rbln::functors::sign<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::sign.out", rbln::functors::sign<bool>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::sign.out", rbln::functors::sign<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::sign.out", rbln::functors::sign<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::sign.out", rbln::functors::sign<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::sign_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::sign.out");

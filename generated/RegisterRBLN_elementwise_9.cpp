@@ -70,6 +70,9 @@ at::Tensor wrapper_isneginf(const at::Tensor & self) {
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::isneginf", rbln::functors::isneginf<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::isneginf", rbln::functors::isneginf<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::isneginf", rbln::functors::isneginf<bool>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::isneginf", rbln::functors::isneginf<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::isneginf", rbln::functors::isneginf<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::isneginf", rbln::functors::isneginf<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::isneginf>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::isneginf");
@@ -92,6 +95,9 @@ at::Tensor & wrapper_isneginf_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 2>(iter, "aten::isneginf.out", rbln::functors::isneginf<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 2>(iter, "aten::isneginf.out", rbln::functors::isneginf<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 2>(iter, "aten::isneginf.out", rbln::functors::isneginf<bool>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::isneginf.out", rbln::functors::isneginf<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::isneginf.out", rbln::functors::isneginf<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::isneginf.out", rbln::functors::isneginf<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::isneginf_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::isneginf.out");
@@ -113,6 +119,9 @@ at::Tensor wrapper_clamp_max_Tensor(const at::Tensor & self, const at::Tensor & 
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::clamp_max.Tensor", rbln::functors::minimum<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::clamp_max.Tensor", rbln::functors::minimum<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::clamp_max.Tensor", rbln::functors::minimum<bool>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::clamp_max.Tensor", rbln::functors::minimum<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::clamp_max.Tensor", rbln::functors::minimum<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::clamp_max.Tensor", rbln::functors::minimum<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_max_Tensor>::call(self, max);
   }
   RBLN_COUNT_DEVICE_OP("aten::clamp_max.Tensor");
@@ -134,6 +143,9 @@ at::Tensor & wrapper_clamp_max__Tensor(at::Tensor & self, const at::Tensor & max
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::clamp_max_.Tensor", rbln::functors::minimum<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::clamp_max_.Tensor", rbln::functors::minimum<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::clamp_max_.Tensor", rbln::functors::minimum<bool>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::clamp_max_.Tensor", rbln::functors::minimum<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::clamp_max_.Tensor", rbln::functors::minimum<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::clamp_max_.Tensor", rbln::functors::minimum<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_max__Tensor>::call(self, max);
   }
   RBLN_COUNT_DEVICE_OP("aten::clamp_max_.Tensor");
@@ -152,6 +164,9 @@ at::Tensor & wrapper_clamp_max_Tensor_out(const at::Tensor & self, const at::Ten
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::clamp_max.Tensor_out", rbln::functors::minimum<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::clamp_max.Tensor_out", rbln::functors::minimum<int64_t>()); break;
     case at::ScalarType::Bool: rbln::kernels::launch_elementwise<bool, 3>(iter, "aten::clamp_max.Tensor_out", rbln::functors::minimum<bool>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::clamp_max.Tensor_out", rbln::functors::minimum<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::clamp_max.Tensor_out", rbln::functors::minimum<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::clamp_max.Tensor_out", rbln::functors::minimum<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::clamp_max_Tensor_out>::call(self, max, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::clamp_max.Tensor_out");
@@ -223,6 +238,9 @@ at::Tensor wrapper_div_Tensor_mode(const at::Tensor & self, const at::Tensor & o
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::div.Tensor_mode", rbln::functors::div<double>(rounding_mode)); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::div.Tensor_mode", rbln::functors::div<int32_t>(rounding_mode)); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::div.Tensor_mode", rbln::functors::div<int64_t>(rounding_mode)); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::div.Tensor_mode", rbln::functors::div<int8_t>(rounding_mode)); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::div.Tensor_mode", rbln::functors::div<uint8_t>(rounding_mode)); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::div.Tensor_mode", rbln::functors::div<int16_t>(rounding_mode)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::div_Tensor_mode>::call(self, other, rounding_mode);
   }
   RBLN_COUNT_DEVICE_OP("aten::div.Tensor_mode");
@@ -240,6 +258,9 @@ at::Tensor & wrapper_div__Tensor_mode(at::Tensor & self, const at::Tensor & othe
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::div_.Tensor_mode", rbln::functors::div<double>(rounding_mode)); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::div_.Tensor_mode", rbln::functors::div<int32_t>(rounding_mode)); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::div_.Tensor_mode", rbln::functors::div<int64_t>(rounding_mode)); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::div_.Tensor_mode", rbln::functors::div<int8_t>(rounding_mode)); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::div_.Tensor_mode", rbln::functors::div<uint8_t>(rounding_mode)); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::div_.Tensor_mode", rbln::functors::div<int16_t>(rounding_mode)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::div__Tensor_mode>::call(self, other, rounding_mode);
   }
   RBLN_COUNT_DEVICE_OP("aten::div_.Tensor_mode");
@@ -257,6 +278,9 @@ at::Tensor & wrapper_div_out_mode(const at::Tensor & self, const at::Tensor & ot
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::div.out_mode", rbln::functors::div<double>(rounding_mode)); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::div.out_mode", rbln::functors::div<int32_t>(rounding_mode)); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::div.out_mode", rbln::functors::div<int64_t>(rounding_mode)); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::div.out_mode", rbln::functors::div<int8_t>(rounding_mode)); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::div.out_mode", rbln::functors::div<uint8_t>(rounding_mode)); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::div.out_mode", rbln::functors::div<int16_t>(rounding_mode)); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::div_out_mode>::call(self, other, rounding_mode, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::div.out_mode");
@@ -274,6 +298,9 @@ at::Tensor wrapper_floor_divide(const at::Tensor & self, const at::Tensor & othe
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::floor_divide", rbln::functors::floor_divide_op<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::floor_divide", rbln::functors::floor_divide_op<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::floor_divide", rbln::functors::floor_divide_op<int64_t>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::floor_divide", rbln::functors::floor_divide_op<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::floor_divide", rbln::functors::floor_divide_op<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::floor_divide", rbln::functors::floor_divide_op<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::floor_divide>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::floor_divide");
@@ -291,6 +318,9 @@ at::Tensor & wrapper_floor_divide__Tensor(at::Tensor & self, const at::Tensor & 
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::floor_divide_.Tensor", rbln::functors::floor_divide_op<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::floor_divide_.Tensor", rbln::functors::floor_divide_op<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::floor_divide_.Tensor", rbln::functors::floor_divide_op<int64_t>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::floor_divide_.Tensor", rbln::functors::floor_divide_op<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::floor_divide_.Tensor", rbln::functors::floor_divide_op<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::floor_divide_.Tensor", rbln::functors::floor_divide_op<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::floor_divide__Tensor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::floor_divide_.Tensor");
@@ -308,6 +338,9 @@ at::Tensor & wrapper_floor_divide_out(const at::Tensor & self, const at::Tensor 
     case at::ScalarType::Double: rbln::kernels::launch_elementwise<double, 3>(iter, "aten::floor_divide.out", rbln::functors::floor_divide_op<double>()); break;
     case at::ScalarType::Int: rbln::kernels::launch_elementwise<int32_t, 3>(iter, "aten::floor_divide.out", rbln::functors::floor_divide_op<int32_t>()); break;
     case at::ScalarType::Long: rbln::kernels::launch_elementwise<int64_t, 3>(iter, "aten::floor_divide.out", rbln::functors::floor_divide_op<int64_t>()); break;
+    case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::floor_divide.out", rbln::functors::floor_divide_op<int8_t>()); break;
+    case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::floor_divide.out", rbln::functors::floor_divide_op<uint8_t>()); break;
+    case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::floor_divide.out", rbln::functors::floor_divide_op<int16_t>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::floor_divide_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::floor_divide.out");
