@@ -85,6 +85,8 @@ at::Tensor wrapper_isnan(const at::Tensor & self) {
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::isnan", rbln::functors::isnan<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::isnan", rbln::functors::isnan<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::isnan", rbln::functors::isnan<int16_t>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::isnan", rbln::functors::isnan<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::isnan", rbln::functors::isnan<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::isnan>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::isnan");
@@ -111,6 +113,8 @@ at::Tensor & wrapper_isnan_out(const at::Tensor & self, at::Tensor & out) {
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::isnan.out", rbln::functors::isnan<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::isnan.out", rbln::functors::isnan<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::isnan.out", rbln::functors::isnan<int16_t>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::isnan.out", rbln::functors::isnan<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::isnan.out", rbln::functors::isnan<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::isnan_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::isnan.out");

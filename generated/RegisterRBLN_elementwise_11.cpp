@@ -80,6 +80,8 @@ at::Tensor wrapper_logical_not(const at::Tensor & self) {
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::logical_not", rbln::functors::logical_not<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::logical_not", rbln::functors::logical_not<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::logical_not", rbln::functors::logical_not<int16_t>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::logical_not", rbln::functors::logical_not<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::logical_not", rbln::functors::logical_not<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_not>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::logical_not");
@@ -101,6 +103,8 @@ at::Tensor & wrapper_logical_not_(at::Tensor & self) {
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::logical_not_", rbln::functors::logical_not<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::logical_not_", rbln::functors::logical_not<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::logical_not_", rbln::functors::logical_not<int16_t>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::logical_not_", rbln::functors::logical_not<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::logical_not_", rbln::functors::logical_not<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_not_>::call(self);
   }
   RBLN_COUNT_DEVICE_OP("aten::logical_not_");
@@ -122,6 +126,8 @@ at::Tensor & wrapper_logical_not_out(const at::Tensor & self, at::Tensor & out) 
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 2>(iter, "aten::logical_not.out", rbln::functors::logical_not<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 2>(iter, "aten::logical_not.out", rbln::functors::logical_not<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 2>(iter, "aten::logical_not.out", rbln::functors::logical_not<int16_t>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 2>(iter, "aten::logical_not.out", rbln::functors::logical_not<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 2>(iter, "aten::logical_not.out", rbln::functors::logical_not<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_not_out>::call(self, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::logical_not.out");

@@ -86,6 +86,8 @@ at::Tensor wrapper_logical_and(const at::Tensor & self, const at::Tensor & other
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::logical_and", rbln::functors::logical_and<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::logical_and", rbln::functors::logical_and<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::logical_and", rbln::functors::logical_and<int16_t>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::logical_and", rbln::functors::logical_and<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::logical_and", rbln::functors::logical_and<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_and>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::logical_and");
@@ -107,6 +109,8 @@ at::Tensor & wrapper_logical_and_(at::Tensor & self, const at::Tensor & other) {
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::logical_and_", rbln::functors::logical_and<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::logical_and_", rbln::functors::logical_and<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::logical_and_", rbln::functors::logical_and<int16_t>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::logical_and_", rbln::functors::logical_and<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::logical_and_", rbln::functors::logical_and<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_and_>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::logical_and_");
@@ -128,6 +132,8 @@ at::Tensor & wrapper_logical_and_out(const at::Tensor & self, const at::Tensor &
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::logical_and.out", rbln::functors::logical_and<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::logical_and.out", rbln::functors::logical_and<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::logical_and.out", rbln::functors::logical_and<int16_t>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::logical_and.out", rbln::functors::logical_and<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::logical_and.out", rbln::functors::logical_and<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_and_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::logical_and.out");

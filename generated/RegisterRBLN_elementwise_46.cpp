@@ -193,6 +193,8 @@ at::Tensor wrapper_logical_or(const at::Tensor & self, const at::Tensor & other)
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::logical_or", rbln::functors::logical_or<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::logical_or", rbln::functors::logical_or<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::logical_or", rbln::functors::logical_or<int16_t>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::logical_or", rbln::functors::logical_or<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::logical_or", rbln::functors::logical_or<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_or>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::logical_or");
@@ -214,6 +216,8 @@ at::Tensor & wrapper_logical_or_(at::Tensor & self, const at::Tensor & other) {
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::logical_or_", rbln::functors::logical_or<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::logical_or_", rbln::functors::logical_or<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::logical_or_", rbln::functors::logical_or<int16_t>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::logical_or_", rbln::functors::logical_or<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::logical_or_", rbln::functors::logical_or<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_or_>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::logical_or_");
@@ -235,6 +239,8 @@ at::Tensor & wrapper_logical_or_out(const at::Tensor & self, const at::Tensor & 
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::logical_or.out", rbln::functors::logical_or<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::logical_or.out", rbln::functors::logical_or<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::logical_or.out", rbln::functors::logical_or<int16_t>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::logical_or.out", rbln::functors::logical_or<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::logical_or.out", rbln::functors::logical_or<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_or_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::logical_or.out");

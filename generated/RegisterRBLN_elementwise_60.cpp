@@ -34,6 +34,8 @@ at::Tensor wrapper_logical_xor(const at::Tensor & self, const at::Tensor & other
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<int16_t>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::logical_xor", rbln::functors::logical_xor<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_xor>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::logical_xor");
@@ -55,6 +57,8 @@ at::Tensor & wrapper_logical_xor_(at::Tensor & self, const at::Tensor & other) {
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<int16_t>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::logical_xor_", rbln::functors::logical_xor<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_xor_>::call(self, other);
   }
   RBLN_COUNT_DEVICE_OP("aten::logical_xor_");
@@ -76,6 +80,8 @@ at::Tensor & wrapper_logical_xor_out(const at::Tensor & self, const at::Tensor &
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<int16_t>()); break;
+    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<c10::complex<float>>()); break;
+    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::logical_xor.out", rbln::functors::logical_xor<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::logical_xor_out>::call(self, other, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::logical_xor.out");

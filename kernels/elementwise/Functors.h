@@ -214,7 +214,9 @@ struct isneginf {
 template <class T>
 struct isnan {
   using C = at::opmath_type<T>;
-  bool operator()(C x) const { return is_nan(x); }
+  bool operator()(C x) const {
+    if constexpr (is_complex<C>) return std::isnan(x.real()) || std::isnan(x.imag()); else return is_nan(x);
+  }
 };
 
 template <class T>
