@@ -141,13 +141,15 @@ def test_llm_generate_with_chunked_prefill_and_prefix_caching_matches_hugging_fa
 
 
 def test_graph_mode_replays_decode_steps_with_hugging_faces_tokens(run_python, checkpoint):
-    """Without enforce_eager, vLLM captures a graph of the model's decode step for each batch size of its
-    capture list (torch_rbln.vllm.graphs) and replays it for decode batches padded up to the next size: 6 and
-    then 3 requests (padded to 8 and 4) give Hugging Face's greedy tokens on CPU; prefills run eagerly. With async
-    scheduling (torch_rbln.vllm.runner), as every test here."""
+    """Without enforce_eager, vLLM compiles the model (torch.compile: Dynamo once, Inductor for rbln), captures
+    a graph of the compiled decode step for each batch size of its capture list (torch_rbln.vllm.graphs) and
+    replays it for decode batches padded up to the next size: 6 and then 3 requests (padded to 8 and 4) give
+    Hugging Face's greedy tokens on CPU; prefills run the compiled model without graphs. With async scheduling
+    (torch_rbln.vllm.runner), as every test here."""
     prompts = serving.prompts(12)[-6:]
     got = run_python(f"""
         from vllm import LLM, SamplingParams
+        from vllm.compilation.counter import compilation_counter
         from torch_rbln.rbln.graphs import RBLNGraph
 
         replays = []
@@ -160,12 +162,16 @@ def test_graph_mode_replays_decode_steps_with_hugging_faces_tokens(run_python, c
         with torch.rbln.explain() as ex:
             tokens = [[list(o.outputs[0].token_ids) for o in llm.generate(batch, params)]
                       for batch in ({prompts!r}, {prompts[:3]!r})]
+        compilation = llm.llm_engine.vllm_config.compilation_config
         print(json.dumps({{"tokens": tokens, "wrapper": type(runner.model).__name__, "fallbacks": ex.fallback_ops,
+                          "compile": [compilation.mode.name, compilation.backend,
+                                      compilation_counter.num_aot_compiles + compilation_counter.num_aot_artifacts_loaded],
                           "async": llm.llm_engine.vllm_config.scheduler_config.async_scheduling,
                           "sizes": sorted(d.num_tokens for d in runner.model.concrete_cudagraph_entries),
                           "replays": len(replays), "graphs_replayed": len(set(map(id, replays)))}}))
     """, VLLM_ENABLE_V1_MULTIPROCESSING="0")
     assert got["wrapper"] == "RBLNGraphWrapper" and got["sizes"] == [1, 2, 4, 8], got
+    assert got["compile"] == ["DYNAMO_TRACE_ONCE", "inductor", 1], got  # compiled (or loaded from vLLM's cache)
     assert got["async"]  # vLLM's default, scheduling the next step while the device computes
     assert got["fallbacks"] == {}
     # Each batch: one prefill step (eager), then MAX_TOKENS - 1 decode steps, each one replay (of the 8 and 4 graphs).

@@ -72,10 +72,15 @@ class RBLNPlatform(Platform):
         parallel_config = vllm_config.parallel_config
         if parallel_config.worker_cls == "auto":
             parallel_config.worker_cls = "torch_rbln.vllm.worker.RBLNWorker"
-        # Graph mode replays whole decode steps (the paged-attention kernel takes any batch: FULL_DECODE_ONLY);
-        # mixed batches run eagerly. No torch.compile: vLLM's Inductor passes do not run on rbln yet.
+        # torch.compile as vLLM's CPU platform runs it: Dynamo traces the model once and Inductor compiles it for
+        # rbln (vLLM's piecewise backend and its fusion passes are CUDA's); Triton's combo kernels are off.
         compilation_config = vllm_config.compilation_config
-        compilation_config.mode = CompilationMode.NONE
+        if compilation_config.mode == CompilationMode.VLLM_COMPILE:
+            compilation_config.mode = CompilationMode.DYNAMO_TRACE_ONCE
+            compilation_config.backend = "inductor"
+            compilation_config.inductor_compile_config.update({"combo_kernels": False, "benchmark_combo_kernel": False})
+        # Graph mode replays whole (compiled) decode steps (the paged-attention kernel takes any batch:
+        # FULL_DECODE_ONLY); mixed batches run without graphs.
         if compilation_config.cudagraph_mode != CUDAGraphMode.NONE:
             if parallel_config.world_size > 1:  # rbln-ccl's collectives cannot be captured yet
                 logger.warning("rbln: graph mode runs one rank only; %d ranks run eagerly", parallel_config.world_size)
@@ -93,6 +98,12 @@ class RBLNPlatform(Platform):
         from .kernels import OVERRIDES
 
         register_kernels(OVERRIDES)
+
+    @classmethod
+    def opaque_attention_op(cls) -> bool:
+        # Attention (and its cache writes) is one custom op in the compiled graph, as on CUDA and CPU: traced
+        # through, it would bake one step's block tables and slots into the graph.
+        return True
 
     @classmethod
     def support_hybrid_kv_cache(cls) -> bool:
