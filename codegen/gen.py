@@ -125,6 +125,8 @@ def _guard_and_dtypes(e: Entry, v: Variant) -> list[str]:
     # Outputs are checked by the kernels (prepare_out), as their dtype may differ from the inputs'.
     outs = {a.name for a in v.func.func.arguments.out}
     data = [a.name for a in tensors if a.name not in INDEX_ARGS and a.name not in outs]
+    if not data:  # a factory: out= is its only tensor, and its dtype is what the kernel computes in
+        data = [a.name for a in tensors if a.name in outs]
     if e.dtypes != ["any"] and data:
         allowed = " || ".join(f"t == at::ScalarType::{DTYPES[d][0]}" for d in e.dtypes)
         ok = " && ".join(f"dtype_ok({n}.scalar_type())" for n in data)

@@ -147,20 +147,23 @@ def _is_rbln(v) -> bool:
     return (isinstance(v, torch.device) and v.type == "rbln") or (isinstance(v, str) and v.split(":")[0] == "rbln")
 
 
-def run_sample(fn, sample, variant, tolerance=None):
+def run_sample(fn, sample, variant, tolerance=None, cuda_supports=False):
     """Returns (status, fallback ops, what failed). The sample was made on rbln, as PyTorch's
     device tests make them, so arguments that must stay on the CPU do. `tolerance` (ops.yaml's
-    for this op and dtype) replaces the dtype's default."""
+    for this op and dtype) replaces the dtype's default. `cuda_supports`: CUDA computes the entry in
+    this dtype, so rbln computing a sample CPU's kernel has no implementation for is CUDA's behaviour."""
     cpu_sample = sample.transform(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t)
     # A device argument (a `device=` factory keyword, or Tensor.to's positional one) names rbln in the sample.
     cpu_sample.args = tuple("cpu" if _is_rbln(a) else a for a in cpu_sample.args)
     if "device" in cpu_sample.kwargs:
         cpu_sample.kwargs["device"] = "cpu"
     dev_sample = _clone(sample)
+    cpu_lacks_dtype = False
     try:
         expected = _call(fn, cpu_sample, variant, "cpu")
-    except Exception:
+    except Exception as e:
         expected = None
+        cpu_lacks_dtype = isinstance(e, NotImplementedError) and "not implemented for" in str(e)
     with torch.rbln.explain() as ex:
         try:
             with torch.device("rbln"):
@@ -170,6 +173,8 @@ def run_sample(fn, sample, variant, tolerance=None):
             return ("device", ex.fallback_ops, None) if expected is None else \
                 ("error", ex.fallback_ops, f"rbln raised {type(e).__name__}: {e}")
     if expected is None:
+        if cpu_lacks_dtype and cuda_supports:  # no CPU value to compare (the CUDA column compares values)
+            return ("fallback" if ex.fallback_ops else "device"), ex.fallback_ops, None
         return "error", ex.fallback_ops, "CPU raised, rbln did not"
     if expected is NotImplemented:
         return ("device", ex.fallback_ops, None) if actual is NotImplemented else \
@@ -238,12 +243,13 @@ def _sweep_case(op, name, reason, dtype_name, dtype, tolerances, max_seconds_per
     # A sample with dropout (scaled_dot_product_attention's dropout_p) has a random output.
     samples = [s for s in samples if not s.kwargs.get("dropout_p")]
     tolerance = tolerances.get(name, {}).get(dtype_name)
+    cuda_supports = dtype in op.supported_dtypes("cuda")
     results = []
     for variant, fn in variants(op):
         status, fallbacks, start, count, detail = "device", {}, time.perf_counter(), 0, None
         for sample in samples:
             try:
-                s, f, why = run_sample(fn, sample, variant, tolerance)
+                s, f, why = run_sample(fn, sample, variant, tolerance, cuda_supports)
             except Exception as e:  # e.g. a sparse rbln sample that cannot even be copied back
                 s, f, why = "error", {}, f"{type(e).__name__}: {e}"
             count += 1

@@ -205,6 +205,12 @@ def render_markdown(meta, results, upstream=None, notes=None) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     lines += [summary_line(d, summarize(results, d)) for d in dtypes]
+    counts = [summarize(results, d) for d in dtypes]
+    ran = sum(c["device"] + c["fallback"] + c["mismatch"] + c["error"] for c in counts)
+    if ran:
+        device, correct = sum(c["device"] for c in counts), sum(c["device"] + c["fallback"] for c in counts)
+        lines += ["", f"**Every (entry, dtype) pair CPU supports: {device} of {ran} on the device "
+                      f"({100 * device / ran:.1f}%), {correct} correct ({100 * correct / ran:.1f}%).**"]
     lines += gradient_summary(results, meta.get("gradient_seconds"))
     lines += cuda_section(results, meta.get("cuda_seconds"))
     lines += known_mismatches(results, notes or {})

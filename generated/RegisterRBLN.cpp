@@ -592,12 +592,20 @@ at::Tensor & wrapper_where_self_out(const at::Tensor & condition, const at::Tens
 
 at::Tensor & wrapper_arange_start_out(const at::Scalar & start, const at::Scalar & end, const at::Scalar & step, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(out));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  if (!(dtype_ok(out.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::arange_start_out>::call(start, end, step, out);
+  }
   RBLN_COUNT_DEVICE_OP("aten::arange.start_out");
   return rbln::kernels::arange_start_out(start, end, step, out);
 }
 
 at::Tensor & wrapper_linspace_out(const at::Scalar & start, const at::Scalar & end, int64_t steps, at::Tensor & out) {
   const c10::OptionalDeviceGuard guard(at::device_of(out));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short; };
+  if (!(dtype_ok(out.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::linspace_out>::call(start, end, steps, out);
+  }
   RBLN_COUNT_DEVICE_OP("aten::linspace.out");
   return rbln::kernels::linspace_out(start, end, steps, out);
 }
@@ -2536,6 +2544,10 @@ at::Tensor & wrapper_cat_out(const at::ITensorListRef & tensors, int64_t dim, at
   c10::impl::check_and_update_common_device(common_device, out, "wrapper_cat_out", "out");
   c10::impl::check_and_update_common_device(common_device, tensors, "wrapper_cat_out", "tensors");
   const c10::OptionalDeviceGuard guard(at::device_of(out));
+  const auto dtype_ok = [](at::ScalarType t) { return t == at::ScalarType::Float || t == at::ScalarType::Half || t == at::ScalarType::BFloat16 || t == at::ScalarType::Double || t == at::ScalarType::Int || t == at::ScalarType::Long || t == at::ScalarType::Bool || t == at::ScalarType::ComplexFloat || t == at::ScalarType::ComplexDouble || t == at::ScalarType::ComplexHalf || t == at::ScalarType::Float8_e4m3fn || t == at::ScalarType::Float8_e5m2 || t == at::ScalarType::Float8_e4m3fnuz || t == at::ScalarType::Float8_e5m2fnuz || t == at::ScalarType::Float8_e8m0fnu || t == at::ScalarType::Char || t == at::ScalarType::Byte || t == at::ScalarType::Short || t == at::ScalarType::UInt16 || t == at::ScalarType::UInt32 || t == at::ScalarType::UInt64; };
+  if (!(dtype_ok(out.scalar_type()))) {
+    return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::cat_out>::call(tensors, dim, out);
+  }
   RBLN_COUNT_DEVICE_OP("aten::cat.out");
   return rbln::kernels::cat_out(tensors, dim, out);
 }

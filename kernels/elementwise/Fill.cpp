@@ -297,10 +297,18 @@ at::Tensor& clamp_out(const at::Tensor& self, const std::optional<at::Scalar>& m
 at::Tensor& clamp_Tensor_out(const at::Tensor& self, const std::optional<at::Tensor>& min,
                              const std::optional<at::Tensor>& max, at::Tensor& out) {
   TORCH_CHECK(min || max, "torch.clamp: At least one of 'min' or 'max' must not be None");
-  // clamp(x, lo, hi) = minimum(maximum(x, lo), hi): both propagate NaN, as CPU's clamp does.
-  at::Tensor result = self;
-  if (min) result = at::maximum(result, *min);
-  if (max) result = at::minimum(result, *max);
+  // clamp(x, lo, hi) = minimum(maximum(x, lo), hi): both propagate NaN, as CPU's clamp does. The three promote
+  // together first, as in CPU's one iterator (a 0-dim int64 bound of a uint8 tensor does not wrap when the
+  // other bound is float).
+  std::vector<at::Tensor> operands{self};
+  for (const auto* bound : {&min, &max}) {
+    if (*bound) operands.push_back(**bound);
+  }
+  const auto type = at::native::result_type(operands);
+  const auto as_type = [type](const at::Tensor& t) { return t.scalar_type() == type ? t : t.to(type); };
+  at::Tensor result = as_type(self);
+  if (min) result = at::maximum(result, as_type(*min));
+  if (max) result = at::minimum(result, as_type(*max));
   if (!out.defined()) return out = result;  // the functional: the promoted result itself
   // As CPU's TensorIterator: the result casts into out's dtype.
   TORCH_CHECK(c10::canCast(result.scalar_type(), out.scalar_type()), "result type ", result.scalar_type(),

@@ -69,7 +69,19 @@ RBLN_ROUNDING(round, std::nearbyint)
 RBLN_ROUNDING(trunc, std::trunc)
 #undef RBLN_ROUNDING
 RBLN_UNARY(log, C(std::log(x)))
-RBLN_UNARY(log2, C(std::log2(x)))
+// Complex: log(x) divided by the real ln 2, as CPU's vectorized kernel (c10's complex log2 divides by a complex
+// ln 2, which turns inf + 0i into inf + nan i).
+template <class T>
+struct log2 {
+  using C = at::opmath_type<T>;
+  C operator()(C x) const {
+    if constexpr (is_complex<C>) {
+      return std::log(x) / typename C::value_type(c10::ln_2<double>);
+    } else {
+      return C(std::log2(x));
+    }
+  }
+};
 RBLN_UNARY(log1p, C(std::log1p(x)))
 RBLN_UNARY(exp, C(std::exp(x)))
 RBLN_UNARY(exp2, C(std::exp2(x)))

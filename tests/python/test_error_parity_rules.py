@@ -369,3 +369,34 @@ def test_threshold_in_place_on_an_expanded_tensor_and_into_a_wider_out_as_cpu(va
     wide = torch.empty(5, dtype=torch.float64, device="rbln")
     torch.threshold(x.contiguous().rbln(), 0.5, 2.0, out=wide)
     assert torch.equal(wide.cpu(), torch.threshold(x.contiguous(), 0.5, 2.0, out=torch.empty(5, dtype=torch.float64)))
+
+
+def test_clamp_promotes_its_three_operands_together_as_cpu():
+    # A 0-dim int64 bound of a uint8 tensor does not wrap (to 248) when the other bound is float: CPU's one
+    # iterator promotes the three to float32 first.
+    x = torch.tensor([[0, 8, 3, 4], [9, 6, 1, 2]], dtype=torch.uint8)
+    low, high = torch.tensor(-8), torch.tensor([[8.3, -2.3, 5.5, 3.7]])
+    expected = torch.clamp(x, low, high)
+    got = _on_device(torch.clamp, x, low, high, ops={"aten::clamp.Tensor"})
+    _assert_same(got, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_log2_at_infinities_as_cpu(dtype):
+    # CPU divides log(x) by the real ln 2; a division by the complex ln 2 turns inf + 0i into inf + nan i.
+    inf = float("inf")
+    x = torch.tensor([complex(inf, 0), complex(-inf, 0), complex(inf, inf), complex(1, inf), 0j, 2 + 3j] * 3,
+                     dtype=dtype)
+    expected = torch.log2(x)
+    got = _on_device(torch.log2, x, ops={"aten::log2"})
+    assert torch.equal(got.real, expected.real) and torch.allclose(got.imag, expected.imag, rtol=0, atol=1e-15)
+
+
+def test_a_factory_out_of_a_dtype_the_kernel_lacks_falls_back():
+    # linspace's kernel computes real dtypes; complex out= runs CPU's kernel (counted), as for any entry's dtype
+    # gap, instead of the kernel's "not implemented for 'ComplexFloat'".
+    expected = torch.linspace(-2.0, 3.0, 7, dtype=torch.complex64)
+    with torch.rbln.explain() as ex:
+        got = torch.linspace(-2.0, 3.0, 7, dtype=torch.complex64, device="rbln").cpu()
+    assert "aten::linspace.out" in ex.fallback_ops
+    torch.testing.assert_close(got, expected)
