@@ -258,8 +258,6 @@ at::Tensor wrapper_pow_Tensor_Scalar(const at::Tensor & self, const at::Scalar &
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::pow.Tensor_Scalar", rbln::functors::pow<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::pow.Tensor_Scalar", rbln::functors::pow<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::pow.Tensor_Scalar", rbln::functors::pow<int16_t>()); break;
-    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::pow.Tensor_Scalar", rbln::functors::pow<c10::complex<float>>()); break;
-    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::pow.Tensor_Scalar", rbln::functors::pow<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow_Tensor_Scalar>::call(self, exponent);
   }
   RBLN_COUNT_DEVICE_OP("aten::pow.Tensor_Scalar");
@@ -282,8 +280,6 @@ at::Tensor & wrapper_pow__Scalar(at::Tensor & self, const at::Scalar & exponent)
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::pow_.Scalar", rbln::functors::pow<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::pow_.Scalar", rbln::functors::pow<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::pow_.Scalar", rbln::functors::pow<int16_t>()); break;
-    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::pow_.Scalar", rbln::functors::pow<c10::complex<float>>()); break;
-    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::pow_.Scalar", rbln::functors::pow<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow__Scalar>::call(self, exponent);
   }
   RBLN_COUNT_DEVICE_OP("aten::pow_.Scalar");
@@ -306,8 +302,6 @@ at::Tensor & wrapper_pow_Tensor_Scalar_out(const at::Tensor & self, const at::Sc
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::pow.Tensor_Scalar_out", rbln::functors::pow<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::pow.Tensor_Scalar_out", rbln::functors::pow<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::pow.Tensor_Scalar_out", rbln::functors::pow<int16_t>()); break;
-    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::pow.Tensor_Scalar_out", rbln::functors::pow<c10::complex<float>>()); break;
-    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::pow.Tensor_Scalar_out", rbln::functors::pow<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow_Tensor_Scalar_out>::call(self, exponent, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::pow.Tensor_Scalar_out");
@@ -330,8 +324,6 @@ at::Tensor wrapper_pow_Scalar(const at::Scalar & self, const at::Tensor & expone
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::pow.Scalar", rbln::functors::pow<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::pow.Scalar", rbln::functors::pow<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::pow.Scalar", rbln::functors::pow<int16_t>()); break;
-    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::pow.Scalar", rbln::functors::pow<c10::complex<float>>()); break;
-    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::pow.Scalar", rbln::functors::pow<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow_Scalar>::call(self, exponent);
   }
   RBLN_COUNT_DEVICE_OP("aten::pow.Scalar");
@@ -354,8 +346,6 @@ at::Tensor & wrapper_pow_Scalar_out(const at::Scalar & self, const at::Tensor & 
     case at::ScalarType::Char: rbln::kernels::launch_elementwise<int8_t, 3>(iter, "aten::pow.Scalar_out", rbln::functors::pow<int8_t>()); break;
     case at::ScalarType::Byte: rbln::kernels::launch_elementwise<uint8_t, 3>(iter, "aten::pow.Scalar_out", rbln::functors::pow<uint8_t>()); break;
     case at::ScalarType::Short: rbln::kernels::launch_elementwise<int16_t, 3>(iter, "aten::pow.Scalar_out", rbln::functors::pow<int16_t>()); break;
-    case at::ScalarType::ComplexFloat: rbln::kernels::launch_elementwise<c10::complex<float>, 3>(iter, "aten::pow.Scalar_out", rbln::functors::pow<c10::complex<float>>()); break;
-    case at::ScalarType::ComplexDouble: rbln::kernels::launch_elementwise<c10::complex<double>, 3>(iter, "aten::pow.Scalar_out", rbln::functors::pow<c10::complex<double>>()); break;
     default: return at::native::call_fallback_fn_symint<&rbln::fallback_dtype, at::_ops::pow_Scalar_out>::call(self, exponent, out);
   }
   RBLN_COUNT_DEVICE_OP("aten::pow.Scalar_out");
