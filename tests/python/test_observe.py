@@ -17,13 +17,13 @@ import torch
 from conftest import ROOT
 
 # Real ops of each fallback kind (docs/supported_ops.md): hash_tensor is not in ops.yaml, _histogramdd_from_bin_tensors
-# is listed as `strategy: fallback`, and remainder.Tensor's dtypes (`numeric`) have no int16.
+# is listed as `strategy: fallback`, and hardtanh's dtypes (`numeric`) have no int16.
 SCRIPT_OPS = """
 import torch, torch_rbln
 x = torch.arange(20.0).view(4, 5).rbln()
 def unlisted(): return torch.hash_tensor(x)
 def listed(): return torch.histogramdd(x, [x[0, :3]] * 5).hist
-def dtype(): return torch.remainder(x.to(torch.int16), 7)
+def dtype(): return torch.nn.functional.hardtanh(x.to(torch.int16), 2, 9)
 """
 
 
@@ -53,7 +53,7 @@ def test_info_logs_every_fallback_with_the_user_line(tmp_path):
     site = f"{tmp_path / 'script.py'}:{line_of(tmp_path, 'def unlisted')}"
     logged = [line for line in proc.stderr.splitlines() if line.startswith("[torch_rbln INFO]")]
     assert logged == [f"[torch_rbln INFO] fallback to the CPU: aten::hash_tensor.out (not in ops.yaml, kind unlisted) at {site}"] * 2 + [
-        "[torch_rbln INFO] fallback to the CPU: aten::remainder.Tensor (dtype not supported on the device, kind dtype) at "
+        "[torch_rbln INFO] fallback to the CPU: aten::hardtanh (dtype not supported on the device, kind dtype) at "
         f"{tmp_path / 'script.py'}:{line_of(tmp_path, 'def dtype')}"]
     # INFO includes WARNING: the once-per-op warnings are still there
     assert proc.stderr.count("UserWarning: aten::hash_tensor.out is not supported") == 1
@@ -147,7 +147,7 @@ def test_disable_fallback_by_kind(tmp_path, value, disabled):
     proc = run(tmp_path, DISABLE_CASES, TORCH_RBLN_DISABLE_FALLBACK=value)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.splitlines()[-1])
-    ops = {"unlisted": "aten::hash_tensor.out", "listed": "aten::_histogramdd_from_bin_tensors", "dtype": "aten::remainder.Tensor", "compile": "aten::renorm"}
+    ops = {"unlisted": "aten::hash_tensor.out", "listed": "aten::_histogramdd_from_bin_tensors", "dtype": "aten::hardtanh", "compile": "aten::renorm"}
     for kind, outcome in result.items():
         if kind in disabled:
             assert ops[kind] in outcome and f"TORCH_RBLN_DISABLE_FALLBACK={value}" in outcome, outcome
@@ -220,7 +220,7 @@ def test_report_orders_by_cost_with_advice(cpu_rand):
         with torch.rbln.explain(with_stack=True) as ex:
             for _ in range(3):
                 torch.hash_tensor(d); line = sys._getframe().f_lineno  # noqa: E702
-            torch.remainder(d.to(torch.int16), 7)
+            torch.nn.functional.hardtanh(d.to(torch.int16), 2, 9)
             for _ in range(2):
                 d.sum().item()
             d.cpu()
@@ -236,7 +236,7 @@ def test_report_orders_by_cost_with_advice(cpu_rand):
         "  calls  what  detail",
         "      3  fallback aten::hash_tensor.out not in ops.yaml [unlisted]",
         f"      3                               at {__file__}:{line}",
-        "      1  fallback aten::remainder.Tensor  dtype not supported on the device [dtype]",
+        "      1  fallback aten::hardtanh  dtype not supported on the device [dtype]",
         f"      1                               at {__file__}:{line + 1}",
         "      2  sync item",
         "      1  sync device_to_host",
