@@ -51,8 +51,7 @@ void launch_layer_norm_rows(const at::Tensor& input, const T* xp, const S* wp, c
           const T* row = xp + r * n;
           acc_t sum = 0, sq = 0;
           for (int64_t j = 0; j < n; ++j) sum += static_cast<acc_t>(row[j]);
-          // CPU's Welford moments make a row holding an Inf NaN (mean and variance).
-          const acc_t mu = std::isfinite(sum) ? sum / n : std::numeric_limits<acc_t>::quiet_NaN();
+          const acc_t mu = vec::moments_mean(sum, n);
           for (int64_t j = 0; j < n; ++j) {
             acc_t d = static_cast<acc_t>(row[j]) - mu;
             sq += d * d;
@@ -233,8 +232,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm(const at::Tenso
             T* yg = yp + ng * count;
             double sum = 0, sq = 0;  // two passes in double: the statistics CPU's float moments approximate
             for (int64_t i = 0; i < count; ++i) sum += static_cast<double>(xg[i]);
-            // CPU's Welford moments make a group holding an Inf NaN (mean and variance), as CUDA's do.
-            const double mu = !std::isfinite(sum) ? std::numeric_limits<double>::quiet_NaN() : count ? sum / count : 0.0;
+            const double mu = vec::moments_mean(sum, count);
             for (int64_t i = 0; i < count; ++i) {
               const double dv = static_cast<double>(xg[i]) - mu;
               sq += dv * dv;

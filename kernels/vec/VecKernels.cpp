@@ -373,9 +373,7 @@ void layer_norm_rows_f32(const float* x, const float* w, const float* b, float* 
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * n;
     float* yr = y + r * n;
-    const auto total = sum_f32(xr, n);
-    // CPU's Welford moments make a row holding an Inf NaN (mean and variance).
-    const float mu = std::isfinite(total) ? static_cast<float>(total / n) : std::numeric_limits<float>::quiet_NaN();
+    const float mu = static_cast<float>(moments_mean(sum_f32(xr, n), n));
     const Vec vmu(mu);
     Vec sq0(0.f), sq1(0.f);
     int64_t i = 0;

@@ -9,9 +9,19 @@
 
 #include <c10/util/BFloat16.h>
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 
 namespace rbln::kernels::vec {
+
+// The mean of `count` values from their sum, as the norms' statistics take it: CPU's Welford moments make a row
+// holding an Inf NaN (mean and variance), as CUDA's do; no values have mean 0.
+template <class S>
+S moments_mean(S sum, int64_t count) {
+  if (!std::isfinite(sum)) return std::numeric_limits<S>::quiet_NaN();
+  return count ? sum / static_cast<S>(count) : S(0);
+}
 
 // Elementwise float32 ops with a vector loop (ATen's Vectorized<float>
 // formulas, as CPU eager's kernels use them).
